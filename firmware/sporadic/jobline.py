@@ -1,0 +1,392 @@
+# The job-line format: one record a line (docs/jobline.md). Parse a line into
+# a record, write a record back as its one canonical line. Portable: runs
+# unchanged on MicroPython and CPython.
+import hashlib
+
+try:
+    from micropython import const
+except ImportError:  # CPython
+    def const(x):
+        return x
+
+from sporadic.timeutil import parse_time, format_time, parse_duration, format_duration
+
+ID_LEN = const(8)
+OUTPUT_MAX = const(60)
+HOST_MAX = const(32)
+_B32 = '0123456789abcdefghijklmnopqrstuv'
+_HOST_CHARS = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:-'
+_OPTS = ('every', 'within', 'on', 'tick', 'grace', 'retry')
+_OPT_FOR = {'on': 'each', 'tick': 'any', 'grace': 'one'}
+_OUTCOMES = ('run', 'err', 'miss', 'ok')  # rank order: a later one settles more
+FLEET_KINDS = 'htbk'
+DEFAULT_WITHIN_ONCE = const(86400)
+DEFAULT_TICK = const(60)
+DEFAULT_GRACE = const(600)
+P_ONE = 1 << 32  # fixed-point unit of a probability
+
+
+class ParseError(ValueError):
+    pass
+
+
+def make_id(text):
+    """8 characters of base32hex (40 bits) of sha256(text)."""
+    h = hashlib.sha256(text.encode()).digest()
+    n = int.from_bytes(h[:5], 'big')
+    out = ''
+    for _ in range(ID_LEN):
+        out = _B32[n & 31] + out
+        n >>= 5
+    return out
+
+
+def is_id(s):
+    if len(s) != ID_LEN:
+        return False
+    for c in s:
+        if c not in _B32:
+            return False
+    return True
+
+
+def check_host(h):
+    if not h or len(h) > HOST_MAX:
+        raise ParseError('bad host id ' + repr(h) + ' (1..32 characters)')
+    for c in h:
+        if c not in _HOST_CHARS:
+            raise ParseError('bad host id ' + repr(h) + ' (letters, digits, _ . : -)')
+    return h
+
+
+def _split1(s):
+    # first whitespace-separated word, and the rest with leading space removed
+    i = 0
+    n = len(s)
+    while i < n and s[i] not in ' \t':
+        i += 1
+    j = i
+    while j < n and s[j] in ' \t':
+        j += 1
+    return s[:i], s[j:]
+
+
+def tokens(s):
+    """Split a command into words; "..." keeps spaces inside one word."""
+    out = []
+    i = 0
+    n = len(s)
+    while i < n:
+        c = s[i]
+        if c in ' \t':
+            i += 1
+            continue
+        if c == '"':
+            j = s.find('"', i + 1)
+            if j < 0:
+                raise ParseError('unterminated quote in command')
+            out.append(s[i:j + 1])
+            i = j + 1
+            if i < n and s[i] not in ' \t':
+                raise ParseError('text right after a closing quote')
+            continue
+        j = i
+        while j < n and s[j] not in ' \t':
+            j += 1
+        w = s[i:j]
+        if '"' in w:
+            raise ParseError('quote inside a word: ' + repr(w))
+        out.append(w)
+        i = j
+    return out
+
+
+def unquote(word):
+    if len(word) >= 2 and word[0] == '"':
+        return word[1:-1]
+    return word
+
+
+def parse_prob(s):
+    """'0.01' -> (canonical text, threshold in units of 2**-32); exact, no floats."""
+    if s.startswith('.'):
+        s = '0' + s
+    whole, _, frac = s.partition('.')
+    if not whole.isdigit() or (frac and not frac.isdigit()) or len(frac) > 9:
+        raise ParseError('bad probability ' + repr(s) + ' (0<P<=1, e.g. 0.01)')
+    frac = frac.rstrip('0')
+    num = int(whole + frac) if (whole + frac) else 0
+    den = 10 ** len(frac)
+    if num <= 0 or num > den:
+        raise ParseError('P out of range: ' + s + ' (0<P<=1)')
+    text = str(int(whole)) + ('.' + frac if frac else '')
+    return text, (num * P_ONE) // den
+
+
+class Job:
+    __slots__ = ('id', 'kind', 'arg', 'threshold', 't0', 'words', 'every', 'within',
+                 'on', 'tick', 'grace', 'retry')
+
+    def text(self):
+        """Canonical job text without the id: type time command [; options]."""
+        t = self.kind
+        if self.kind in ('who', 'any'):
+            t += ':' + self.arg
+        s = t + ' ' + format_time(self.t0) + ' ' + ' '.join(self.words)
+        o = []
+        if self.every:
+            o.append('every=' + format_duration(self.every))
+        if self._within_given():
+            o.append('within=' + format_duration(self.within))
+        if self.on:
+            o.append('on=' + self.on)
+        if self.kind == 'any' and self.tick != DEFAULT_TICK:
+            o.append('tick=' + format_duration(self.tick))
+        if self.kind == 'one' and self.grace != DEFAULT_GRACE:
+            o.append('grace=' + format_duration(self.grace))
+        if self.retry:
+            o.append('retry=' + str(self.retry))
+        if o:
+            s += ' ; ' + ' '.join(o)
+        return s
+
+    def _within_given(self):
+        return self.within != default_within(self.every)
+
+    def line(self):
+        return self.id + ' ' + self.text()
+
+    def action(self):
+        return self.words[0]
+
+    def args(self):
+        return [unquote(w) for w in self.words[1:]]
+
+
+def default_within(every):
+    if every:
+        return every if every < 86400 else 86400
+    return DEFAULT_WITHIN_ONCE
+
+
+class Result:
+    __slots__ = ('id', 'host', 'k', 'at', 'outcome', 'attempt', 'mac', 'output')
+
+    def __init__(self, jid, host, k, at, outcome, attempt=1, mac='-', output=''):
+        self.id = jid
+        self.host = host
+        self.k = k
+        self.at = at
+        self.outcome = outcome
+        self.attempt = attempt
+        self.mac = mac
+        self.output = clean_output(output)
+
+    def outcome_token(self):
+        return self.outcome + (str(self.attempt) if self.attempt > 1 else '')
+
+    def body(self):
+        """The line without MAC and output: what the HMAC covers (with output)."""
+        return '%s r %s %d %d %s' % (self.id, self.host, self.k, self.at, self.outcome_token())
+
+    def line(self):
+        s = self.body() + ' ' + self.mac
+        if self.output:
+            s += ' ' + self.output
+        return s
+
+    def rank(self):
+        return (self.k, self.attempt, _OUTCOMES.index(self.outcome))
+
+    def instance(self):
+        return self.id + '.' + str(self.k)
+
+
+class Cancel:
+    __slots__ = ('id',)
+
+    def __init__(self, jid):
+        self.id = jid
+
+    def line(self):
+        return self.id + ' cancel'
+
+
+class Fleet:
+    __slots__ = ('kind', 'rest')
+
+    def __init__(self, kind, rest):
+        self.kind = kind
+        self.rest = rest
+
+    def line(self):
+        return '.' + self.kind + (' ' + self.rest if self.rest else '')
+
+
+def clean_output(s):
+    if not s:
+        return ''
+    out = []
+    for c in s:
+        out.append(c if ' ' <= c and c != '\x7f' else ' ')
+    s = ''.join(out).strip()
+    if len(s) > OUTPUT_MAX:
+        s = s[:OUTPUT_MAX]
+    return s
+
+
+def _parse_outcome(tok):
+    for o in _OUTCOMES:
+        if tok.startswith(o):
+            rest = tok[len(o):]
+            if not rest:
+                return o, 1
+            if rest.isdigit() and int(rest) > 1:
+                return o, int(rest)
+    raise ParseError('bad outcome ' + repr(tok) + ' (run err miss ok)')
+
+
+def _int(s, what):
+    if not s.isdigit():
+        raise ParseError('bad ' + what + ' ' + repr(s))
+    return int(s)
+
+
+def parse_result(jid, rest):
+    f = rest.split(None, 5)
+    if len(f) < 5:
+        raise ParseError('result needs: host k at outcome mac [output]')
+    host = check_host(f[0])
+    k = _int(f[1], 'instance number')
+    at = _int(f[2], 'time')
+    outcome, attempt = _parse_outcome(f[3])
+    mac = f[4]
+    if mac != '-' and (len(mac) != 16 or not _is_hex(mac)):
+        raise ParseError('bad mac ' + repr(mac))
+    return Result(jid, host, k, at, outcome, attempt, mac, f[5] if len(f) > 5 else '')
+
+
+def _is_hex(s):
+    for c in s:
+        if c not in '0123456789abcdef':
+            return False
+    return True
+
+
+def parse_job(s, jid=None, salt=None):
+    """A job line (type time command [; options]) -> Job. jid given for
+    machine lines; otherwise derived from the canonical text (and salt)."""
+    typ, rest = _split1(s)
+    j = Job()
+    j.arg = ''
+    j.threshold = 0
+    kind, colon, arg = typ.partition(':')
+    if kind == 'each' or kind == 'one':
+        if colon:
+            raise ParseError('type ' + kind + ' takes no argument')
+    elif kind == 'who':
+        if not arg:
+            raise ParseError('who: needs a substring, e.g. who:pump')
+        check_host(arg)
+        j.arg = arg
+    elif kind == 'any':
+        if not arg:
+            raise ParseError('any: needs a probability, e.g. any:0.01')
+        j.arg, j.threshold = parse_prob(arg)
+    else:
+        raise ParseError('unknown type ' + repr(typ) + ' (each who:S any:P one)')
+    j.kind = kind
+    ts, rest = _split1(rest)
+    if not ts:
+        raise ParseError('missing time')
+    try:
+        j.t0 = parse_time(ts)
+    except ValueError as e:
+        raise ParseError(str(e))
+    words = tokens(rest)
+    opts = []
+    if ';' in words:
+        i = words.index(';')
+        opts = words[i + 1:]
+        words = words[:i]
+    if not words:
+        raise ParseError('missing command')
+    j.words = words
+    j.every = 0
+    j.on = ''
+    j.tick = DEFAULT_TICK
+    j.grace = DEFAULT_GRACE
+    j.retry = 0
+    within = None
+    seen = []
+    for o in opts:
+        key, eq, val = o.partition('=')
+        if not eq or not val:
+            raise ParseError('bad option ' + repr(o) + ' (key=value)')
+        if key not in _OPTS:
+            raise ParseError('unknown option ' + repr(key))
+        if key in seen:
+            raise ParseError('option ' + key + ' given twice')
+        seen.append(key)
+        need = _OPT_FOR.get(key)
+        if need and need != kind:
+            raise ParseError('option ' + key + ' is only for ' + need + ' jobs')
+        try:
+            if key == 'every':
+                j.every = parse_duration(val)
+            elif key == 'within':
+                within = parse_duration(val)
+            elif key == 'tick':
+                j.tick = parse_duration(val)
+            elif key == 'grace':
+                j.grace = parse_duration(val)
+            elif key == 'on':
+                j.on = check_host(val)
+            elif key == 'retry':
+                j.retry = _int(val, 'retry count')
+        except ValueError as e:
+            raise ParseError(str(e))
+    j.within = within if within is not None else default_within(j.every)
+    if jid is None:
+        t = j.text()
+        jid = make_id(t if salt is None else t + '\n' + salt)
+    j.id = jid
+    return j
+
+
+def parse(line, salt=None):
+    """One line -> Job | Result | Cancel | Fleet, or None for blank/comment.
+    Raises ParseError(reason)."""
+    s = line.strip()
+    if not s or s[0] == '#':
+        return None
+    first, rest = _split1(s)
+    if first[0] == '.':
+        if len(first) != 2 or first[1] not in FLEET_KINDS:
+            raise ParseError('unknown fleet record ' + repr(first))
+        if first[1] == 'h':
+            check_host(rest)
+        return Fleet(first[1], rest)
+    if is_id(first):
+        kind, rest2 = _split1(rest)
+        if kind == 'cancel':
+            if rest2:
+                raise ParseError('cancel takes no arguments')
+            return Cancel(first)
+        if kind == 'r':
+            return parse_result(first, rest2)
+        if not kind:
+            raise ParseError('id without a record')
+        return parse_job(rest, first)
+    return parse_job(s, None, salt)
+
+
+def canonical(line, salt=None):
+    """The canonical text of a line, or None for blank/comment."""
+    r = parse(line, salt)
+    return None if r is None else r.line()
+
+
+def group(line):
+    """The group a canonical line belongs to: a job id, or '.' for fleet records."""
+    return line[:ID_LEN] if line[0] != '.' else '.'

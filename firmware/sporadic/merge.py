@@ -1,0 +1,148 @@
+# Merge = set union, then a deterministic compaction (docs/jobline.md#merge).
+# Compaction streams over lines in byte order, one group (job id) at a time,
+# holding at most one pending job line and one result line: constant memory,
+# so the device runs the same code over a file larger than its heap.
+from sporadic.jobline import parse, ParseError, ID_LEN
+
+# A result's rank, read straight from its canonical text:
+#   ID r HOST K AT OUTCOME MAC [OUTPUT]
+_OUT_RANK = {'run': 0, 'err': 1, 'miss': 2, 'ok': 3}
+
+
+def result_key(line):
+    f = line.split(None, 7)
+    tok = f[5]
+    i = 0
+    while i < len(tok) and not tok[i].isdigit():
+        i += 1
+    attempt = int(tok[i:]) if i < len(tok) else 1
+    return (int(f[3]), attempt, _OUT_RANK.get(tok[:i], 0), line)
+
+
+def _result_host(line):
+    # 'ID r HOST ...' -> 'HOST'
+    end = line.find(' ', ID_LEN + 3)
+    return line[ID_LEN + 3:end]
+
+
+def compact(lines, conflicts=None):
+    """Sorted, de-duplicated canonical lines -> compacted lines (a generator).
+    `conflicts` (a list) receives a note for each job id with two texts."""
+    gid = None          # current group
+    cancelled = False
+    job = None          # pending job line (held until we know there is no cancel)
+    host = None         # current result host
+    best = None         # (key, line) of best result for that host
+    for line in lines:
+        g = line[:ID_LEN] if line[0] != '.' else '.'
+        if g != gid:
+            if job is not None and not cancelled:
+                yield job
+            if best is not None and not cancelled:
+                yield best[3]
+            gid = g
+            cancelled = False
+            job = None
+            host = None
+            best = None
+            seen_job = False
+        if g == '.':
+            yield line
+            continue
+        kind = line[ID_LEN + 1:ID_LEN + 3]
+        if kind == 'r ':
+            if job is not None:
+                if not cancelled:
+                    yield job
+                job = None
+            if cancelled:
+                continue
+            h = _result_host(line)
+            if h != host:
+                if best is not None:
+                    yield best[3]
+                host = h
+                best = result_key(line)
+            else:
+                k = result_key(line)
+                if k > best:
+                    best = k
+            continue
+        if best is not None:
+            if not cancelled:
+                yield best[3]
+            best = None
+            host = None
+        if line.endswith(' cancel') and len(line) == ID_LEN + 7:
+            cancelled = True
+            job = None
+            yield line
+            continue
+        # a job line
+        if seen_job:
+            if conflicts is not None:
+                conflicts.append(g + ': two job texts under one id; kept the first in byte order')
+            continue
+        seen_job = True
+        if cancelled:
+            continue
+        if job is not None:
+            yield job
+        job = line
+    if job is not None and not cancelled:
+        yield job
+    if best is not None and not cancelled:
+        yield best[3]
+
+
+def canonical_lines(lines, name='-', errors=None, start=1):
+    """Parse lines; yield canonical text of the good ones. Each bad one adds
+    'NAME:LINE: reason' to errors (if given) and is skipped, never fatal."""
+    n = start - 1
+    for raw in lines:
+        n += 1
+        try:
+            r = parse(raw)
+        except ParseError as e:
+            if errors is not None:
+                errors.append('%s:%d: %s' % (name, n, e))
+            continue
+        except Exception as e:  # a parser bug must not stop the good lines
+            if errors is not None:
+                errors.append('%s:%d: unreadable (%s)' % (name, n, e))
+            continue
+        if r is not None:
+            yield r.line()
+
+
+def merge(*sources, errors=None, conflicts=None):
+    """Union of any number of line sources, compacted: a sorted list of lines.
+    Each source is (name, iterable of lines) or an iterable of lines."""
+    s = set()
+    for src in sources:
+        if isinstance(src, tuple):
+            name, it = src
+        else:
+            name, it = '-', src
+        for line in canonical_lines(it, name, errors):
+            s.add(line)
+    return list(compact(sorted(s), conflicts))
+
+
+def merge_sorted(a, b):
+    """Two sorted line iterators -> one sorted iterator without duplicates."""
+    a = iter(a)
+    b = iter(b)
+    x = next(a, None)
+    y = next(b, None)
+    last = None
+    while x is not None or y is not None:
+        if y is None or (x is not None and x <= y):
+            v = x
+            x = next(a, None)
+        else:
+            v = y
+            y = next(b, None)
+        if v != last:
+            yield v
+            last = v

@@ -1,0 +1,187 @@
+# The planner: what host H does about job J at time T. Pure: the caller
+# passes the clock, the host's own latest result, what it knows others did,
+# its rank and a random source. Same answers on a board, in the companion
+# and in the simulator. Cost: O(1) per job per wake (no walking instances),
+# plus at most LOOKAHEAD hashes for an `any` job.
+import hashlib
+
+try:
+    from micropython import const
+except ImportError:  # CPython
+    def const(x):
+        return x
+
+from sporadic.jobline import P_ONE
+
+RUN = 'run'      # run instance k now (attempt n)
+MISS = 'miss'    # record instance k as missed (covers older unsettled ones too)
+FAIL = 'fail'    # record instance k as failed: it was interrupted (crash) and may not be retried
+WAIT = 'wait'    # nothing before time `at`
+IDLE = 'idle'    # nothing ever again for this host
+LOOKAHEAD = const(64)   # `any` draws looked at ahead when computing the next wake
+
+
+def eligible(job, host):
+    if job.kind == 'who':
+        return job.arg in host
+    if job.kind == 'each' and job.on:
+        return job.on in host
+    return True
+
+
+def due(job, k):
+    return job.t0 + k * job.every
+
+
+def newest(job, t):
+    """The newest instance due at or before t, or -1 before the first."""
+    if t < job.t0:
+        return -1
+    if not job.every:
+        return 0
+    return (t - job.t0) // job.every
+
+
+def score(jid, host):
+    return hashlib.sha256((jid + '/' + host).encode()).digest()[:8]
+
+
+def rank(jid, host, hosts):
+    """Rendezvous rank of host among hosts for job jid (0 = first), or None."""
+    if host not in hosts:
+        return None
+    mine = score(jid, host)
+    r = 0
+    for h in hosts:
+        if h != host and score(jid, h) > mine:
+            r += 1
+    return r
+
+
+def draw(rnd, job, k, host, i):
+    """Whether host fires instance k of an `any` job at tick i: rnd(key) is a
+    32-bit integer, the same for the same key (seeded hash or recorded)."""
+    return rnd('%s.%d/%s/%d' % (job.id, k, host, i)) < job.threshold
+
+
+def hash_rnd(seed):
+    """A deterministic random source: key -> 32-bit integer."""
+    def rnd(key):
+        return int.from_bytes(hashlib.sha256((seed + '|' + key).encode()).digest()[:4], 'big')
+    return rnd
+
+
+def start_at(job, k, rnk):
+    """When this host may first start instance k (one: after its rank's grace)."""
+    t = due(job, k)
+    if job.kind == 'one':
+        t += rnk * job.grace
+    return t
+
+
+def decide(job, host, now, mine=None, done_k=-1, rnk=None, rnd=None):
+    """-> (action, k, at, attempt).
+    mine: this host's latest result as (k, outcome, attempt) or None.
+    done_k: highest instance of this job someone else started or ran (any/one).
+    rnk: this host's rank (one), None if the host is not ranked.
+    rnd: random source for `any` (see draw)."""
+    if not eligible(job, host) or (job.kind == 'one' and rnk is None):
+        return IDLE, -1, 0, 0
+    single = job.kind in ('any', 'one')
+    k = newest(job, now)
+    if k < 0:
+        return WAIT, 0, start_at(job, 0, rnk), 1
+    mk = -1
+    if mine is not None:
+        mk, outcome, attempt = mine
+        if mk == k and outcome in ('run', 'err') and not (single and done_k >= k):
+            end = due(job, k) + job.within
+            if attempt <= job.retry and now < end:
+                return RUN, k, now, attempt + 1
+            if outcome == 'run':
+                return FAIL, k, now, attempt
+    if mk < k and not (single and done_k >= k):
+        end = due(job, k) + job.within
+        if now >= end:
+            return MISS, k, now, 0
+        if mk < k - 1 and not (single and done_k >= k - 1):
+            return MISS, k - 1, now, 0
+        if job.kind == 'any':
+            return _any(job, host, now, k, end, rnd)
+        t = start_at(job, k, rnk)
+        if t >= end:
+            return WAIT, k, end, 0
+        if now >= t:
+            return RUN, k, now, 1
+        return WAIT, k, t, 1
+    # instance k is settled for this host: wait for the next one
+    if not job.every:
+        return IDLE, -1, 0, 0
+    nk = (mk if mk > k else k) + 1
+    return WAIT, nk, start_at(job, nk, rnk), 1
+
+
+def _any(job, host, now, k, end, rnd):
+    d = due(job, k)
+    i = (now - d) // job.tick
+    if draw(rnd, job, k, host, i):
+        return RUN, k, now, 1
+    j = i + 1
+    while j <= i + LOOKAHEAD:
+        t = d + j * job.tick
+        if t >= end:
+            return WAIT, k, end, 0
+        if draw(rnd, job, k, host, j):
+            return WAIT, k, t, 1
+        j += 1
+    t = d + j * job.tick
+    return WAIT, k, t if t < end else end, 0
+
+
+def expected_fire(job, k):
+    """Expected first fire time of one host for an `any` instance (geometric)."""
+    fails = (P_ONE - job.threshold) // job.threshold
+    return due(job, k) + fails * job.tick
+
+
+def schedule(job, hosts, t_from, t_until, limit=100000):
+    """What would run where and when if every host were up and synced:
+    dicts with job, instance, host, at, state (run | candidate | standby)
+    and rank for `one`. Instances due in [t_from, t_until)."""
+    k = newest(job, t_from - 1) + 1 if t_from > job.t0 else 0
+    if not job.every and k > 0:
+        return
+    ranked = None
+    if job.kind == 'one':
+        ranked = sorted(hosts, key=lambda h: score(job.id, h), reverse=True)
+    n = 0
+    while True:
+        d = due(job, k)
+        if d >= t_until:
+            return
+        inst = job.id + '.' + str(k)
+        if ranked is not None:
+            for r in range(len(ranked)):
+                t = d + r * job.grace
+                row = {'job': job.id, 'instance': inst, 'host': ranked[r], 'at': t,
+                       'state': 'run' if r == 0 else 'standby', 'rank': r}
+                if r and t >= d + job.within:
+                    row['note'] = 'outside window'
+                yield row
+                n += 1
+        else:
+            for h in hosts:
+                if not eligible(job, h):
+                    continue
+                if job.kind == 'any':
+                    yield {'job': job.id, 'instance': inst, 'host': h,
+                           'at': min(expected_fire(job, k), d + job.within - 1),
+                           'state': 'candidate', 'p': job.arg}
+                else:
+                    yield {'job': job.id, 'instance': inst, 'host': h, 'at': d, 'state': 'run'}
+                n += 1
+        if n >= limit:
+            raise ValueError('plan too long: more than %d rows; narrow --from/--until' % limit)
+        if not job.every:
+            return
+        k += 1

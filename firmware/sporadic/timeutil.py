@@ -1,0 +1,93 @@
+# UTC calendar arithmetic on Unix epoch seconds: pure integer maths, no
+# `time` module, so every port (epoch 1970 or 2000) and CPython agree.
+# The port's own epoch is converted once, in clock.py.
+
+_UNITS = {'s': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}
+_ORDER = ('w', 'd', 'h', 'm', 's')
+
+
+def days_from_civil(y, m, d):
+    # Howard Hinnant's algorithm, proleptic Gregorian.
+    if m <= 2:
+        y -= 1
+    era = y // 400
+    yoe = y - era * 400
+    mp = m + 9 if m <= 2 else m - 3
+    doy = (153 * mp + 2) // 5 + d - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146097 + doe - 719468
+
+
+def civil_from_days(z):
+    z += 719468
+    era = z // 146097
+    doe = z - era * 146097
+    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    d = doy - (153 * mp + 2) // 5 + 1
+    m = mp + 3 if mp < 10 else mp - 9
+    y = yoe + era * 400
+    if m <= 2:
+        y += 1
+    return y, m, d
+
+
+def _num(s, lo, hi, what):
+    if not s.isdigit():
+        raise ValueError('bad time: ' + what)
+    n = int(s)
+    if n < lo or n > hi:
+        raise ValueError('bad time: ' + what + ' out of range')
+    return n
+
+
+def parse_time(s):
+    """'2026-12-01T06:00Z' or '...T06:00:30Z' -> Unix epoch seconds (UTC)."""
+    if len(s) < 17 or s[-1] != 'Z' or s[4] != '-' or s[7] != '-' or s[10] != 'T' or s[13] != ':':
+        raise ValueError('bad time: expected YYYY-MM-DDTHH:MM[:SS]Z (UTC), got ' + repr(s))
+    y = _num(s[0:4], 1970, 9999, 'year')
+    mo = _num(s[5:7], 1, 12, 'month')
+    d = _num(s[8:10], 1, 31, 'day')
+    h = _num(s[11:13], 0, 23, 'hour')
+    mi = _num(s[14:16], 0, 59, 'minute')
+    sec = 0
+    if len(s) == 20 and s[16] == ':':
+        sec = _num(s[17:19], 0, 59, 'second')
+    elif len(s) != 17:
+        raise ValueError('bad time: expected YYYY-MM-DDTHH:MM[:SS]Z (UTC), got ' + repr(s))
+    days = days_from_civil(y, mo, d)
+    if civil_from_days(days) != (y, mo, d):
+        raise ValueError('bad time: no such date ' + s[:10])
+    return days * 86400 + h * 3600 + mi * 60 + sec
+
+
+def format_time(t):
+    """Unix epoch seconds -> canonical ISO text (seconds only when non-zero)."""
+    t = int(t)
+    days = t // 86400
+    rem = t - days * 86400
+    y, mo, d = civil_from_days(days)
+    s = '%04d-%02d-%02dT%02d:%02d' % (y, mo, d, rem // 3600, (rem // 60) % 60)
+    if rem % 60:
+        s += ':%02d' % (rem % 60)
+    return s + 'Z'
+
+
+def parse_duration(s):
+    """'30s 10m 2h 1d 1w' -> seconds (> 0)."""
+    if len(s) < 2 or s[-1] not in _UNITS or not s[:-1].isdigit():
+        raise ValueError('bad duration: ' + repr(s) + ' (use 30s 10m 2h 1d 1w)')
+    n = int(s[:-1]) * _UNITS[s[-1]]
+    if n <= 0:
+        raise ValueError('bad duration: ' + repr(s) + ' must be positive')
+    return n
+
+
+def format_duration(n):
+    """Seconds -> the largest unit that divides them exactly."""
+    for u in _ORDER:
+        q = _UNITS[u]
+        if n % q == 0:
+            return str(n // q) + u
+    return str(n) + 's'
