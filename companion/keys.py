@@ -1,0 +1,204 @@
+"""Fleet keys on the desktop: the RSA key pair, signing batches, rotation,
+per-device secrets and the MACs boards put on what they write.
+
+The signing side lives here (cryptography); every check is the portable core
+(`sporadic.rsa`, `sporadic.batch`, `sporadic.hmac`), the same code the boards
+run, so the companion never accepts what a board would refuse.
+
+Files under FLEET/keys/:
+
+    fleet.pem       private key, PKCS#8 PEM, mode 0600; never leaves this folder
+    fleet.pub       public key text, one line: rsa2048:<hex n>  (put on boards)
+    seq             the last SEQ used for a .b/.k record (one counter per fleet)
+    old/KEYID.pem   retired private keys (0600), kept so old batches can be explained
+
+    init_keys(fleet_dir) -> pub_text
+    load_pub(fleet_dir) -> pub_text        keyid(fleet_dir) -> 8 hex
+    sign_digest(fleet_dir, digest32) -> signature bytes
+    next_seq(fleet_dir) -> int             reserve the next SEQ (persisted)
+    sign_batch(lines, seq, fleet_dir) -> ".b ..." record
+    sign_lines(fleet_dir, lines) -> [".b ...", ...]   needs_batch lines, <= MAX_LINES a batch
+    rotate(fleet_dir) -> ".k ..." record   (then re-sign the live lines: sign_lines)
+    new_device_secret() -> 64 hex
+    mac_result(secret, line_without_mac) -> 16 hex      check_result(secret, line, mac) -> bool
+"""
+import os
+import secrets
+import sys
+
+_FW = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "firmware")
+try:
+    import sporadic.rsa  # noqa: F401
+except ImportError:  # running from a checkout without `pip install -e .`
+    sys.path.insert(0, _FW)
+
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import padding, rsa as crsa
+from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
+
+from sporadic import batch, rsa
+from sporadic import hmac as shmac
+
+BITS = 2048
+E = 65537
+
+
+def _dir(fleet_dir):
+    return os.path.join(fleet_dir, "keys")
+
+
+def _write(path, data, mode=0o644):
+    """Atomic write with the mode set before any byte lands."""
+    tmp = path + ".tmp"
+    if os.path.exists(tmp):
+        os.unlink(tmp)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+
+
+def _new_key():
+    return crsa.generate_private_key(public_exponent=E, key_size=BITS)
+
+
+def _pem(key):
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+def pub_text_of(key):
+    nums = key.public_key().public_numbers()
+    return rsa.format_pubkey(nums.n, nums.e)
+
+
+def init_keys(fleet_dir, force=False):
+    """Make the fleet key pair; refuses to replace an existing one unless force."""
+    d = _dir(fleet_dir)
+    os.makedirs(d, exist_ok=True)
+    os.chmod(d, 0o700)
+    pem = os.path.join(d, "fleet.pem")
+    if os.path.exists(pem) and not force:
+        raise FileExistsError("%s exists: a fleet has one key (use rotate)" % pem)
+    key = _new_key()
+    _write(pem, _pem(key), 0o600)
+    text = pub_text_of(key)
+    _write(os.path.join(d, "fleet.pub"), (text + "\n").encode())
+    if not os.path.exists(os.path.join(d, "seq")):
+        _write(os.path.join(d, "seq"), b"0\n")
+    return text
+
+
+def load_private(fleet_dir):
+    path = os.path.join(_dir(fleet_dir), "fleet.pem")
+    st = os.stat(path)
+    if st.st_mode & 0o077:
+        raise PermissionError("%s is readable by others (mode %o): chmod 600 it" % (path, st.st_mode & 0o777))
+    with open(path, "rb") as f:
+        return serialization.load_pem_private_key(f.read(), password=None)
+
+
+def load_pub(fleet_dir):
+    with open(os.path.join(_dir(fleet_dir), "fleet.pub")) as f:
+        text = f.read().strip()
+    rsa.parse_pubkey(text)
+    return text
+
+
+def keyid(fleet_dir):
+    return rsa.keyid(load_pub(fleet_dir))
+
+
+def _sign(key, digest):
+    return key.sign(bytes(digest), padding.PKCS1v15(), Prehashed(hashes.SHA256()))
+
+
+def sign_digest(fleet_dir, digest):
+    """PKCS#1 v1.5 signature of a 32-byte SHA-256 digest with the fleet key."""
+    if len(digest) != 32:
+        raise ValueError("digest is not 32 bytes")
+    return _sign(load_private(fleet_dir), digest)
+
+
+def current_seq(fleet_dir):
+    path = os.path.join(_dir(fleet_dir), "seq")
+    try:
+        with open(path) as f:
+            return int(f.read().strip() or 0)
+    except FileNotFoundError:
+        return 0
+
+
+def next_seq(fleet_dir):
+    """Reserve and persist the next SEQ (a SEQ is never used twice)."""
+    seq = current_seq(fleet_dir) + 1
+    _write(os.path.join(_dir(fleet_dir), "seq"), b"%d\n" % seq)
+    return seq
+
+
+def sign_batch(lines, seq, fleet_dir):
+    """The .b record covering lines (1..MAX_LINES of them) under SEQ."""
+    key = load_private(fleet_dir)
+    return batch.make_batch_record(
+        seq, rsa.keyid(pub_text_of(key)),
+        [batch.line_digest(ln) for ln in lines],
+        lambda dg: _sign(key, dg),
+    )
+
+
+def sign_lines(fleet_dir, lines):
+    """Batch records covering every fleet-authored line of lines, in order."""
+    todo = []
+    seen = set()
+    for ln in lines:
+        ln = ln.rstrip("\r\n")
+        if batch.needs_batch(ln) and ln not in seen:
+            seen.add(ln)
+            todo.append(ln)
+    out = []
+    for i in range(0, len(todo), batch.MAX_LINES):
+        out.append(sign_batch(todo[i:i + batch.MAX_LINES], next_seq(fleet_dir), fleet_dir))
+    return out
+
+
+def rotate(fleet_dir):
+    """Move the fleet to a new key: returns the .k record signed by the old key.
+
+    The old private key moves to keys/old/KEYID.pem. Boards that take the .k
+    record refuse the old key from then on, so the caller must re-sign the
+    live fleet lines under the new key (sign_lines) and sync both.
+    """
+    d = _dir(fleet_dir)
+    old = load_private(fleet_dir)
+    old_text = pub_text_of(old)
+    old_id = rsa.keyid(old_text)
+    new = _new_key()
+    new_text = pub_text_of(new)
+    rec = batch.make_key_record(next_seq(fleet_dir), old_id, new_text, lambda dg: _sign(old, dg))
+    os.makedirs(os.path.join(d, "old"), exist_ok=True)
+    os.chmod(os.path.join(d, "old"), 0o700)
+    _write(os.path.join(d, "old", old_id + ".pem"), _pem(old), 0o600)
+    _write(os.path.join(d, "fleet.pem"), _pem(new), 0o600)
+    _write(os.path.join(d, "fleet.pub"), (new_text + "\n").encode())
+    return rec
+
+
+def new_device_secret():
+    """A fresh per-device secret: 32 random bytes as 64 hex digits."""
+    return secrets.token_hex(32)
+
+
+def mac_result(secret, line_without_mac):
+    """16 hex: HMAC-SHA256 under the device secret, truncated (core sporadic.hmac)."""
+    return shmac.mac_result(secret, line_without_mac)
+
+
+def check_result(secret, line_without_mac, mac):
+    return shmac.check_result(secret, line_without_mac, mac)

@@ -1,0 +1,358 @@
+"""Signed batches: which fleet lines the fleet's owner really wrote.
+
+Portable core: runs unchanged on MicroPython and CPython. No I/O, no clock;
+the caller passes state in (trusted keys, high-water mark, held batches) and
+persists what comes out (see docs/security.md).
+
+Records (one line each; byte order of SEQ = numeric order):
+
+    .b SEQ KEYID DIGESTS SIG        a batch
+    .k SEQ OLDID NEWKEY SIG         a key rotation, signed by the old key
+
+    SEQ      8 decimal digits, > 0, one counter per fleet (batches and rotations)
+    KEYID    8 hex: rsa.keyid() of the key that signed
+    DIGESTS  16 hex per covered line: line_digest() of each line, sorted, no
+             repeats, 1..MAX_LINES of them, written without separators
+    NEWKEY   the new public key text (rsa2048:<hex n>)
+    SIG      base64 of the RSA-2048 PKCS#1 v1.5 SHA-256 signature over the
+             record's text before " SIG" (so the kind, seq and key id are signed)
+
+    line_digest(line) -> 8 bytes
+    make_batch_record(seq, keyid, digests, sign_fn) -> str
+    make_key_record(seq, old_keyid, new_pub_text, sign_fn) -> str
+    parse_batch(line) -> (seq, keyid, digests, sig, body_len)   ValueError(reason)
+    parse_key(line) -> (seq, old_keyid, new_pub_text, sig, body_len)
+    needs_batch(line) -> bool      fleet-authored: must be covered by a batch
+    ingest_key(line)               sort key: .b/.k by SEQ, then the lines
+    Verifier(pubkeys, hwm, held=(), retired=())
+        .add_key(line) / .add_batch(line) / .check(line) / .take(line) -> reason or None
+        .hwm .keytexts() .retired     state to persist after the ingest is committed
+"""
+import binascii
+import hashlib
+
+from sporadic import rsa
+
+try:
+    from micropython import const
+except ImportError:  # CPython
+    def const(x):
+        return x
+
+DIGEST = const(8)        # bytes of sha256 kept per line
+MAX_LINES = const(128)   # lines per batch (a .b record is then <= ~2.4 KB)
+WINDOW = const(512)      # digests a Verifier holds at once (4 KB)
+SEQ_W = const(8)
+
+# kinds of fleet records (".X ...") written by boards, not by the companion:
+# they carry a device MAC instead of a batch.
+DEVICE_KINDS = ".s"
+
+
+def _b(line):
+    if isinstance(line, str):
+        line = line.encode()
+    n = len(line)
+    while n and line[n - 1] in (10, 13):
+        n -= 1
+    if n != len(line):
+        line = line[:n]
+    return line
+
+
+def line_digest(line):
+    """The first 8 bytes of sha256 of the line (without its newline)."""
+    return hashlib.sha256(_b(line)).digest()[:DIGEST]
+
+
+def needs_batch(line):
+    """True for lines only the fleet's owner may write (jobs, cancels, .h, .t)."""
+    if isinstance(line, (bytes, bytearray)):
+        line = line.decode()
+    line = line.strip()
+    if not line or line[0] == "#":
+        return False
+    if line[0] == ".":
+        k = line[:2]
+        return not (k == ".b" or k == ".k" or k in DEVICE_KINDS.split())
+    sp = line.find(" ")
+    if sp < 0:
+        return True
+    rest = line[sp:].lstrip()
+    return not (rest[:2] == "r " or rest == "r")
+
+
+def ingest_key(line):
+    """Sort key for feeding a Verifier: .b and .k records by SEQ, then the lines."""
+    if isinstance(line, (bytes, bytearray)):
+        line = line.decode()
+    if line[:3] == ".b " or line[:3] == ".k ":
+        return (0, line[3:3 + SEQ_W], line)
+    return (1, "", line)
+
+
+def _seq(s):
+    if len(s) != SEQ_W or not s.isdigit():
+        raise ValueError("seq is not %d digits" % SEQ_W)
+    v = int(s)
+    if v <= 0:
+        raise ValueError("seq is 0")
+    return v
+
+
+def _hexid(s):
+    if len(s) != 8:
+        raise ValueError("key id is not 8 hex")
+    try:
+        binascii.unhexlify(s)
+    except Exception:
+        raise ValueError("key id is not 8 hex")
+    return s.lower()
+
+
+def _sig(s):
+    try:
+        sig = binascii.a2b_base64(s)
+    except Exception:
+        raise ValueError("signature is not base64")
+    if len(sig) < 256:
+        raise ValueError("signature too short")
+    if _b64(sig) != s:
+        raise ValueError("signature is not canonical base64")
+    return sig
+
+
+def _fields(line, kind):
+    if isinstance(line, (bytes, bytearray)):
+        line = line.decode()
+    line = line.rstrip("\r\n")
+    f = line.split(" ")
+    if len(f) != 5 or f[0] != kind:
+        raise ValueError("malformed %s record" % kind)
+    return line, f
+
+
+def parse_batch(line):
+    """(seq, keyid, digests, sig, body_len) of a .b record; ValueError(reason).
+
+    digests: bytes, 8 per line, sorted; body_len: how many leading characters
+    of the line the signature covers.
+    """
+    line, f = _fields(line, ".b")
+    seq = _seq(f[1])
+    kid = _hexid(f[2])
+    h = f[3]
+    if not h or len(h) % (2 * DIGEST):
+        raise ValueError("digest list is not 16 hex a line")
+    n = len(h) // (2 * DIGEST)
+    if n > MAX_LINES:
+        raise ValueError("batch of %d lines (max %d)" % (n, MAX_LINES))
+    try:
+        d = binascii.unhexlify(h)
+    except Exception:
+        raise ValueError("digest list is not hex")
+    if h != h.lower():
+        raise ValueError("digest list is not lower-case hex")
+    prev = None
+    for i in range(n):
+        x = d[i * DIGEST:(i + 1) * DIGEST]
+        if prev is not None and x <= prev:
+            raise ValueError("digests not sorted")
+        prev = x
+    sig = _sig(f[4])
+    return seq, kid, d, sig, len(line) - len(f[4]) - 1
+
+
+def parse_key(line):
+    """(seq, old_keyid, new_pub_text, sig, body_len) of a .k record; ValueError(reason)."""
+    line, f = _fields(line, ".k")
+    seq = _seq(f[1])
+    kid = _hexid(f[2])
+    rsa.parse_pubkey(f[3])
+    sig = _sig(f[4])
+    return seq, kid, f[3], sig, len(line) - len(f[4]) - 1
+
+
+def _b64(sig):
+    return binascii.b2a_base64(sig).decode().strip()
+
+
+def make_batch_record(seq, keyid, digests, sign_fn):
+    """The .b line covering digests (8-byte line_digest values, any order).
+
+    sign_fn(sha256_digest_bytes) -> signature bytes (the desktop holds the key).
+    """
+    ds = sorted(set(bytes(d) for d in digests))
+    if not ds or len(ds) > MAX_LINES:
+        raise ValueError("a batch covers 1..%d lines, not %d" % (MAX_LINES, len(ds)))
+    for d in ds:
+        if len(d) != DIGEST:
+            raise ValueError("digest is not %d bytes" % DIGEST)
+    if seq <= 0 or seq >= 10 ** SEQ_W:
+        raise ValueError("seq out of range")
+    body = ".b %08d %s %s" % (seq, keyid, binascii.hexlify(b"".join(ds)).decode())
+    sig = sign_fn(hashlib.sha256(body.encode()).digest())
+    return body + " " + _b64(sig)
+
+
+def make_key_record(seq, old_keyid, new_pub_text, sign_fn):
+    """The .k line announcing new_pub_text, signed with the old key by sign_fn."""
+    rsa.parse_pubkey(new_pub_text)
+    if seq <= 0 or seq >= 10 ** SEQ_W:
+        raise ValueError("seq out of range")
+    body = ".k %08d %s %s" % (seq, old_keyid, new_pub_text.strip())
+    sig = sign_fn(hashlib.sha256(body.encode()).digest())
+    return body + " " + _b64(sig)
+
+
+def _body_digest(line, body_len):
+    if isinstance(line, str):
+        line = line.encode()
+    h = hashlib.sha256(memoryview(line)[:body_len])
+    return h.digest()
+
+
+def _find(seg, d):
+    lo = 0
+    hi = len(seg) // DIGEST
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        x = seg[mid * DIGEST:(mid + 1) * DIGEST]
+        if x == d:
+            return True
+        if x < d:
+            lo = mid + 1
+        else:
+            hi = mid
+    return False
+
+
+class Verifier:
+    """Streaming check of one ingest (a sync, a file).
+
+    pubkeys: key texts or (n, e) tuples the store trusts now.
+    hwm:     the highest SEQ the store has accepted (0: none yet).
+    held:    SEQs of .b/.k records the store holds (accepted earlier): these
+             may be seen again even though they are <= hwm.
+    retired: key ids retired by a rotation (refused with that reason).
+
+    Feed .b and .k records in SEQ order, each .b followed by the lines it
+    covers (ingest_key() sorts a small ingest into that order; a large one is
+    sent batch by batch). The Verifier holds the digests of the last WINDOW
+    lines' worth of batches only, never the whole file. Freshness is judged
+    against the hwm given at the start; .hwm is the new high-water mark, to
+    persist once the accepted lines are safely stored.
+    """
+
+    def __init__(self, pubkeys, hwm, held=(), retired=(), window=WINDOW):
+        self.keys = {}
+        for k in pubkeys:
+            if isinstance(k, tuple):
+                n, e = k
+            else:
+                n, e = rsa.parse_pubkey(k)
+            self.keys[rsa.keyid((n, e))] = (n, e)
+        self.base = hwm
+        self.hwm = hwm
+        self.held = held
+        self.retired = list(retired)
+        self.window = window
+        self.seen = []      # SEQs accepted in this ingest
+        self.segs = []      # [(seq, digests)] in arrival order
+        self.used = 0
+
+    def keytexts(self):
+        return [rsa.format_pubkey(n, e) for n, e in self.keys.values()]
+
+    def clear(self):
+        self.segs = []
+        self.used = 0
+
+    def _key(self, kid):
+        k = self.keys.get(kid)
+        if k is None:
+            if kid in self.retired:
+                return None, "retired key %s" % kid
+            return None, "unknown key %s (another fleet?)" % kid
+        return k, None
+
+    def _fresh(self, seq):
+        if seq > self.base or seq in self.seen:
+            return None
+        if seq in self.held:
+            return None
+        return "replay: seq %d <= high-water mark %d" % (seq, self.base)
+
+    def add_key(self, line):
+        """A .k rotation: the old key must be trusted now and have signed it."""
+        try:
+            seq, kid, newtext, sig, blen = parse_key(line)
+            n2, e2 = rsa.parse_pubkey(newtext)
+        except ValueError as ex:
+            return "bad key record: %s" % ex
+        newid = rsa.keyid((n2, e2))
+        if newid in self.keys:
+            return None                     # already applied: nothing changes
+        k, why = self._key(kid)
+        if why:
+            return why
+        if not rsa.verify(k[0], k[1], _body_digest(line, blen), sig):
+            return "bad signature on key record %08d" % seq
+        why = self._fresh(seq)
+        if why:
+            return why
+        del self.keys[kid]
+        self.retired.append(kid)
+        self.keys[newid] = (n2, e2)
+        self.seen.append(seq)
+        if seq > self.hwm:
+            self.hwm = seq
+        return None
+
+    def add_batch(self, line):
+        """Check a .b record; on success its lines are accepted by check()."""
+        try:
+            seq, kid, digests, sig, blen = parse_batch(line)
+        except ValueError as ex:
+            return "bad batch record: %s" % ex
+        k, why = self._key(kid)
+        if why:
+            return why
+        if not rsa.verify(k[0], k[1], _body_digest(line, blen), sig):
+            return "bad signature on batch %08d" % seq
+        why = self._fresh(seq)
+        if why:
+            return why
+        if seq not in self.seen:
+            self.seen.append(seq)
+        if seq > self.hwm:
+            self.hwm = seq
+        for sg in self.segs:
+            if sg[0] == seq:
+                return None
+        n = len(digests) // DIGEST
+        while self.segs and self.used + n > self.window:
+            self.used -= len(self.segs.pop(0)[1]) // DIGEST
+        self.segs.append((seq, digests))
+        self.used += n
+        return None
+
+    def check(self, line):
+        """None when a verified batch in the window covers the line."""
+        d = line_digest(line)
+        for seg in self.segs:
+            if _find(seg[1], d):
+                return None
+        return "not signed: no verified batch covers this line"
+
+    def take(self, line):
+        """One call for any line of an ingest stream, in ingest order."""
+        if isinstance(line, (bytes, bytearray)):
+            line = line.decode()
+        if line[:3] == ".k ":
+            return self.add_key(line)
+        if line[:3] == ".b ":
+            return self.add_batch(line)
+        if needs_batch(line):
+            return self.check(line)
+        return None

@@ -1,0 +1,89 @@
+"""HMAC-SHA256 (RFC 2104) on hashlib, and a constant-time compare.
+
+Portable core: runs unchanged on MicroPython and CPython (the companion
+imports this same module to check what boards sign).
+
+    hmac_sha256(key, msg) -> 32 bytes
+    compare(a, b) -> bool        time depends on the length only
+    mac_hex(key, msg, n=16)      the first n hex digits of hmac_sha256
+    check_hex(key, msg, mac)     compare(mac_hex(key, msg, len(mac)), mac), len >= 16
+
+key and msg: bytes or str (str is UTF-8 encoded).
+"""
+import binascii
+import hashlib
+
+try:
+    from micropython import const
+except ImportError:  # CPython
+    def const(x):
+        return x
+
+_BLOCK = const(64)
+MAC_HEX = const(16)
+
+
+def _b(x):
+    if isinstance(x, str):
+        return x.encode()
+    return bytes(x)
+
+
+def hmac_sha256(key, msg):
+    key = _b(key)
+    if len(key) > _BLOCK:
+        key = hashlib.sha256(key).digest()
+    key = key + bytes(_BLOCK - len(key))
+    ki = bytearray(_BLOCK)
+    ko = bytearray(_BLOCK)
+    for i in range(_BLOCK):
+        ki[i] = key[i] ^ 0x36
+        ko[i] = key[i] ^ 0x5C
+    h = hashlib.sha256(ki)
+    h.update(_b(msg))
+    inner = h.digest()
+    h = hashlib.sha256(ko)
+    h.update(inner)
+    return h.digest()
+
+
+def compare(a, b):
+    """Constant-time equality of two byte strings (or two str)."""
+    a = _b(a)
+    b = _b(b)
+    if len(a) != len(b):
+        return False
+    acc = 0
+    for i in range(len(a)):
+        acc |= a[i] ^ b[i]
+    return acc == 0
+
+
+def mac_hex(key, msg, n=MAC_HEX):
+    return binascii.hexlify(hmac_sha256(key, msg)).decode()[:n]
+
+
+def check_hex(key, msg, mac):
+    """True when mac (at least 16 hex digits, lower case) is the MAC of msg."""
+    if isinstance(mac, (bytes, bytearray)):
+        mac = mac.decode()
+    if len(mac) < MAC_HEX or len(mac) > 64:
+        return False
+    return compare(mac_hex(key, msg, len(mac)), mac)
+
+
+def mac_result(secret, text):
+    """The 16-hex MAC a board puts on a record it writes.
+
+    secret: the board's secret as provisioned (hex text, 64 digits for 32
+    bytes); text: the record with its mac field written as "-".
+    """
+    return mac_hex(binascii.unhexlify(secret), text)
+
+
+def check_result(secret, text, mac):
+    try:
+        key = binascii.unhexlify(secret)
+    except Exception:
+        return False
+    return check_hex(key, text, mac)
