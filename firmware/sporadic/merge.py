@@ -2,7 +2,7 @@
 # Compaction streams over lines in byte order, one group (job id) at a time,
 # holding at most one pending job line and one result line: constant memory,
 # so the device runs the same code over a file larger than its heap.
-from sporadic.jobline import parse, ParseError, ID_LEN
+from sporadic.jobline import parse, ParseError, ID_LEN, fast_canonical
 
 # A result's rank, read straight from its canonical text:
 #   ID r HOST K AT OUTCOME MAC [OUTPUT]
@@ -32,14 +32,14 @@ def compact(lines, conflicts=None):
     cancelled = False
     job = None          # pending job line (held until we know there is no cancel)
     host = None         # current result host
-    best = None         # (key, line) of best result for that host
+    best = None         # best result line for that host (its key made only when compared)
     for line in lines:
         g = line[:ID_LEN] if line[0] != '.' else '.'
         if g != gid:
             if job is not None and not cancelled:
                 yield job
             if best is not None and not cancelled:
-                yield best[3]
+                yield best
             gid = g
             cancelled = False
             job = None
@@ -60,17 +60,15 @@ def compact(lines, conflicts=None):
             h = _result_host(line)
             if h != host:
                 if best is not None:
-                    yield best[3]
+                    yield best
                 host = h
-                best = result_key(line)
-            else:
-                k = result_key(line)
-                if k > best:
-                    best = k
+                best = line
+            elif result_key(line) > result_key(best):
+                best = line
             continue
         if best is not None:
             if not cancelled:
-                yield best[3]
+                yield best
             best = None
             host = None
         if line.endswith(' cancel') and len(line) == ID_LEN + 7:
@@ -92,15 +90,21 @@ def compact(lines, conflicts=None):
     if job is not None and not cancelled:
         yield job
     if best is not None and not cancelled:
-        yield best[3]
+        yield best
 
 
 def canonical_lines(lines, name='-', errors=None, start=1):
     """Parse lines; yield canonical text of the good ones. Each bad one adds
     'NAME:LINE: reason' to errors (if given) and is skipped, never fatal."""
     n = start - 1
+    fast = fast_canonical
     for raw in lines:
         n += 1
+        if fast is not None:
+            line = fast(raw)
+            if line is not None:
+                yield line
+                continue
         try:
             r = parse(raw)
         except ParseError as e:

@@ -1,0 +1,66 @@
+"""Merge two 100,000-line job-line files with companion's merge, beside
+`sort -u` of the same lines, in one run. JSON last line: ours_s, sort_u_s, ratio.
+
+    python bench/merge.py [--lines 100000]
+"""
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+
+from sporadic import jobline, merge
+
+
+def make_file(path, n, seed, jobs):
+    rnd = random.Random(seed)
+    hosts = ['pump-%d' % i for i in range(400)]
+    lines = set()
+    for j in jobs[:n // 20]:
+        lines.add(j)
+    ids = [j[:8] for j in jobs]
+    while len(lines) < n:
+        jid = rnd.choice(ids)
+        r = jobline.Result(jid, rnd.choice(hosts), rnd.randrange(1000), 1796000000 + rnd.randrange(10 ** 7),
+                           rnd.choice(('ok', 'err', 'miss')), 1, '%016x' % rnd.getrandbits(64), 'out %d' % rnd.randrange(99))
+        lines.add(r.line())
+    lines = list(lines)
+    rnd.shuffle(lines)
+    with open(path, 'w') as f:
+        f.write('\n'.join(lines) + '\n')
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--lines', type=int, default=100000)
+    a = ap.parse_args()
+    d = tempfile.mkdtemp(prefix='sporadic-bench-')
+    rnd = random.Random(0)
+    jobs = [jobline.parse('each 2026-12-01T06:00Z log job%d ; every=%dm' % (i, 1 + rnd.randrange(600))).line()
+            for i in range(a.lines // 10)]
+    A, B = os.path.join(d, 'a.txt'), os.path.join(d, 'b.txt')
+    make_file(A, a.lines, 1, jobs)
+    make_file(B, a.lines, 2, jobs)
+
+    t = time.perf_counter()
+    with open(A) as fa, open(B) as fb:
+        out = merge.merge(('a', fa), ('b', fb))
+    with open(os.path.join(d, 'ours.txt'), 'w') as f:
+        f.write('\n'.join(out) + '\n')
+    ours = time.perf_counter() - t
+
+    t = time.perf_counter()
+    subprocess.run(['sort', '-u', A, B, '-o', os.path.join(d, 'sortu.txt')], check=True,
+                   env=dict(os.environ, LC_ALL='C'))
+    sort_u = time.perf_counter() - t
+    print('merged %d + %d lines -> %d lines' % (a.lines, a.lines, len(out)))
+    print('companion merge: %.3f s   sort -u: %.3f s' % (ours, sort_u))
+    print(json.dumps({'lines': a.lines, 'ours_s': round(ours, 4), 'sort_u_s': round(sort_u, 4),
+                      'ratio': round(ours / sort_u, 2)}))
+
+
+if __name__ == '__main__':
+    main()

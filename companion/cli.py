@@ -1,0 +1,198 @@
+"""The `companion` command line: verbs only. Verbs never touch bytes (links
+do, in transport*.py) and never re-implement a rule of the core (they call
+sporadic.jobline / merge / plan)."""
+import argparse
+import importlib
+import json
+import os
+import sys
+import time
+
+from sporadic import jobline, merge, plan
+from sporadic.timeutil import parse_time, format_time, parse_duration
+
+
+from companion.errors import UserError
+
+
+def read_lines(path):
+    try:
+        with open(path, encoding='utf-8', errors='replace') as f:
+            return f.read().splitlines()
+    except OSError as e:
+        raise UserError('%s: %s' % (path, e.strerror or e))
+
+
+def parse_when(text, now=None):
+    """An absolute UTC time, 'now', or '+10m' relative to now."""
+    now = int(time.time()) if now is None else now
+    if text == 'now':
+        return now
+    if text.startswith('+'):
+        try:
+            return now + parse_duration(text[1:])
+        except ValueError as e:
+            raise UserError(str(e))
+    try:
+        return parse_time(text)
+    except ValueError as e:
+        raise UserError(str(e))
+
+
+# -- check / merge / plan: the core's contract -------------------------------
+
+def cmd_check(args):
+    errors = []
+    n = 0
+    for path in args.files:
+        for _ in merge.canonical_lines(read_lines(path), path, errors):
+            n += 1
+    for e in errors:
+        print(e)
+    if not args.quiet:
+        print('%d good record(s), %d bad line(s)' % (n, len(errors)), file=sys.stderr)
+    return 1 if errors else 0
+
+
+def cmd_merge(args):
+    errors = []
+    conflicts = []
+    out = merge.merge(*[(p, read_lines(p)) for p in args.files], errors=errors, conflicts=conflicts)
+    for e in errors + conflicts:
+        print(e, file=sys.stderr)
+    text = ''.join(line + '\n' for line in out)
+    if args.output:
+        write_atomic(args.output, text)
+    else:
+        sys.stdout.write(text)
+    return 1 if errors else 0
+
+
+def write_atomic(path, text):
+    tmp = path + '.tmp'
+    with open(tmp, 'w', encoding='utf-8') as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def jobs_of(lines, errors, name='-'):
+    """Job records of a merged file (cancelled ones are gone after compaction)."""
+    out = []
+    for line in merge.merge((name, lines), errors=errors):
+        r = jobline.parse(line)
+        if isinstance(r, jobline.Job):
+            out.append(r)
+    return out
+
+
+def cmd_plan(args):
+    errors = []
+    jobs = jobs_of(read_lines(args.file), errors, args.file)
+    for e in errors:
+        print(e, file=sys.stderr)
+    hosts = [h for h in args.hosts.split(',') if h]
+    for h in hosts:
+        try:
+            jobline.check_host(h)
+        except jobline.ParseError as e:
+            raise UserError(str(e))
+    t_from = parse_when(args.from_)
+    t_until = parse_when(args.until)
+    if t_until <= t_from:
+        raise UserError('--until must be after --from')
+    rows = []
+    try:
+        for j in jobs:
+            for row in plan.schedule(j, hosts, t_from, t_until, limit=args.limit):
+                row['command'] = ' '.join(j.words)
+                rows.append(row)
+    except ValueError as e:
+        raise UserError(str(e))
+    rows.sort(key=lambda r: (r['at'], r['instance'], r.get('rank', 0), r['host']))
+    if args.json:
+        for r in rows:
+            r['time'] = format_time(r['at'])
+        print(json.dumps(rows, indent=1))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+    t = Table(title='plan %s .. %s for %s' % (format_time(t_from), format_time(t_until), ','.join(hosts)))
+    for c in ('time', 'instance', 'host', 'state', 'command'):
+        t.add_column(c)
+    for r in rows:
+        state = r['state']
+        if state == 'standby':
+            state = 'standby (rank %d)' % r['rank']
+        elif state == 'candidate':
+            state = 'candidate p=%s' % r['p']
+        t.add_row(format_time(r['at']), r['instance'], r['host'], state, r['command'])
+    Console().print(t)
+    return 0
+
+
+# -- wiring -------------------------------------------------------------------
+
+# Verbs that live in their own modules: (module, add_parser function, command function).
+EXTERNAL = [
+    ('companion.fleetcmd', 'add_parsers'),
+    ('companion.vboard', 'add_parser'),
+    ('companion.image', 'add_image_parser'),
+    ('companion.flash', 'add_flash_parser'),
+    ('companion.simulate', 'add_parser'),
+    ('companion.demo', 'add_parser'),
+]
+
+
+def build_parser():
+    p = argparse.ArgumentParser(prog='companion', description='sporadic: jobs for sometimes-connected MicroPython boards')
+    p.add_argument('--fleet', default=os.environ.get('SPORADIC_FLEET', '.'),
+                   help='fleet folder (default: $SPORADIC_FLEET or the current folder)')
+    sub = p.add_subparsers(dest='verb', metavar='VERB')
+    sub.required = True
+
+    s = sub.add_parser('check', help='lint job-line files: FILE:LINE: reason per bad line')
+    s.add_argument('files', nargs='+', metavar='FILE')
+    s.add_argument('-q', '--quiet', action='store_true')
+    s.set_defaults(func=cmd_check)
+
+    s = sub.add_parser('merge', help='merge job-line files (also a git merge driver)')
+    s.add_argument('files', nargs='+', metavar='FILE')
+    s.add_argument('-o', '--output')
+    s.set_defaults(func=cmd_merge)
+
+    s = sub.add_parser('plan', help='what would run where and when, every host up and synced')
+    s.add_argument('file')
+    s.add_argument('--hosts', required=True, help='comma-separated host ids')
+    s.add_argument('--from', dest='from_', default='now')
+    s.add_argument('--until', required=True)
+    s.add_argument('--json', action='store_true')
+    s.add_argument('--limit', type=int, default=100000, help='refuse plans with more rows')
+    s.set_defaults(func=cmd_plan)
+
+    for mod, fn in EXTERNAL:
+        try:
+            m = importlib.import_module(mod)
+        except ImportError as e:
+            if e.name != mod:
+                raise
+            continue
+        getattr(m, fn)(sub)
+    return p
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args) or 0
+    except UserError as e:
+        print('companion: ' + str(e), file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print('companion: interrupted', file=sys.stderr)
+        return 130
+
+
+if __name__ == '__main__':
+    sys.exit(main())
