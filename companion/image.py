@@ -113,10 +113,14 @@ def _lfs(geom, data=None):
         lookahead_size=geom["lookahead"],
         name_max=geom["name_max"],
     )
+    # mount=False: littlefs-python would otherwise format what fails to mount
     if data is None:
-        return littlefs.LittleFS(**kw)
-    ctx = littlefs.UserContext(buffer=bytearray(data))
-    return littlefs.LittleFS(context=ctx, **kw)
+        fs = littlefs.LittleFS(context=littlefs.UserContext(buffsize=geom["size"]), mount=False, **kw)
+        fs.format()
+    else:
+        fs = littlefs.LittleFS(context=littlefs.UserContext(buffer=bytearray(data)), mount=False, **kw)
+    fs.mount()
+    return fs
 
 
 def image_bytes(geom, file_list):

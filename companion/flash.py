@@ -1,0 +1,393 @@
+"""Put MicroPython and a sporadic filesystem image on a real board.
+
+Espressif chips (esp32, esp32s3, esp8266): esptool's Python API (v5 names:
+detect_chip, run_stub, attach_flash, detect_flash_size, read_flash,
+erase_flash, write_flash, reset_chip, merge_bin). Raspberry Pi Pico W: a UF2
+file of the image (RP2040 family id, blocks at XIP 0x10000000 + filesystem
+offset), optionally joined with MicroPython's UF2, copied to a mounted
+RPI-RP2 drive or loaded with picotool when present.
+
+Safety: the firmware file must be for the board's chip (header chip id, read
+with esptool's image parsing; UF2 family id); the firmware must end before the
+filesystem; a filesystem holding jobs (a LittleFS with a non-empty jobs.txt
+or log.txt, or data that is not a LittleFS at all) is never overwritten
+without --erase: it is read back from the chip first.
+
+    firmware_chip(data) -> "esp32" | "esp32s3" | "esp8266" | "rp2040" | ... | None
+    check_firmware(board, data) -> chip              raises FirmwareMismatch
+    fs_state(data, geom) -> ("blank"|"micropython"|"jobs"|"unknown", detail)
+    to_uf2(data, address, family_id) -> bytes;  parse_uf2(data) -> [(addr, payload, family)]
+    merged_image(board, firmware, fs_image, out_path) -> bytes  (esptool merge_bin)
+    flash_esp(...), flash_rp2(...);  CLI: add_flash_parser(subparsers), flash_command(args)
+"""
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+from companion import files as _files
+from companion import image as _image
+
+UF2_MAGIC0 = 0x0A324655  # "UF2\n"
+UF2_MAGIC1 = 0x9E5D5157
+UF2_MAGIC_END = 0x0AB16F30
+UF2_FLAG_FAMILY = 0x00002000
+UF2_PAYLOAD = 256
+RP2040_FAMILY = 0xE48BFF56
+UF2_FAMILIES = {RP2040_FAMILY: "rp2040", 0xE48BFF59: "rp2350-arm-s", 0xE48BFF5B: "rp2350-arm-ns",
+                0xE48BFF5A: "rp2350-riscv", 0xE48BFF57: "rp2040-absolute", 0xE48BFF58: "rp2040-data",
+                0x1C5F21B0: "esp32", 0xC47E5767: "esp32s3", 0x7EAB61ED: "esp8266"}
+ESP_IMAGE_MAGIC = 0xE9
+
+
+class FirmwareMismatch(ValueError):
+    """The firmware file is not for this board."""
+
+
+class FilesystemInUse(RuntimeError):
+    """The board's filesystem holds data and --erase was not given."""
+
+
+# ---- what a firmware file is for -------------------------------------------
+
+def _norm_chip(name):
+    return name.lower().replace("-", "").replace("(", "").replace(")", "") if name else name
+
+
+def firmware_chip(data):
+    """The chip a firmware file is built for, from its header, or None."""
+    if len(data) >= 512 and struct.unpack_from("<II", data, 0) == (UF2_MAGIC0, UF2_MAGIC1):
+        flags, fam = struct.unpack_from("<I", data, 8)[0], struct.unpack_from("<I", data, 28)[0]
+        if flags & UF2_FLAG_FAMILY:
+            return UF2_FAMILIES.get(fam, "uf2-family-0x%08x" % fam)
+        return "uf2"
+    if len(data) < 24 or data[0] != ESP_IMAGE_MAGIC:
+        return None
+    from esptool.bin_image import LoadFirmwareImage
+    from esptool.targets import CHIP_DEFS
+    # ESP32-family images carry an extended header after the 8-byte common
+    # header: WP pin (0xEE when unused), chip id at byte 12, hash flag at 23.
+    if data[8] == 0xEE and data[23] in (0, 1):
+        chip_id = struct.unpack_from("<H", data, 12)[0]
+        for name, rom in CHIP_DEFS.items():
+            if name != "esp8266" and getattr(rom, "IMAGE_CHIP_ID", None) == chip_id:
+                try:
+                    LoadFirmwareImage(name, data)
+                except Exception:
+                    return None
+                return name
+        return None
+    try:
+        LoadFirmwareImage("esp8266", data)
+    except Exception:
+        return None
+    return "esp8266"
+
+
+def check_firmware(board, data, name="firmware"):
+    """The chip of `data` when it suits `board`; FirmwareMismatch otherwise,
+    also when it would run into the filesystem."""
+    b = _files.board_data(board)
+    want = b["chip"]
+    got = firmware_chip(data)
+    if got is None:
+        raise FirmwareMismatch("%s is not a MicroPython image esptool or UF2 can read "
+                               "(board %s wants %s for %s)" % (name, b["name"], _kind(b), want))
+    if got != want:
+        raise FirmwareMismatch("%s is built for %s, but board %s is %s: get MicroPython's %s %s"
+                               % (name, got, b["name"], want, b.get("micropython_board", want), _kind(b)))
+    if b.get("firmware_format") != "uf2":
+        end = b["firmware_offset"] + len(data)
+        if end > b["fs"]["offset"]:
+            raise FirmwareMismatch("%s ends at 0x%x, inside the filesystem at 0x%x (wrong board or flash size?)"
+                                   % (name, end, b["fs"]["offset"]))
+    return got
+
+
+def _kind(b):
+    return ".uf2" if b.get("firmware_format") == "uf2" else ".bin"
+
+
+# ---- what a filesystem region holds ------------------------------------------
+
+def fs_state(data, geom):
+    """Classify a filesystem region read back from a board:
+    blank (all 0xff), micropython (a LittleFS without jobs), jobs (a
+    LittleFS with a non-empty jobs.txt or log.txt) or unknown."""
+    if _image.looks_empty(data):
+        return "blank", "erased"
+    try:
+        found = _image.read_image(data, geom)
+    except Exception as e:
+        return "unknown", "not a LittleFS of this geometry (%s)" % e
+    busy = [p for p in ("/jobs.txt", "/log.txt") if found.get(p)]
+    if busy:
+        lines = sum(found[p].count(b"\n") for p in busy)
+        return "jobs", "%s (%d lines)" % (" and ".join(busy), lines)
+    return "micropython", "%d files, no jobs" % len(found)
+
+
+def _guard(state, detail, where):
+    if state in ("jobs", "unknown"):
+        raise FilesystemInUse(
+            "the filesystem at %s holds %s: not overwritten. Sync it first "
+            "(companion sync PORT) so its results reach the fleet, then run again with --erase."
+            % (where, detail))
+
+
+# ---- UF2 --------------------------------------------------------------------
+
+def to_uf2(data, address, family_id=RP2040_FAMILY):
+    """UF2 blocks for data at a flash address: 256-byte payloads, the family id."""
+    n = (len(data) + UF2_PAYLOAD - 1) // UF2_PAYLOAD
+    out = bytearray()
+    for i in range(n):
+        chunk = data[i * UF2_PAYLOAD:(i + 1) * UF2_PAYLOAD].ljust(UF2_PAYLOAD, b"\xff")
+        head = struct.pack("<8I", UF2_MAGIC0, UF2_MAGIC1, UF2_FLAG_FAMILY,
+                           address + i * UF2_PAYLOAD, UF2_PAYLOAD, i, n, family_id)
+        out += head + chunk.ljust(476, b"\x00") + struct.pack("<I", UF2_MAGIC_END)
+    return bytes(out)
+
+
+def parse_uf2(data):
+    """[(address, payload, family_id)] of a UF2 file; ValueError on a bad block."""
+    if len(data) % 512:
+        raise ValueError("UF2 length %d is not a multiple of 512" % len(data))
+    blocks = []
+    for off in range(0, len(data), 512):
+        m0, m1, flags, addr, size, no, count, fam = struct.unpack_from("<8I", data, off)
+        end = struct.unpack_from("<I", data, off + 508)[0]
+        if (m0, m1, end) != (UF2_MAGIC0, UF2_MAGIC1, UF2_MAGIC_END) or size > 476:
+            raise ValueError("bad UF2 block at byte %d" % off)
+        if no >= count:
+            raise ValueError("UF2 block number %d of %d at byte %d" % (no, count, off))
+        blocks.append((addr, bytes(data[off + 32: off + 32 + size]), fam if flags & UF2_FLAG_FAMILY else None))
+    return blocks
+
+
+def join_uf2(*files):
+    """One UF2 from several (renumbered), e.g. MicroPython + a filesystem."""
+    blocks = [b for f in files for b in parse_uf2(f)]
+    out = bytearray()
+    for i, (addr, payload, fam) in enumerate(blocks):
+        out += struct.pack("<8I", UF2_MAGIC0, UF2_MAGIC1, UF2_FLAG_FAMILY if fam is not None else 0,
+                           addr, len(payload), i, len(blocks), fam or 0)
+        out += payload.ljust(476, b"\x00") + struct.pack("<I", UF2_MAGIC_END)
+    return bytes(out)
+
+
+# ---- Espressif ----------------------------------------------------------------
+
+def merged_image(board, firmware, fs_image, out_path):
+    """One file to write at 0x0 holding MicroPython at its offset and the
+    filesystem image at its offset (esptool merge_bin, raw)."""
+    import esptool.cmds as ec
+    b = _files.board_data(board)
+    parts = []
+    if firmware is not None:
+        parts.append((b["firmware_offset"], firmware))
+    if fs_image is not None:
+        parts.append((b["fs"]["offset"], fs_image))
+    ec.merge_bin(parts, chip=b["chip"], output=out_path)
+    with open(out_path, "rb") as f:
+        return f.read()
+
+
+def _size_text(nbytes):
+    return "%dMB" % (nbytes >> 20)
+
+
+def flash_esp(port, board, firmware=None, board_id=None, erase=False, baud=460800,
+              jobs_text="", secret=None, pubkey=None, compile=True, log=print):
+    """Write MicroPython and/or the sporadic image to an Espressif board on
+    `port`. Returns a summary dict. Raises FirmwareMismatch, FilesystemInUse."""
+    import esptool.cmds as ec
+    b = _files.board_data(board)
+    if firmware is not None:
+        check_firmware(b, firmware)
+    if firmware is None and board_id is None and not erase:
+        raise ValueError("nothing to do: give --firmware and/or --id (or --erase)")
+    esp = ec.detect_chip(port, baud=115200)
+    try:
+        chip = _norm_chip(esp.CHIP_NAME)
+        if chip != b["chip"]:
+            raise FirmwareMismatch("the chip on %s is %s, but board %s is %s: choose --board for this chip"
+                                   % (port, esp.CHIP_NAME, b["name"], b["chip"]))
+        esp = ec.run_stub(esp)
+        if baud and baud != 115200:
+            esp.change_baud(baud)
+        ec.attach_flash(esp)
+        detected = ec.detect_flash_size(esp)
+        flash_size = _image._parse_size(detected) if detected else None
+        if flash_size and flash_size != b.get("flash_size"):
+            log("note: %s has %s of flash (board.json says %s): filesystem sized for %s"
+                % (port, detected, _size_text(b["flash_size"]), detected))
+        geom = _image.check_geometry(b, flash_size=flash_size)
+        fs = None
+        if board_id is not None:
+            fs = _image.image_bytes(geom, _files.all_files(b, board_id, jobs_text, secret, pubkey, None, compile))
+        state = None
+        if fs is not None and not erase:
+            head = ec.read_flash(esp, geom["offset"], 2 * geom["block_size"], no_progress=True)
+            state, detail = ("blank", "erased") if _image.looks_empty(head) else (None, None)
+            if state is None:
+                whole = ec.read_flash(esp, geom["offset"], geom["size"])
+                state, detail = fs_state(whole, geom)
+            _guard(state, detail, "%s 0x%x" % (port, geom["offset"]))
+            log("filesystem at 0x%x: %s (%s), replacing it" % (geom["offset"], state, detail))
+        if erase:
+            log("erasing the whole flash")
+            ec.erase_flash(esp)
+        parts = []
+        if firmware is not None:
+            parts.append((b["firmware_offset"], firmware))
+        if fs is not None:
+            parts.append((geom["offset"], fs))
+        if parts:
+            ec.write_flash(esp, parts, flash_size="keep")
+        ec.reset_chip(esp, "hard-reset")
+    finally:
+        try:
+            esp._port.close()
+        except Exception:
+            pass
+    return {"port": port, "chip": chip, "flash_size": geom["flash_size"], "previous": state,
+            "written": [(hex(a), len(d)) for a, d in parts]}
+
+
+# ---- Raspberry Pi Pico W -------------------------------------------------------
+
+def _is_uf2_drive(path):
+    return os.path.isdir(path) and os.path.isfile(os.path.join(path, "INFO_UF2.TXT"))
+
+
+def _picotool_read(geom, xip_base):
+    exe = shutil.which("picotool")
+    if not exe:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "fs.bin")
+        start = xip_base + geom["offset"]
+        cmd = [exe, "save", "-r", "0x%x" % start, "0x%x" % (start + geom["size"]), out]
+        if subprocess.run(cmd, capture_output=True).returncode != 0:
+            return None
+        with open(out, "rb") as f:
+            return f.read()
+
+
+def flash_rp2(port, board, firmware=None, board_id=None, erase=False, out_path=None,
+              jobs_text="", secret=None, pubkey=None, compile=True, log=print):
+    """Make the UF2 for a Pico W (MicroPython's UF2 joined with the
+    filesystem's when both are given) and put it on the board: copy it to
+    `port` when that is the mounted RPI-RP2 drive, or `picotool load` it.
+    Without --erase the old filesystem is read back with picotool first; with
+    no way to read it back the UF2 is written to a file and not loaded."""
+    b = _files.board_data(board)
+    xip = b.get("xip_base", 0x10000000)
+    family = b.get("uf2_family_id", RP2040_FAMILY)
+    if firmware is not None:
+        check_firmware(b, firmware)
+    geom = _image.check_geometry(b)
+    parts = []
+    if firmware is not None:
+        parts.append(firmware)
+    if board_id is not None:
+        fs = _image.image_bytes(geom, _files.all_files(b, board_id, jobs_text, secret, pubkey, None, compile))
+        parts.append(to_uf2(fs, xip + geom["offset"], family))
+    if not parts:
+        raise ValueError("nothing to do: give --firmware and/or --id")
+    uf2 = join_uf2(*parts) if len(parts) > 1 else parts[0]
+    out_path = out_path or "%s-%s.uf2" % (board_id or "micropython", b["name"])
+    with open(out_path, "wb") as f:
+        f.write(uf2)
+    log("wrote %s (%d UF2 blocks)" % (out_path, len(uf2) // 512))
+    result = {"uf2": out_path, "loaded": False, "previous": None}
+    if board_id is not None and not erase:
+        old = _picotool_read(geom, xip)
+        if old is None:
+            log("the filesystem cannot be read back (no picotool, or the board is not in BOOTSEL mode):\n"
+                "  not loading. If the board holds no jobs you need, copy %s to the RPI-RP2 drive\n"
+                "  yourself, or run again with --erase." % out_path)
+            return result
+        state, detail = fs_state(old, geom)
+        result["previous"] = state
+        _guard(state, detail, "the Pico W at 0x%x" % (xip + geom["offset"]))
+    if port and _is_uf2_drive(port):
+        shutil.copyfile(out_path, os.path.join(port, os.path.basename(out_path)))
+        log("copied to %s: the board reboots into MicroPython and sporadic" % port)
+        result["loaded"] = True
+    elif shutil.which("picotool"):
+        subprocess.run(["picotool", "load", "-v", out_path], check=True)
+        subprocess.run(["picotool", "reboot"], check=False)
+        result["loaded"] = True
+    else:
+        log("to flash: hold BOOTSEL while plugging the Pico W in, then copy %s to the RPI-RP2 drive\n"
+            "  (or give that drive's folder as PORT)" % out_path)
+    return result
+
+
+# ---- CLI ---------------------------------------------------------------------
+
+def add_flash_parser(subparsers):
+    p = subparsers.add_parser("flash", help="write MicroPython and a sporadic image to a board")
+    p.add_argument("port", help="serial port (/dev/ttyUSB0, COM3); for the Pico W the RPI-RP2 drive folder or '-'")
+    _image.add_common_args(p)
+    p.add_argument("--firmware", help="MicroPython firmware for the board (.bin; .uf2 for the Pico W)")
+    p.add_argument("--erase", action="store_true",
+                   help="erase the whole flash first; needed to replace a filesystem that holds jobs")
+    p.add_argument("--baud", type=int, default=460800, help="esptool baud rate (default 460800)")
+    p.add_argument("-o", "--output", help="Pico W: UF2 file to write; Espressif: write one merged "
+                   "image for 0x0 here instead of flashing")
+    p.set_defaults(func=flash_command)
+    return p
+
+
+def flash_command(args):
+    b = _files.board_data(args.board) if args.board in _files.boards().names() else None
+    if b is None:
+        raise SystemExit("error: unknown board %r (known: %s)" % (args.board, ", ".join(_files.boards().names())))
+    firmware = None
+    if args.firmware:
+        with open(args.firmware, "rb") as f:
+            firmware = f.read()
+    jobs_text, secret, pubkey = ("", None, None)
+    if args.board_id:
+        jobs_text, secret, pubkey = _image.provision(args)
+    compile = not args.no_compile
+    try:
+        if b["chip"] == "unix":
+            raise SystemExit("error: the unix board has no flash: use `companion image --board unix` "
+                             "or a virtual board")
+        if b.get("firmware_format") == "uf2":
+            flash_rp2(args.port, b, firmware, args.board_id, args.erase, args.output,
+                      jobs_text, secret, pubkey, compile)
+        elif args.output:
+            if firmware is not None:
+                check_firmware(b, firmware, args.firmware)
+            fs = None
+            if args.board_id:
+                geom = _image.check_geometry(b, flash_size=args.flash_size)
+                fs = _image.image_bytes(geom, _files.all_files(b, args.board_id, jobs_text, secret,
+                                                               pubkey, None, compile))
+            merged_image(b, firmware, fs, args.output)
+            print("wrote %s: write it at 0x0 with esptool write-flash 0x0 %s" % (args.output, args.output))
+        else:
+            s = flash_esp(args.port, b, firmware, args.board_id, args.erase, args.baud,
+                          jobs_text, secret, pubkey, compile)
+            print("flashed %s (%s): %s" % (s["port"], s["chip"],
+                                           ", ".join("%d bytes at %s" % (n, a) for a, n in s["written"])))
+    except (FirmwareMismatch, FilesystemInUse, _image.GeometryError, ValueError) as e:
+        raise SystemExit("error: %s" % e)
+    return 0
+
+
+if __name__ == "__main__":  # python -m companion.flash ... (before the CLI wires it)
+    import argparse
+    ap = argparse.ArgumentParser(prog="companion")
+    sub = ap.add_subparsers(dest="verb", required=True)
+    add_flash_parser(sub)
+    _image.add_image_parser(sub)
+    a = ap.parse_args()
+    sys.exit(a.func(a))
