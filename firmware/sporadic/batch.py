@@ -23,6 +23,7 @@ Records (one line each; byte order of SEQ = numeric order):
     parse_batch(line) -> (seq, keyid, digests, sig, body_len)   ValueError(reason)
     parse_key(line) -> (seq, old_keyid, new_pub_text, sig, body_len)
     needs_batch(line) -> bool      fleet-authored: must be covered by a batch
+    digests_of(record), covers(digests, line)   for senders and GC of .b records
     ingest_key(line)               sort key: .b/.k by SEQ, then the lines
     Verifier(pubkeys, hwm, held=(), retired=())
         .add_key(line) / .add_batch(line) / .check(line) / .take(line) -> reason or None
@@ -210,6 +211,16 @@ def _body_digest(line, body_len):
         line = line.encode()
     h = hashlib.sha256(memoryview(line)[:body_len])
     return h.digest()
+
+
+def digests_of(record):
+    """The covered digests (bytes, 8 a line) of a .b record, without checking its signature."""
+    return parse_batch(record)[2]
+
+
+def covers(digests, line):
+    """True when line's digest is among digests (from digests_of / parse_batch)."""
+    return _find(digests, line_digest(line))
 
 
 def _find(seg, d):

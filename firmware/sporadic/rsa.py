@@ -47,6 +47,26 @@ def _bits(n):
     return b
 
 
+def _modexp(b, e, n):
+    # square-and-multiply, for ports built without 3-argument pow
+    r = 1
+    b %= n
+    while e:
+        if e & 1:
+            r = (r * b) % n
+        e >>= 1
+        if e:
+            b = (b * b) % n
+    return r
+
+
+def _pow(b, e, n):
+    try:
+        return pow(b, e, n)
+    except (TypeError, NotImplementedError):
+        return _modexp(b, e, n)
+
+
 def verify(n, e, digest, sig):
     """True when sig is a valid PKCS#1 v1.5 SHA-256 signature of digest under (n, e)."""
     try:
@@ -56,7 +76,7 @@ def verify(n, e, digest, sig):
         s = int.from_bytes(sig, "big")
         if s <= 1 or s >= n:
             return False
-        em = pow(s, e, n).to_bytes(k, "big")
+        em = _pow(s, e, n).to_bytes(k, "big")
         pad = k - 3 - len(_DI) - 32
         if pad < 8:
             return False
