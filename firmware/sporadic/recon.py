@@ -1,0 +1,559 @@
+# Set reconciliation for sync (docs/sync.md). Portable: runs unchanged on
+# MicroPython and CPython, compiles with mpy-cross.
+"""Hash-prefix set reconciliation: move only the lines the other side lacks.
+
+Each side holds a set of canonical lines. digest(line) = the first 8 bytes of
+sha256(line); a *node* is a hex prefix of digests ('' = the root, written '.'
+on the wire) and stands for the lines whose digest starts with it. A node's
+summary (count, XOR of digests) is order-independent and computed for any
+batch of nodes in one streaming pass over the lines, with memory that depends
+on the batch (at most MAXQ nodes), never on the number of lines.
+
+API
+---
+    r = Responder(source, receive)     # the side that answers (device, peer)
+    resp = r.handle(request)           # str -> str, never raises
+    for piece in r.handle_iter(request): out.write(piece)   # same, streamed
+
+    stats = reconcile(local_source, local_receive, call, ...)   # initiator
+
+- source / local_source: a callable returning a fresh iterator of lines (str;
+  a trailing newline and blank lines are ignored). It is re-streamed once per
+  request, so it must not be a one-shot iterator. It should yield a *set*: a
+  line repeated inside one source is harmless (nothing is lost) but makes that
+  node look different on every sync.
+- receive(lines) / local_receive(lines): store new lines (a list of str);
+  return the refused ones as a list of (line, reason), or None/[] when all
+  were taken. Validation (parse, signatures, quarantine) is the store's job.
+  Lines received must show up in the next pass of the source (verification).
+- call(request) -> response: whatever carries one request line and brings
+  back one response line (serial raw REPL, TCP, or Responder.handle itself).
+- reconcile returns a dict: rounds, bytes_out, bytes_in, lines_out,
+  lines_in, refused_remote [(line, reason)], refused_local [(line, reason)],
+  equal (both roots equal after sync; None when verify=False).
+- serve_stream(responder, inp, out): answer one request per input line until
+  EOF (used by tests over a pipe; a TCP or REPL server can do the same).
+- file_source(*paths): a source streaming the lines of some files in turn.
+
+Request language (one line each way, printable ASCII, no newline inside;
+nodes are lowercase hex prefixes of at most MAXDEPTH digits, '.' = root)
+-------------------------------------------------------------------------
+    S [node ...]      -> "<count>.<xor16>" per node (hex; no node = root)
+    N node ...        -> one answer per node, space separated:
+                         "=d,d,..."  the node's digests (count <= LEAF), each
+                                     written from after the node's prefix
+                                     up to DIGLEN hex digits
+                         "*"         too dense at MAXDEPTH: swap it whole
+                         "e0,...,e15" its 16 children, e = "" when empty,
+                                     else "<count hex><low 32 bits of xor,
+                                     8 hex>"
+    G item ...        -> the lines whose hex digest starts with an item (a
+                         node or a DIGLEN digest), tab separated, escaped
+    P line<TAB>line.. -> "<accepted>" then "<TAB><digest12> <reason>" per
+                         refused line
+    error             -> "!reason"
+Lines travel escaped: '%', '!', control and non-ASCII bytes become %XX
+(UTF-8), so a line never holds a tab or a newline on the wire.
+"""
+import hashlib
+
+try:
+    import binascii
+except ImportError:  # very old MicroPython
+    import ubinascii as binascii
+
+try:
+    from micropython import const
+except ImportError:  # CPython
+    def const(x):
+        return x
+
+VERSION = const(1)
+LEAF = const(8)        # a node of <= LEAF lines is answered with its digests
+MAXQ = const(32)       # nodes in one S or N request (bounds the responder's heap)
+MAXDEPTH = const(7)    # prefix digits (7 x 4 = 28 bits: small ints everywhere)
+DIGLEN = const(12)     # hex digits naming one line in N answers and G requests
+MAXG = const(256)      # items in one G request
+REQ_MAX = const(2048)  # request characters a driver sends at most
+_HEX = '0123456789abcdef'
+
+
+class SyncError(Exception):
+    pass
+
+
+def digest(line):
+    """8-byte digest of one line (str)."""
+    return hashlib.sha256(line.encode()).digest()[:8]
+
+
+def hexd(b):
+    return binascii.hexlify(b).decode()
+
+
+def _clean(line):
+    # a line from a source -> the line without its newline, or None if blank
+    if line and line[-1] == '\n':
+        line = line[:-1]
+        if line and line[-1] == '\r':
+            line = line[:-1]
+    return line or None
+
+
+def esc(s):
+    """Line -> wire form: no tab, newline, '%', '!' or non-ASCII inside."""
+    b = s.encode()
+    for c in b:
+        if c < 32 or c > 126 or c == 37 or c == 33:
+            break
+    else:
+        return s
+    out = []
+    for c in b:
+        if c < 32 or c > 126 or c == 37 or c == 33:
+            out.append('%%%02X' % c)
+        else:
+            out.append(chr(c))
+    return ''.join(out)
+
+
+def unesc(s):
+    """Wire form -> line; ValueError on a bad escape or bad UTF-8."""
+    if '%' not in s:
+        return s
+    b = bytearray()
+    i = 0
+    n = len(s)
+    while i < n:
+        c = s[i]
+        if c == '%':
+            if i + 3 > n:
+                raise ValueError('bad escape')
+            b.append(int(s[i + 1:i + 3], 16))
+            i += 3
+        else:
+            b.extend(c.encode())
+            i += 1
+    return bytes(b).decode()
+
+
+def _is_hex(s, maxlen):
+    if len(s) > maxlen:
+        return False
+    for c in s:
+        if c not in _HEX:
+            return False
+    return True
+
+
+def file_source(*paths):
+    """A source streaming the lines of files in turn (missing files skipped)."""
+    def src():
+        for p in paths:
+            try:
+                f = open(p)
+            except OSError:
+                continue
+            try:
+                for line in f:
+                    yield line
+            finally:
+                f.close()
+    return src
+
+
+class _Nodes:
+    """Accumulators for a batch of nodes over one pass.
+    mode 'S': count and 64-bit XOR of each node.
+    mode 'N': count, the 16 children's counts and 32-bit XORs, and (if leaf)
+    the first LEAF digests of each node."""
+
+    def __init__(self, prefixes, mode, leaf=True):
+        n = len(prefixes)
+        groups = {}
+        for j in range(n):
+            p = prefixes[j]
+            L = len(p)
+            t = groups.get(L)
+            if t is None:
+                t = {}
+                groups[L] = t
+            t[int(p, 16) if p else 0] = j
+        self.groups = list(groups.items())
+        self.prefixes = prefixes
+        self.s = mode == 'S'
+        self.cnt = [0] * n
+        if self.s:
+            self.x = bytearray(8 * n)
+        else:
+            self.cc = [0] * (16 * n)
+            self.cx = bytearray(64 * n)
+            self.lf = bytearray(LEAF * 8 * n) if leaf else None
+
+    def add(self, d):
+        for L, tab in self.groups:
+            h = L >> 1
+            k = 0
+            i = 0
+            while i < h:
+                k = (k << 8) | d[i]
+                i += 1
+            if L & 1:
+                k = (k << 4) | (d[h] >> 4)
+            j = tab.get(k)
+            if j is None:
+                continue
+            c = self.cnt[j]
+            self.cnt[j] = c + 1
+            if self.s:
+                x = self.x
+                o = j * 8
+                for i in range(8):
+                    x[o + i] ^= d[i]
+                continue
+            lf = self.lf
+            if lf is not None and c < LEAF:
+                o = (j * LEAF + c) * 8
+                for i in range(8):
+                    lf[o + i] = d[i]
+            nib = (d[h] & 15) if (L & 1) else (d[h] >> 4)
+            ci = j * 16 + nib
+            self.cc[ci] += 1
+            x = self.cx
+            o = ci * 4
+            x[o] ^= d[4]
+            x[o + 1] ^= d[5]
+            x[o + 2] ^= d[6]
+            x[o + 3] ^= d[7]
+
+    def run(self, source):
+        for line in source():
+            line = _clean(line)
+            if line is not None:
+                self.add(digest(line))
+        return self
+
+    def summary(self, j):
+        # 'S' mode: '<count>.<xor16>'
+        return '%x.%s' % (self.cnt[j], hexd(self.x[j * 8:j * 8 + 8]))
+
+    def child(self, j, c):
+        # 'N' mode: (count, xor32 hex) of child c of node j
+        ci = j * 16 + c
+        return self.cc[ci], hexd(self.cx[ci * 4:ci * 4 + 4])
+
+    def answer(self, j):
+        # 'N' mode: leaf digests, '*' or the 16 children
+        n = self.cnt[j]
+        L = len(self.prefixes[j])
+        if n <= LEAF:
+            out = []
+            lf = self.lf
+            for c in range(n):
+                o = (j * LEAF + c) * 8
+                out.append(hexd(lf[o:o + 8])[L:DIGLEN])
+            return '=' + ','.join(out)
+        if L >= MAXDEPTH:
+            return '*'
+        out = []
+        for c in range(16):
+            k, x = self.child(j, c)
+            out.append('%x%s' % (k, x) if k else '')
+        return ','.join(out)
+
+
+def _nodes_of(words, maxq):
+    if len(words) > maxq:
+        raise ValueError('too many nodes (max %d)' % maxq)
+    out = []
+    for w in words:
+        p = '' if w == '.' else w
+        if not p and w != '.' or not _is_hex(p, MAXDEPTH):
+            raise ValueError('bad node ' + w[:20])
+        out.append(p)
+    return out
+
+
+class Responder:
+    """The answering end: Responder(source, receive).handle(request) -> str."""
+
+    def __init__(self, source, receive, maxq=MAXQ):
+        self.source = source
+        self.receive = receive
+        self.maxq = maxq
+
+    def handle(self, request):
+        return ''.join(self.handle_iter(request))
+
+    def handle_iter(self, request):
+        """The response in pieces (a G answer can be long: write each piece
+        out as it comes and the responder never holds it whole)."""
+        try:
+            if request[-1:] == '\n':
+                request = request.rstrip('\r\n')
+            verb = request[:1]
+            if request[1:2] not in ('', ' '):
+                return iter(('!bad request',))
+            body = request[2:]
+            if verb == 'S':
+                nodes = _nodes_of(body.split(), self.maxq) if body else ['']
+                a = _Nodes(nodes, 'S').run(self.source)
+                return iter((' '.join([a.summary(j) for j in range(len(nodes))]),))
+            if verb == 'N':
+                nodes = _nodes_of(body.split(), self.maxq)
+                a = _Nodes(nodes, 'N').run(self.source)
+                return iter((' '.join([a.answer(j) for j in range(len(nodes))]),))
+            if verb == 'G':
+                return self._get(body.split())
+            if verb == 'P':
+                return iter((self._put(body),))
+            return iter(('!unknown request',))
+        except MemoryError:
+            return iter(('!out of memory',))
+        except Exception as e:
+            return iter(('!' + esc(str(e))[:80],))
+
+    def _get(self, words):
+        if len(words) > MAXG:
+            raise ValueError('too many items (max %d)' % MAXG)
+        groups = {}
+        for w in words:
+            p = '' if w == '.' else w
+            if not p and w != '.' or not _is_hex(p, 16):
+                raise ValueError('bad item ' + w[:20])
+            s = groups.get(len(p))
+            if s is None:
+                s = set()
+                groups[len(p)] = s
+            s.add(p)
+        return self._get_gen(list(groups.items()))
+
+    def _get_gen(self, groups):
+        first = True
+        try:
+            for line in self.source():
+                line = _clean(line)
+                if line is None:
+                    continue
+                hx = hexd(digest(line))
+                for L, s in groups:
+                    if hx[:L] in s:
+                        if first:
+                            first = False
+                            yield esc(line)
+                        else:
+                            yield '\t' + esc(line)
+                        break
+        except Exception as e:  # a source failing mid-stream: say so, in band
+            yield ('\t' if not first else '') + '!' + esc(str(e))[:80]
+
+    def _put(self, body):
+        lines = []
+        refused = []
+        if body:
+            for w in body.split('\t'):
+                try:
+                    lines.append(unesc(w))
+                except Exception:
+                    refused.append((w, 'bad escape'))
+        try:
+            r = self.receive(lines) if lines else None
+        except MemoryError:
+            return '!out of memory'
+        except Exception as e:
+            return '!receive failed: ' + esc(str(e))[:80]
+        if r:
+            refused.extend(r)
+        out = ['%d' % (len(lines) - (len(r) if r else 0))]
+        for line, why in refused:
+            out.append('\t%s %s' % (hexd(digest(line))[:DIGLEN], esc(str(why))))
+        return ''.join(out)
+
+
+def summaries(source, prefixes):
+    """[(count, xor16 hex)] of some nodes of a source (one pass)."""
+    a = _Nodes(prefixes, 'S').run(source)
+    return [(a.cnt[j], hexd(a.x[j * 8:j * 8 + 8])) for j in range(len(prefixes))]
+
+
+def _parse_summary(w):
+    c, x = w.split('.')
+    return int(c, 16), x
+
+
+def serve_stream(responder, inp, out):
+    """Answer one request per line of `inp` (a text stream) on `out`, until
+    EOF or an empty line. Each response ends with a newline."""
+    while True:
+        req = inp.readline()
+        if not req or req in ('\n', '\r\n'):
+            return
+        for piece in responder.handle_iter(req):
+            out.write(piece)
+        out.write('\n')
+        try:
+            out.flush()
+        except AttributeError:
+            pass
+
+
+def reconcile(local_source, local_receive, call, maxq=MAXQ, put_bytes=REQ_MAX,
+              get_lines=100000, verify=True):
+    """Drive one sync: afterwards both sides hold the union of their lines
+    (less refusals). Returns stats (see the module docstring).
+    put_bytes: the most request characters in one P; get_lines: the most
+    lines expected in one G answer (lower them on a small board)."""
+    st = {'rounds': 0, 'bytes_out': 0, 'bytes_in': 0, 'lines_out': 0,
+          'lines_in': 0, 'refused_remote': [], 'refused_local': [], 'equal': None}
+
+    def rpc(req):
+        resp = call(req)
+        st['rounds'] += 1
+        st['bytes_out'] += len(req)
+        st['bytes_in'] += len(resp)
+        if resp[:1] == '!':
+            raise SyncError(unesc(resp[1:]) + ' (on ' + req[:12] + ')')
+        return resp
+
+    rroot = _parse_summary(rpc('S'))
+    lroot = summaries(local_source, [''])[0]
+    if rroot == lroot:
+        st['equal'] = True
+        return st
+
+    terms = {}      # node -> None (push all local lines) or set of remote DIGLEN digests
+    gets = []       # (item, expected lines)
+    frontier = [('', rroot[0], lroot[0])]
+    while frontier:
+        query = []
+        for p, rc, lc in frontier:
+            if rc == 0:
+                terms[p] = None
+            elif lc == 0:
+                gets.append((p, rc))
+            else:
+                query.append((p, rc))
+        nxt = []
+        i = 0
+        while i < len(query):
+            chunk = query[i:i + maxq]
+            i += maxq
+            ps = [p for p, rc in chunk]
+            ans = rpc('N ' + ' '.join([p or '.' for p in ps])).split(' ')
+            if len(ans) != len(ps):
+                raise SyncError('N: %d answers for %d nodes' % (len(ans), len(ps)))
+            loc = _Nodes(ps, 'N', leaf=False).run(local_source)
+            for j in range(len(ps)):
+                p = ps[j]
+                a = ans[j]
+                if a[:1] == '=':
+                    s = set()
+                    for w in a[1:].split(','):
+                        if w:
+                            s.add(p + w)
+                    terms[p] = s
+                elif a == '*':
+                    terms[p] = None
+                    gets.append((p, chunk[j][1]))
+                else:
+                    es = a.split(',')
+                    if len(es) != 16:
+                        raise SyncError('N: bad answer for node ' + (p or '.'))
+                    for c in range(16):
+                        e = es[c]
+                        if e:
+                            rc, rx = int(e[:-8], 16), e[-8:]
+                        else:
+                            rc, rx = 0, '00000000'
+                        lc, lx = loc.child(j, c)
+                        if rc != lc or rx != lx:
+                            nxt.append((p + _HEX[c], rc, lc))
+        frontier = nxt
+
+    # one pass over the local lines: push what the other side lacks, note
+    # which of its leaf digests we hold
+    found = set()
+    if terms:
+        tg = {}
+        for p, t in terms.items():
+            d = tg.get(len(p))
+            if d is None:
+                d = {}
+                tg[len(p)] = d
+            d[p] = t
+        tg = list(tg.items())
+        buf = []
+        size = [2]
+        miss = 0  # marker
+
+        def flush():
+            r = rpc('P ' + '\t'.join(buf))
+            st['lines_out'] += len(buf)
+            ws = r.split('\t')
+            if len(ws) > 1:
+                byd = {}
+                for w in buf:
+                    line = unesc(w)
+                    byd[hexd(digest(line))[:DIGLEN]] = line
+                for w in ws[1:]:
+                    d, _, why = w.partition(' ')
+                    st['refused_remote'].append((byd.get(d, d), unesc(why)))
+            del buf[:]
+            size[0] = 2
+
+        for line in local_source():
+            line = _clean(line)
+            if line is None:
+                continue
+            hx = hexd(digest(line))
+            for L, d in tg:
+                t = d.get(hx[:L], miss)
+                if t is miss:
+                    continue
+                if t is not None and hx[:DIGLEN] in t:
+                    found.add(hx[:DIGLEN])
+                else:
+                    w = esc(line)
+                    if buf and size[0] + len(w) + 1 > put_bytes:
+                        flush()
+                    buf.append(w)
+                    size[0] += len(w) + 1
+                break
+        if buf:
+            flush()
+        for p, t in terms.items():
+            if t:
+                for d in t:
+                    if d not in found:
+                        gets.append((d, 1))
+
+    # fetch what we lack, in requests of bounded size and answer length
+    i = 0
+    while i < len(gets):
+        items = []
+        n = 0
+        size = 2
+        while i < len(gets):
+            it, c = gets[i]
+            if items and (n + c > get_lines or size + len(it) + 1 > REQ_MAX or len(items) >= MAXG):
+                break
+            items.append(it or '.')
+            n += c
+            size += len(it) + 1
+            i += 1
+        r = rpc('G ' + ' '.join(items))
+        if not r:
+            continue
+        lines = []
+        for w in r.split('\t'):
+            if w[:1] == '!':
+                raise SyncError('G: ' + unesc(w[1:]))
+            lines.append(unesc(w))
+        st['lines_in'] += len(lines)
+        ref = local_receive(lines)
+        if ref:
+            st['refused_local'].extend(ref)
+
+    if verify:
+        st['equal'] = _parse_summary(rpc('S')) == summaries(local_source, [''])[0]
+    return st
