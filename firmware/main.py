@@ -1,0 +1,2 @@
+from sporadic import runtime
+runtime.main()

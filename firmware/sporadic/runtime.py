@@ -1,0 +1,312 @@
+# The device loop: load the config, check the clock, stream the job file
+# once a wake (constant memory), ask the planner what to do about each job,
+# record, act, and sleep until the next thing to do.
+from micropython import const
+import json
+import os
+import board
+from sporadic import clock, jobline, plan, store, actions
+
+CFG = '/cfg.json'
+MAX_SLEEP = const(3600)       # never sleep longer than this (s): syncs, jumps
+UNKNOWN_SLEEP = const(60)     # clock unknown: look again after this (s)
+HOSTS_MAX = const(128)        # host records held in RAM; beyond, ranks stream
+DECIDE_MAX = const(6)         # decisions per job per wake (miss, run, ...)
+LAST_KEPT = const(5)
+JUMP_BACK = const(300)
+
+_rt = None
+
+
+def _load_cfg():
+    try:
+        with open(CFG) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def _save_cfg(cfg):
+    with open(CFG + '.tmp', 'w') as f:
+        json.dump(cfg, f)
+    os.rename(CFG + '.tmp', CFG[1:] if CFG[0] == '/' else CFG)
+
+
+def default_id():
+    uid = board.unique_id()
+    return board.NAME + '-' + uid[-8:]
+
+
+class Runtime:
+    def __init__(self, root='', cfg=None):
+        self.cfg = _load_cfg() if cfg is None else cfg
+        hid = self.cfg.get('id') or default_id()
+        self.id = jobline.check_host(hid)
+        seed = self.cfg.get('seed') or self.cfg.get('secret')
+        if not seed:
+            import binascii
+            seed = binascii.hexlify(os.urandom(8)).decode()
+            self.cfg['seed'] = seed
+            if cfg is None:
+                try:
+                    _save_cfg(self.cfg)
+                except OSError:
+                    pass
+        self.rnd = plan.hash_rnd(seed)
+        self.store = store.Store(root)
+        if clock.state == 'unknown' and clock.source == '':
+            clock.init()
+        self.last = []            # newest own result lines (this boot)
+        self.jobs = 0
+        self.pending = 0
+        self.bad_jobs = 0
+        self.next_wake = None
+        self.last_now = None
+        self.steps = 0
+        self.unknown_since_boot = not clock.trusted()
+        self.reset_wanted = False
+
+    # ---- recording ----
+
+    def _record(self, jid, k, at, outcome, attempt, text=''):
+        r = jobline.Result(jid, self.id, k, at, outcome, attempt if attempt > 1 else 1, '-', text)
+        line = r.line()
+        self.store.append(line)
+        self.last.append(line)
+        if len(self.last) > LAST_KEPT:
+            self.last.pop(0)
+        return r
+
+    def _miss_reason(self, job, k, now):
+        d = plan.due(job, k)
+        if clock.set_at is not None and self.unknown_since_boot and d < clock.set_at:
+            return 'clock unknown'
+        for j in clock.jumps:
+            if j[1] > 0 and j[0] - j[1] <= d + job.within and d < j[0]:
+                return 'clock jump'
+        return 'asleep'
+
+    # ---- one job ----
+
+    def _job(self, job, mine, done_k, hosts, now):
+        rnk = None
+        if job.kind == 'one':
+            rnk = self._rank(job.id, hosts)
+        wake = None
+        for _ in range(DECIDE_MAX):
+            act, k, at, att = plan.decide(job, self.id, now, mine, done_k, rnk, self.rnd)
+            if act == plan.WAIT:
+                wake = at
+                self.pending += 1
+                break
+            if act == plan.IDLE:
+                break
+            if act == plan.MISS:
+                self._record(job.id, k, now, 'miss', 1, self._miss_reason(job, k, now))
+                mine = (k, 'miss', 1)
+            elif act == plan.FAIL:
+                self._record(job.id, k, now, 'err', att, 'interrupted')
+                mine = (k, 'err', att)
+            else:  # RUN: record the start first (at most once across a crash)
+                self._record(job.id, k, now, 'run', att)
+                actions.context = job.id + '.' + str(k)
+                ok, text = actions.run(job.action(), job.args())
+                actions.context = ''
+                if text is actions.RESET:
+                    self.reset_wanted = True
+                    text = 'reset'
+                out = 'ok' if ok else 'err'
+                self._record(job.id, k, now, out, att, text)
+                mine = (k, out, att)
+        return wake
+
+    def _rank(self, jid, hosts):
+        if hosts is not None:
+            return plan.rank(jid, self.id, hosts)
+        # too many hosts to hold: stream the .h records (sorted first)
+        mine = plan.score(jid, self.id)
+        r = 0
+        found = False
+        for line in self.store.stream():
+            if line[0] != '.':
+                break
+            if line[:3] == '.h ':
+                h = line[3:]
+                if h == self.id:
+                    found = True
+                elif plan.score(jid, h) > mine:
+                    r += 1
+        return r if found else None
+
+    # ---- one pass ----
+
+    def step(self, now):
+        """One pass over the job file at Unix time `now` (None: clock
+        unknown, nothing dated runs). Returns the next wake (Unix time), or
+        None when the clock is unknown."""
+        self.steps += 1
+        if now is None:
+            self.next_wake = None
+            return None
+        if self.last_now is not None and now < self.last_now - JUMP_BACK:
+            clock.note_jump(now, now - self.last_now, 'observed')
+        self.last_now = now
+        me = self.id
+        wake = now + MAX_SLEEP
+        jobs = 0
+        bad = 0
+        self.pending = 0
+        hosts = []
+        gid = None
+        job = None
+        jtext = None
+        cancelled = False
+        mine = None
+        mkey = None
+        done_k = -1
+        for line in self.store.stream():
+            g = '.' if line[0] == '.' else line[:jobline.ID_LEN]
+            if g != gid:
+                if jtext is not None and not cancelled:
+                    w, b = self._group(jtext, mine, done_k, hosts, now)
+                    jobs += 1
+                    bad += b
+                    if w is not None and w < wake:
+                        wake = w
+                gid = g
+                jtext = None
+                cancelled = False
+                mine = None
+                mkey = None
+                done_k = -1
+            if g == '.':
+                if line[:3] == '.h ' and hosts is not None:
+                    if len(hosts) < HOSTS_MAX:
+                        hosts.append(line[3:])
+                    else:
+                        hosts = None
+                continue
+            kind = line[jobline.ID_LEN + 1:jobline.ID_LEN + 3]
+            if kind == 'r ':
+                if cancelled:
+                    continue
+                f = line.split(None, 6)
+                if len(f) < 6:
+                    continue
+                if f[2] == me:
+                    att, out = _rkey(f[5])
+                    key = (int(f[3]), att, _OUT_RANK[out])
+                    if mkey is None or key > mkey:
+                        mkey = key
+                        mine = (key[0], out, att)
+                elif not f[5].startswith('miss'):
+                    k = int(f[3])
+                    if k > done_k:
+                        done_k = k
+                continue
+            if line[jobline.ID_LEN:] == ' cancel':
+                cancelled = True
+                continue
+            if jtext is None:
+                jtext = line
+        if jtext is not None and not cancelled:
+            w, b = self._group(jtext, mine, done_k, hosts, now)
+            jobs += 1
+            bad += b
+            if w is not None and w < wake:
+                wake = w
+        self.jobs = jobs
+        self.bad_jobs = bad
+        if self.store.needs_compaction():
+            self.store.compact()
+        self.next_wake = wake
+        if self.reset_wanted:
+            self.reset_wanted = False
+            board.reset()
+        return wake
+
+    def _group(self, jtext, mine, done_k, hosts, now):
+        try:
+            job = jobline.parse(jtext)
+        except Exception as e:
+            self.store.quarantine(jtext, 'job line: ' + str(e), 'jobs.txt')
+            return None, 1
+        try:
+            return self._job(job, mine, done_k, hosts, now), 0
+        except SystemExit:
+            raise
+        except Exception as e:  # a planner/record failure: never stop the loop
+            return None, 1
+
+    def status(self):
+        d = clock.info()
+        d['id'] = self.id
+        d['board'] = board.NAME
+        d['jobs'] = self.jobs
+        d['pending'] = self.pending
+        d['bad_jobs'] = self.bad_jobs
+        d['next_wake'] = self.next_wake
+        d['last'] = self.last
+        d['store'] = self.store.health()
+        d['quarantined'] = self.store.quarantined
+        d['steps'] = self.steps
+        return d
+
+
+_OUT_RANK = {'run': 0, 'err': 1, 'miss': 2, 'ok': 3}
+
+
+def _rkey(tok):
+    # 'ok2' -> (attempt 2, 'ok'), ordered as the merge orders results
+    i = 0
+    while i < len(tok) and not tok[i].isdigit():
+        i += 1
+    att = int(tok[i:]) if i < len(tok) else 1
+    return (att, tok[:i]) if tok[:i] in _OUT_RANK else (att, 'run')
+
+
+def get():
+    """The runtime of this boot (made on first use)."""
+    global _rt
+    if _rt is None:
+        _rt = Runtime()
+    return _rt
+
+
+def status():
+    """A plain dict for the companion (read through the sync server)."""
+    return get().status()
+
+
+def step(now=None):
+    """One pass at `now` (default: the clock; None when unknown)."""
+    if now is None:
+        now = clock.now()
+    return get().step(now)
+
+
+def main(until=None, max_steps=None):
+    """The loop: run what is due, sleep until the next wake. `until` (Unix
+    time) and `max_steps` end it (tests, the simulator); a board never
+    returns from here."""
+    rt = get()
+    n = 0
+    while True:
+        now = clock.now()
+        if until is not None and now is not None and now >= until:
+            return rt
+        if max_steps is not None and n >= max_steps:
+            return rt
+        n += 1
+        wake = rt.step(now)
+        board.wdt_feed()
+        if wake is None:
+            ms = UNKNOWN_SLEEP * 1000
+        else:
+            cur = clock.now()
+            if until is not None and wake > until:
+                wake = until
+            ms = (wake - cur) * 1000 if cur is not None else 1000
+            if ms < 1000:
+                ms = 1000
+        board.sleep_ms(ms)

@@ -1,0 +1,403 @@
+# The flash store (docs/device.md): jobs.txt (sorted, compacted, canonical)
+# + log.txt (append-only own records) + in.txt (append-only received lines)
+# + quar.txt (refused lines with reasons) + out/N (outbox: own records the
+# companion has not acknowledged yet).
+#
+# Compaction: the small logs are sorted in RAM and stream-merged with
+# jobs.txt (merge.merge_sorted + merge.compact) into jobs.tmp; jobs.tmp is
+# renamed to jobs.new (its existence means "complete"); log.txt is renamed
+# into the outbox, in.txt removed, jobs.new renamed over jobs.txt. Every
+# crash point is recovered on open (recover()). jobs.txt is never loaded into
+# memory: everything streams, one line at a time.
+from micropython import const
+import os
+from sporadic import jobline, merge
+
+LOG_MAX = const(4096)     # own log bytes that trigger a compaction
+IN_MAX = const(4096)      # received bytes that trigger a compaction
+OUT_MAX = const(16)       # outbox segments kept (oldest dropped beyond)
+QUAR_MAX = const(8192)    # quar.txt bytes before it is rotated to quar.old
+CHUNK = const(512)        # bytes gathered before one write while compacting
+CRASH_EXIT = const(77)
+
+# Test hook (unix port only): SPORADIC_CRASH_AFTER=N ends the process at the
+# N-th flash mutation (a write is cut short at a point derived from N).
+try:
+    _CRASH = int(os.getenv('SPORADIC_CRASH_AFTER') or 0)
+except Exception:
+    _CRASH = 0
+ops = 0              # flash mutations so far (writes, renames, removes)
+bytes_written = 0    # bytes this store wrote (writes only)
+
+
+def crashpoint(f=None, data=None):
+    """Count one flash mutation; the crash hook fires here."""
+    global ops
+    ops += 1
+    if ops == _CRASH:
+        if f is not None and data:
+            cut = (ops * 7919) % len(data)
+            f.write(data[:cut])
+            f.close()
+        raise SystemExit(CRASH_EXIT)
+
+
+def _write(f, data):
+    global bytes_written
+    crashpoint(f, data)
+    f.write(data)
+    bytes_written += len(data)
+
+
+def exists(path):
+    try:
+        os.stat(path)
+        return True
+    except OSError:
+        return False
+
+
+def size(path):
+    try:
+        return os.stat(path)[6]
+    except OSError:
+        return 0
+
+
+def _rename(a, b):
+    crashpoint()
+    os.rename(a, b)
+
+
+def _remove(path):
+    crashpoint()
+    os.remove(path)
+
+
+def read_lines(path):
+    """Stream the complete lines of a file (without '\\n'); a last line
+    without its newline (torn) is not yielded."""
+    try:
+        f = open(path)
+    except OSError:
+        return
+    try:
+        while True:
+            line = f.readline()
+            if not line:
+                break
+            if line[-1] != '\n':
+                break
+            yield line[:-1]
+    finally:
+        f.close()
+
+
+class Store:
+    def __init__(self, root=''):
+        r = root
+        self.root = r
+        self.jobs = r + 'jobs.txt'
+        self.tmp = r + 'jobs.tmp'
+        self.new = r + 'jobs.new'
+        self.bad = r + 'jobs.bad'
+        self.log = r + 'log.txt'
+        self.inp = r + 'in.txt'
+        self.quar = r + 'quar.txt'
+        self.out = r + 'out'
+        self.notes = []          # what recovery did at open
+        self.quarantined = 0     # lines in quar.txt (and rotated away)
+        self.compactions = 0
+        self.out_dropped = 0
+        self.conflicts = 0
+        self._pend = None
+        self.recover()
+
+    # ---- opening: bring any interrupted operation to a consistent end ----
+
+    def recover(self):
+        self.log_size = size(self.log)
+        self.in_size = size(self.inp)
+        if not exists(self.out):
+            crashpoint()
+            os.mkdir(self.out)
+        if exists(self.new):
+            self._finish()
+            self.notes.append('finished an interrupted compaction')
+        for p in (self.tmp, self.log[:-4] + '.tmp', self.inp[:-4] + '.tmp'):
+            if exists(p):
+                _remove(p)
+                self.notes.append('removed partial ' + p)
+        self._check_log(self.log, 'log')
+        self._check_log(self.inp, 'in')
+        self.log_size = size(self.log)
+        self.in_size = size(self.inp)
+        if exists(self.bad):
+            self._import_bad()
+        elif not self._jobs_ok():
+            _rename(self.jobs, self.bad)
+            self.notes.append('jobs.txt unsorted or torn: re-imported')
+            self._import_bad()
+        n = 0
+        for _ in read_lines(self.quar):
+            n += 1
+        self.quarantined = n
+        self.log_size = size(self.log)
+        self.in_size = size(self.inp)
+
+    def _check_log(self, path, name):
+        # every line canonical and newline-terminated, or rewrite the log
+        # without the bad ones (each quarantined once)
+        sz = size(path)
+        if not sz:
+            return
+        good = 0
+        ok = True
+        for line in read_lines(path):
+            good += len(line) + 1
+            if not self._valid(line):
+                ok = False
+        if ok and good == sz:
+            return
+        tmp = path[:-4] + '.tmp'
+        f = open(tmp, 'w')
+        for line in read_lines(path):
+            if self._valid(line):
+                _write(f, line + '\n')
+            else:
+                self.quarantine(line, 'bad line in ' + name, name)
+        f.close()
+        if good != sz:
+            g = open(path)
+            g.seek(good)
+            torn = g.read()
+            g.close()
+            self.quarantine(torn, 'torn last line (power loss while writing)', name)
+            self.notes.append('dropped a torn line from ' + path)
+        _rename(tmp, path)
+
+    def _valid(self, line):
+        try:
+            return jobline.canonical(line) == line
+        except Exception:
+            return False
+
+    def _jobs_ok(self):
+        sz = size(self.jobs)
+        if not sz:
+            return True
+        last = ''
+        n = 0
+        for line in read_lines(self.jobs):
+            if not line or line <= last:
+                return False
+            if line[0] != '.' and not (line[jobline.ID_LEN:jobline.ID_LEN + 1] == ' '
+                                       and jobline.is_id(line[:jobline.ID_LEN])):
+                return False
+            last = line
+            n += len(line) + 1
+        return n == sz
+
+    def _import_bad(self):
+        # a jobs.txt that was not sorted/canonical (hand-written, torn):
+        # every line goes through receive(), then the bad copy goes
+        self.receive(read_lines_all(self.bad), 'jobs.txt')
+        self.compact()
+        _remove(self.bad)
+
+    # ---- reading ----
+
+    def jobs_lines(self):
+        return read_lines(self.jobs)
+
+    def pending(self):
+        """The not-yet-compacted lines (log.txt + in.txt), sorted, in RAM
+        (bounded by LOG_MAX + IN_MAX)."""
+        if self._pend is None:
+            p = []
+            for path in (self.log, self.inp):
+                for line in read_lines(path):
+                    p.append(line)
+            p.sort()
+            self._pend = p
+        return self._pend
+
+    def stream(self):
+        """All lines, sorted, not compacted: jobs.txt merged with the logs."""
+        return merge.merge_sorted(self.jobs_lines(), self.pending())
+
+    def lines(self):
+        """The compacted view of everything the device holds (for sync)."""
+        return merge.compact(self.stream())
+
+    # ---- writing ----
+
+    def append(self, line):
+        """Append one own record (a canonical line) to the log, durably."""
+        data = line + '\n'
+        f = open(self.log, 'a')
+        try:
+            _write(f, data)
+        finally:
+            f.close()
+        self.log_size += len(data)
+        self._pend = None
+
+    def receive(self, lines, src='sync'):
+        """Lines from a peer: each is parsed; a bad one is quarantined with
+        its reason, a good one appended to in.txt in canonical form.
+        Compacts as in.txt fills, so any number of lines fits.
+        Returns (accepted, refused)."""
+        acc = 0
+        ref = 0
+        f = None
+        try:
+            for raw in lines:
+                try:
+                    c = jobline.canonical(raw)
+                except Exception as e:
+                    self.quarantine(raw, str(e), src)
+                    ref += 1
+                    continue
+                if c is None:
+                    continue
+                if f is None:
+                    f = open(self.inp, 'a')
+                data = c + '\n'
+                _write(f, data)
+                self.in_size += len(data)
+                acc += 1
+                if self.in_size > IN_MAX:
+                    f.close()
+                    f = None
+                    self._pend = None
+                    self.compact()
+        finally:
+            if f is not None:
+                f.close()
+        self._pend = None
+        return acc, ref
+
+    def quarantine(self, line, reason, src=''):
+        line = line.rstrip('\n')
+        if len(line) > 200:
+            line = line[:200] + '...'
+        data = '%s: %s: %s\n' % (src or '-', reason, line)
+        if size(self.quar) + len(data) > QUAR_MAX:
+            if exists(self.quar):
+                _rename(self.quar, self.quar[:-4] + '.old')
+        f = open(self.quar, 'a')
+        try:
+            _write(f, data)
+        finally:
+            f.close()
+        self.quarantined += 1
+
+    def needs_compaction(self):
+        return self.log_size > LOG_MAX or self.in_size > IN_MAX
+
+    def compact(self):
+        """Fold the logs into jobs.txt (see the top of this file)."""
+        pend = self.pending()
+        if not pend:
+            return False
+        conf = []
+        f = open(self.tmp, 'w')
+        buf = []
+        n = 0
+        for line in merge.compact(merge.merge_sorted(self.jobs_lines(), pend), conf):
+            buf.append(line)
+            n += len(line) + 1
+            if n >= CHUNK:
+                buf.append('')
+                _write(f, '\n'.join(buf))
+                buf = []
+                n = 0
+        if buf:
+            buf.append('')
+            _write(f, '\n'.join(buf))
+        f.close()
+        self.conflicts = len(conf)
+        _rename(self.tmp, self.new)
+        self._finish()
+        self.compactions += 1
+        return True
+
+    def _finish(self):
+        # jobs.new is complete: each step below is idempotent
+        if exists(self.log):
+            if size(self.log):
+                seqs = self.out_seqs()
+                while len(seqs) >= OUT_MAX:
+                    _remove(self._seg(seqs.pop(0)))
+                    self.out_dropped += 1
+                _rename(self.log, self._seg(seqs[-1] + 1 if seqs else 1))
+            else:
+                _remove(self.log)
+        if exists(self.inp):
+            _remove(self.inp)
+        _rename(self.new, self.jobs)
+        self.log_size = 0
+        self.in_size = 0
+        self._pend = None
+
+    # ---- outbox: own records until the companion acknowledges them ----
+
+    def _seg(self, n):
+        return self.out + '/' + str(n)
+
+    def out_seqs(self):
+        s = []
+        for name in os.listdir(self.out):
+            if name.isdigit():
+                s.append(int(name))
+        s.sort()
+        return s
+
+    def seal(self):
+        """Move the current log into the outbox (compacting); returns the
+        highest outbox segment number (0 when empty)."""
+        if self.log_size or size(self.log):
+            self.compact()
+        s = self.out_seqs()
+        return s[-1] if s else 0
+
+    def outbox(self, upto=None):
+        """Own records not yet acknowledged, oldest segment first."""
+        for n in self.out_seqs():
+            if upto is not None and n > upto:
+                break
+            for line in read_lines(self._seg(n)):
+                yield line
+
+    def ack(self, upto):
+        """The companion holds every outbox segment <= upto: remove them."""
+        k = 0
+        for n in self.out_seqs():
+            if n <= upto:
+                _remove(self._seg(n))
+                k += 1
+        return k
+
+    def health(self):
+        return {'jobs_bytes': size(self.jobs), 'log_bytes': self.log_size,
+                'in_bytes': self.in_size, 'outbox': len(self.out_seqs()),
+                'outbox_dropped': self.out_dropped, 'compactions': self.compactions,
+                'conflicts': self.conflicts, 'quarantined': self.quarantined,
+                'recovered': self.notes, 'ok': True}
+
+
+def read_lines_all(path):
+    """Every line of a file, a torn last one included (for imports)."""
+    try:
+        f = open(path)
+    except OSError:
+        return
+    try:
+        while True:
+            line = f.readline()
+            if not line:
+                break
+            yield line.rstrip('\n')
+    finally:
+        f.close()

@@ -1,0 +1,26 @@
+# Boot a virtual board on the MicroPython unix port, as a board boots:
+#   micropython -X heapsize=64K tests/devboot.py FLASH_DIR [-c CODE | SCRIPT]
+# mounts FLASH_DIR at /, chdir('/'), sys.path as a board has it, then runs
+# /main.py (or CODE / SCRIPT, read before the mount) like boot would.
+import os
+import sys
+
+args = sys.argv[1:]
+if not args:
+    print('usage: devboot.py FLASH_DIR [-c CODE | SCRIPT]')
+    sys.exit(2)
+flash = args[0]
+code = None
+if len(args) >= 3 and args[1] == '-c':
+    code = bytes(args[2], 'utf-8').decode()  # a heap copy: argv text is not safe across gc
+elif len(args) >= 2:
+    with open(args[1]) as f:
+        code = f.read()
+os.mount(os.VfsPosix(flash), '/')
+os.chdir('/')
+sys.path[:] = ['', '.frozen', '/lib']
+if code is None:
+    with open('/main.py') as f:
+        code = f.read()
+g = {'__name__': '__main__'}
+exec(code, g)

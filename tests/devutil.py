@@ -1,0 +1,95 @@
+"""Virtual boards for the runtime tests: a flash folder laid out as deploy
+lays it out (/main.py, /lib/sporadic/*.mpy, /lib/board.py, /cfg.json), and
+micropython -X heapsize=64K booting it through tests/devboot.py."""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+
+from tests.mpy import mpy_lib, MICROPYTHON, ROOT
+
+DEVBOOT = os.path.join(ROOT, 'tests', 'devboot.py')
+BOARD_PY = os.path.join(ROOT, 'boards', 'unix', 'board.py')
+MAIN_PY = os.path.join(ROOT, 'firmware', 'main.py')
+T0 = 1796083200  # 2026-12-01T00:00Z
+
+
+def make_flash(folder, host='dev-1', cfg=None, jobs=None, actions=None):
+    """Lay out a board's flash in `folder`; return folder."""
+    os.makedirs(os.path.join(folder, 'lib', 'sporadic'), exist_ok=True)
+    shutil.copy(MAIN_PY, os.path.join(folder, 'main.py'))
+    lib = os.path.join(mpy_lib(), 'sporadic')
+    for f in os.listdir(lib):
+        shutil.copy(os.path.join(lib, f), os.path.join(folder, 'lib', 'sporadic', f))
+    shutil.copy(BOARD_PY, os.path.join(folder, 'lib', 'board.py'))
+    c = {'id': host, 'seed': 'seed-' + host}
+    c.update(cfg or {})
+    with open(os.path.join(folder, 'cfg.json'), 'w') as f:
+        json.dump(c, f)
+    if jobs is not None:
+        with open(os.path.join(folder, 'jobs.txt'), 'w') as f:
+            f.write(''.join(l + '\n' for l in jobs))
+    if actions is not None:
+        with open(os.path.join(folder, 'actions.py'), 'w') as f:
+            f.write(actions)
+    return folder
+
+
+def boot(folder, code=None, start=None, env=None, heap='64K', timeout=120, check=True):
+    """Run the board (main.py, or `code`) with the step clock; returns the
+    CompletedProcess. start: Unix time its RTC holds when never set."""
+    e = dict(os.environ)
+    e['SPORADIC_CLOCK'] = 'step'
+    if start is not None:
+        e['SPORADIC_CLOCK_START'] = str(start)
+    e.update(env or {})
+    argv = [MICROPYTHON, '-X', 'heapsize=' + heap, DEVBOOT, folder]
+    tmp = None
+    if code is not None:
+        fd, tmp = tempfile.mkstemp(suffix='.py', prefix='devboot-')
+        with os.fdopen(fd, 'w') as f:
+            f.write(code)
+        argv.append(tmp)
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=e)
+    finally:
+        if tmp:
+            os.remove(tmp)
+    if check and p.returncode != 0:
+        raise AssertionError('board failed (%d):\n%s\n%s' % (p.returncode, p.stdout[-3000:], p.stderr[-3000:]))
+    return p
+
+
+def lines(folder, name):
+    try:
+        with open(os.path.join(folder, name)) as f:
+            return f.read().splitlines()
+    except FileNotFoundError:
+        return []
+
+
+def all_records(folder):
+    """Every record line the board holds: jobs.txt, log.txt, in.txt, outbox."""
+    out = lines(folder, 'jobs.txt') + lines(folder, 'log.txt') + lines(folder, 'in.txt')
+    od = os.path.join(folder, 'out')
+    if os.path.isdir(od):
+        for n in sorted(os.listdir(od), key=int):
+            out += lines(folder, os.path.join('out', n))
+    return out
+
+
+def own_results(folder, host):
+    """Own result records (outbox + log + jobs.txt), parsed: list of dicts."""
+    seen = set()
+    res = []
+    for l in all_records(folder):
+        f = l.split(None, 7)
+        if len(f) >= 7 and f[1] == 'r' and f[2] == host and l not in seen:
+            seen.add(l)
+            tok = f[5]
+            o = tok.rstrip('0123456789')
+            res.append({'id': f[0], 'k': int(f[3]), 'at': int(f[4]), 'outcome': o,
+                        'attempt': int(tok[len(o):] or 1), 'text': f[7] if len(f) > 7 else '',
+                        'line': l})
+    return res
