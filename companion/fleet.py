@@ -1,0 +1,168 @@
+"""The fleet folder: plain text that git can hold.
+
+    FLEET/fleet.json          name, mode (signed | insecure)
+    FLEET/jobs.txt            the merged job-line file (canonical, sorted, compacted)
+    FLEET/results.txt         every result ever received (sorted, never compacted)
+    FLEET/devices/ID.json     what the companion knows of a board: port, board,
+                              last sync, clock drift, counters
+    FLEET/keys/               the fleet key pair and per-device secrets (keys.py)
+
+jobs.txt merges with `companion merge` (a git merge driver, see docs/git.md);
+results.txt with git's built-in `union` driver. Every write is atomic.
+"""
+import json
+import os
+import time
+
+from sporadic import jobline, merge
+from companion.errors import UserError
+
+JOBS = 'jobs.txt'
+RESULTS = 'results.txt'
+
+
+def _atomic(path, text):
+    tmp = path + '.tmp'
+    with open(tmp, 'w', encoding='utf-8') as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _lines(path):
+    try:
+        with open(path, encoding='utf-8', errors='replace') as f:
+            return f.read().splitlines()
+    except FileNotFoundError:
+        return []
+
+
+class Fleet:
+    def __init__(self, folder):
+        self.dir = os.path.abspath(folder)
+
+    def path(self, *p):
+        return os.path.join(self.dir, *p)
+
+    # -- life cycle -----------------------------------------------------------
+
+    def exists(self):
+        return os.path.isfile(self.path('fleet.json'))
+
+    def require(self):
+        if not self.exists():
+            raise UserError('%s is not a fleet folder: run `companion init` there, or pass --fleet DIR'
+                            % self.dir)
+        return self
+
+    def init(self, name=None, insecure=False):
+        if self.exists():
+            raise UserError('%s is already a fleet folder' % self.dir)
+        os.makedirs(self.path('devices'), exist_ok=True)
+        meta = {'name': name or os.path.basename(self.dir), 'mode': 'insecure' if insecure else 'signed',
+                'created': int(time.time())}
+        pub = None
+        if not insecure:
+            from companion import keys
+            pub = keys.init_keys(self.dir)
+        _atomic(self.path('fleet.json'), json.dumps(meta, indent=1) + '\n')
+        for f in (JOBS, RESULTS):
+            if not os.path.exists(self.path(f)):
+                _atomic(self.path(f), '')
+        _atomic(self.path('.gitattributes'),
+                'jobs.txt merge=sporadic\nresults.txt merge=union\n')
+        return meta, pub
+
+    @property
+    def meta(self):
+        with open(self.path('fleet.json')) as f:
+            return json.load(f)
+
+    @property
+    def insecure(self):
+        return self.meta.get('mode') == 'insecure'
+
+    # -- the job-line file ------------------------------------------------------
+
+    def lines(self):
+        return _lines(self.path(JOBS))
+
+    def write_lines(self, lines):
+        _atomic(self.path(JOBS), ''.join(l + '\n' for l in lines))
+
+    def merge_in(self, new_lines, name='incoming', errors=None, conflicts=None):
+        """Merge lines into jobs.txt; returns the lines that were new."""
+        before = set(self.lines())
+        out = merge.merge((JOBS, before), (name, new_lines), errors=errors, conflicts=conflicts)
+        self.write_lines(out)
+        return [l for l in out if l not in before]
+
+    def sign(self, lines):
+        """Batch records for the fleet-authored lines (none in insecure mode)."""
+        if self.insecure:
+            return []
+        from companion import keys
+        return keys.sign_lines(self.dir, lines)
+
+    def hosts(self):
+        return [l[3:] for l in self.lines() if l.startswith('.h ')]
+
+    def jobs(self):
+        out = []
+        for l in self.lines():
+            r = jobline.parse(l)
+            if isinstance(r, jobline.Job):
+                out.append(r)
+        return out
+
+    def cancelled(self):
+        return [l[:jobline.ID_LEN] for l in self.lines() if l.endswith(' cancel')]
+
+    # -- results history -------------------------------------------------------
+
+    def results(self):
+        out = []
+        for l in _lines(self.path(RESULTS)):
+            try:
+                r = jobline.parse(l)
+            except jobline.ParseError:
+                continue
+            if isinstance(r, jobline.Result):
+                out.append(r)
+        return out
+
+    def add_results(self, lines):
+        """Append result lines to the history (deduplicated, sorted); returns new ones."""
+        have = set(_lines(self.path(RESULTS)))
+        new = []
+        for l in lines:
+            if l not in have and ' r ' in l[:11]:
+                have.add(l)
+                new.append(l)
+        if new:
+            _atomic(self.path(RESULTS), ''.join(l + '\n' for l in sorted(have)))
+        return new
+
+    # -- devices ------------------------------------------------------------------
+
+    def device(self, dev_id):
+        try:
+            with open(self.path('devices', dev_id + '.json')) as f:
+                return json.load(f)
+        except FileNotFoundError:
+            return None
+
+    def devices(self):
+        out = []
+        d = self.path('devices')
+        if os.path.isdir(d):
+            for f in sorted(os.listdir(d)):
+                if f.endswith('.json'):
+                    with open(os.path.join(d, f)) as fh:
+                        out.append(json.load(fh))
+        return out
+
+    def save_device(self, info):
+        os.makedirs(self.path('devices'), exist_ok=True)
+        _atomic(self.path('devices', info['id'] + '.json'), json.dumps(info, indent=1, sort_keys=True) + '\n')

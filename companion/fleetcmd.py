@@ -1,0 +1,310 @@
+"""Fleet verbs: init, add, cancel, jobs, results, status (the fleet folder),
+deploy and sync (through a link). Verbs call the core and the links; they
+never parse bytes themselves."""
+import json
+import os
+import sys
+import time
+
+from sporadic import jobline, plan
+from sporadic.timeutil import format_time, parse_duration
+from companion.errors import UserError
+from companion.fleet import Fleet
+
+
+def fleet_of(args, require=True):
+    f = Fleet(args.fleet)
+    return f.require() if require else f
+
+
+# -- init / add / cancel ------------------------------------------------------------
+
+def cmd_init(args):
+    f = fleet_of(args, require=False)
+    os.makedirs(f.dir, exist_ok=True)
+    meta, pub = f.init(args.name, args.insecure)
+    print('fleet %r in %s (%s)' % (meta['name'], f.dir, meta['mode']))
+    if pub:
+        print('key pair: keys/fleet.pem (private, mode 0600, never leaves this folder), keys/fleet.pub')
+    else:
+        print('INSECURE fleet: jobs are not signed and boards accept any record. For bench work only.')
+    return 0
+
+
+def resolve_relative(line, now):
+    """'each +10m log x' -> the same line with the time resolved now (UTC)."""
+    parts = line.split(None, 2)
+    if len(parts) >= 2 and (parts[1].startswith('+') or parts[1] == 'now'):
+        if parts[1] == 'now':
+            t = now
+        else:
+            try:
+                t = now + parse_duration(parts[1][1:])
+            except ValueError as e:
+                raise UserError(str(e))
+        parts[1] = format_time(t)
+        return ' '.join(parts)
+    return line
+
+
+def add_job(fleet, text, now=None):
+    """Add one user-written job line; returns the Job (its id is salted with
+    the time of adding, so adding the same text twice makes two jobs)."""
+    now = int(time.time()) if now is None else now
+    text = resolve_relative(text.strip(), now)
+    try:
+        rec = jobline.parse(text, salt=str(now))
+    except jobline.ParseError as e:
+        raise UserError('bad job line: %s' % e)
+    if not isinstance(rec, jobline.Job):
+        raise UserError('not a job line: %r' % text)
+    if rec.id in fleet.cancelled():
+        raise UserError('job %s was cancelled; add it again a second later to get a new id' % rec.id)
+    line = rec.line()
+    fleet.merge_in([line] + fleet.sign([line]), 'add')
+    return rec
+
+
+def cmd_add(args):
+    f = fleet_of(args)
+    j = add_job(f, args.line)
+    print(j.id)
+    if j.t0 < time.time() - j.within:
+        print('note: its first instance is already past its window; it will be recorded as missed',
+              file=sys.stderr)
+    return 0
+
+
+def cancel_job(fleet, jid):
+    if not jobline.is_id(jid):
+        raise UserError('%r is not a job id (8 characters of 0-9a-v)' % jid)
+    known = {j.id for j in fleet.jobs()}
+    if jid not in known and jid not in fleet.cancelled():
+        raise UserError('no job %s in this fleet (see `companion jobs`)' % jid)
+    line = jid + ' cancel'
+    fleet.merge_in([line] + fleet.sign([line]), 'cancel')
+
+
+def cmd_cancel(args):
+    f = fleet_of(args)
+    for jid in args.ids:
+        cancel_job(f, jid)
+        print('cancelled %s' % jid)
+    return 0
+
+
+def add_host(fleet, host):
+    line = '.h ' + jobline.check_host(host)
+    if line not in fleet.lines():
+        fleet.merge_in([line] + fleet.sign([line]), 'host')
+
+
+# -- jobs / results / status ----------------------------------------------------------
+
+def job_states(fleet, now=None):
+    """Per job: its text and, per known device, the latest result it reported."""
+    now = int(time.time()) if now is None else now
+    latest = {}
+    for l in fleet.lines():
+        r = jobline.parse(l)
+        if isinstance(r, jobline.Result):
+            latest[(r.id, r.host)] = r
+    devices = [d['id'] for d in fleet.devices()]
+    out = []
+    for j in fleet.jobs():
+        per = {}
+        for h in devices:
+            r = latest.get((j.id, h))
+            if r is not None:
+                per[h] = {'instance': r.instance(), 'outcome': r.outcome, 'at': r.at, 'output': r.output}
+            elif not plan.eligible(j, h):
+                per[h] = {'outcome': 'not eligible'}
+            else:
+                per[h] = {'outcome': 'pending'}
+        k = plan.newest(j, now)
+        out.append({'job': j.id, 'line': j.text(), 'type': j.kind, 'current_instance': k,
+                    'next_due': plan.due(j, k + 1) if j.every or k < 0 else None, 'devices': per})
+    for jid in fleet.cancelled():
+        out.append({'job': jid, 'line': None, 'type': 'cancelled', 'devices': {}})
+    return out
+
+
+def cmd_jobs(args):
+    f = fleet_of(args)
+    rows = job_states(f)
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+    t = Table(title='jobs in %s' % f.meta['name'])
+    t.add_column('id')
+    t.add_column('job')
+    t.add_column('devices')
+    for r in rows:
+        devs = ', '.join('%s: %s' % (h, v.get('instance', '') + ' ' + v['outcome']) for h, v in sorted(r['devices'].items()))
+        t.add_row(r['job'], r['line'] or '(cancelled)', devs)
+    Console().print(t)
+    return 0
+
+
+def result_rows(fleet):
+    """The results history as dicts; 'verified' tells whether the board's MAC checked."""
+    from companion import syncer
+    rows = []
+    for r in fleet.results():
+        rows.append({'job': r.id, 'instance': r.instance(), 'host': r.host, 'at': r.at,
+                     'time': format_time(r.at), 'outcome': 'error' if r.outcome == 'err' else
+                     ('missed' if r.outcome == 'miss' else r.outcome),
+                     'attempt': r.attempt, 'output': r.output, 'verified': syncer.verify_result(fleet, r)})
+    rows.sort(key=lambda x: (x['at'], x['job'], x['host']))
+    return rows
+
+
+def duplicates(fleet):
+    """Instances of single-run jobs (any/one) that more than one host ran."""
+    kinds = {j.id: j.kind for j in fleet.jobs()}
+    ran = {}
+    for r in fleet.results():
+        if kinds.get(r.id) in ('any', 'one') and r.outcome in ('ok', 'err'):
+            ran.setdefault(r.instance(), set()).add(r.host)
+    return {i: sorted(h) for i, h in sorted(ran.items()) if len(h) > 1}
+
+
+def cmd_results(args):
+    f = fleet_of(args)
+    rows = [r for r in result_rows(f) if r['outcome'] != 'run']
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+    t = Table(title='results')
+    for c in ('time', 'instance', 'host', 'outcome', 'output'):
+        t.add_column(c)
+    for r in rows:
+        flag = '' if r['verified'] is not False else ' [UNVERIFIED]'
+        t.add_row(r['time'], r['instance'], r['host'], r['outcome'] + flag, r['output'])
+    Console().print(t)
+    return 0
+
+
+def status_rows(fleet, now=None):
+    from companion import syncer
+    now = int(time.time()) if now is None else now
+    dups = duplicates(fleet)
+    rows = []
+    results = fleet.results()
+    for d in fleet.devices():
+        mine = [r for r in results if r.host == d['id']]
+        unverified = [r for r in mine if syncer.verify_result(fleet, r) is False]
+        st = d.get('status') or {}
+        rows.append({
+            'id': d['id'], 'port': d.get('port'), 'board': d.get('board'),
+            'last_sync': d.get('last_sync'), 'clock_drift_s': d.get('drift'),
+            'clock': st.get('clock'),
+            'pending': st.get('pending'), 'failed': sum(1 for r in mine if r.outcome == 'err'),
+            'missed': sum(1 for r in mine if r.outcome == 'miss'),
+            'ok': sum(1 for r in mine if r.outcome == 'ok'),
+            'duplicates': sorted(i for i, hs in dups.items() if d['id'] in hs),
+            'unverified_records': len(unverified),
+            'quarantined': st.get('quarantined'),
+        })
+    return rows
+
+
+def cmd_status(args):
+    f = fleet_of(args)
+    rows = status_rows(f)
+    insecure = f.insecure
+    if args.json:
+        print(json.dumps({'fleet': f.meta['name'], 'mode': f.meta.get('mode'), 'devices': rows,
+                          'duplicates': duplicates(f)}, indent=1))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+    c = Console()
+    if insecure:
+        c.print('[bold red]INSECURE FLEET: records are not signed; any peer can inject jobs.[/]')
+    t = Table(title='devices of %s' % f.meta['name'])
+    for col in ('id', 'last sync', 'drift s', 'clock', 'pending', 'ok', 'failed', 'missed', 'dups', 'unverified'):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(r['id'], format_time(r['last_sync']) if r['last_sync'] else 'never',
+                  '%+.1f' % r['clock_drift_s'] if r['clock_drift_s'] is not None else '-',
+                  str(r['clock'] or '-'), str(r['pending'] if r['pending'] is not None else '-'),
+                  str(r['ok']), str(r['failed']), str(r['missed']), str(len(r['duplicates'])),
+                  ('[red]%d[/]' % r['unverified_records']) if r['unverified_records'] else '0')
+    c.print(t)
+    dups = duplicates(f)
+    if dups:
+        c.print('[yellow]duplicates detected[/] (single-run instances that ran on more than one board):')
+        for i, hs in dups.items():
+            c.print('  %s ran on %s' % (i, ', '.join(hs)))
+    return 0
+
+
+# -- deploy / sync -----------------------------------------------------------------
+
+def cmd_deploy(args):
+    from companion import syncer
+    f = fleet_of(args)
+    info = syncer.deploy(f, args.port, args.id, board=args.board, wifi=args.wifi, sync_port=args.sync_port,
+                         compile=not args.no_compile, progress=not args.quiet)
+    print('deployed %s to %s (%d files, %d bytes)' % (info['id'], args.port, info['files'], info['bytes']))
+    return 0
+
+
+def cmd_sync(args):
+    from companion import syncer
+    f = fleet_of(args)
+    rep = syncer.sync(f, args.port, progress=not args.quiet)
+    print('synced %s: sent %d line(s), received %d line(s), %d new result(s); %d bytes on the wire; clock drift %+.1f s'
+          % (rep['id'], rep['lines_sent'], rep['lines_received'], rep['new_results'], rep['bytes'], rep['drift']))
+    for q in rep.get('refused', []):
+        print('refused by board: %s' % q)
+    for q in rep.get('flagged', []):
+        print('flagged: %s' % q)
+    return 0
+
+
+def add_parsers(sub):
+    s = sub.add_parser('init', help='make a fleet folder (job file, devices, key pair)')
+    s.add_argument('--name')
+    s.add_argument('--insecure', action='store_true', help='no signatures (bench work only; printed loudly)')
+    s.set_defaults(func=cmd_init)
+
+    s = sub.add_parser('add', help="add a job line ('+10m' times are resolved now); prints its id")
+    s.add_argument('line')
+    s.set_defaults(func=cmd_add)
+
+    s = sub.add_parser('cancel', help='cancel jobs by id')
+    s.add_argument('ids', nargs='+', metavar='ID')
+    s.set_defaults(func=cmd_cancel)
+
+    s = sub.add_parser('jobs', help='jobs with their state per device')
+    s.add_argument('--json', action='store_true')
+    s.set_defaults(func=cmd_jobs)
+
+    s = sub.add_parser('results', help='what ran where')
+    s.add_argument('--json', action='store_true')
+    s.set_defaults(func=cmd_results)
+
+    s = sub.add_parser('status', help='each device: last sync, drift, pending, failed, missed, duplicates')
+    s.add_argument('--json', action='store_true')
+    s.set_defaults(func=cmd_status)
+
+    s = sub.add_parser('deploy', help='put the firmware, identity and secret on a board')
+    s.add_argument('port')
+    s.add_argument('--id', help='host id (default: derived from the board unique id)')
+    s.add_argument('--board', default=None, help='board folder name (default: ask the board)')
+    s.add_argument('--wifi', help='SSID:KEY')
+    s.add_argument('--sync-port', type=int, default=7370)
+    s.add_argument('--no-compile', action='store_true', help='copy .py sources instead of .mpy')
+    s.add_argument('-q', '--quiet', action='store_true')
+    s.set_defaults(func=cmd_deploy)
+
+    s = sub.add_parser('sync', help='merge both ways with a board (serial port or HOST[:PORT])')
+    s.add_argument('port')
+    s.add_argument('-q', '--quiet', action='store_true')
+    s.set_defaults(func=cmd_sync)

@@ -1,0 +1,223 @@
+"""Deploy and sync: what the verbs do with a link. The link (serial or TCP)
+moves the bytes; the reconciliation is the core's (sporadic.recon), the
+merge the core's (sporadic.merge), the MAC check the core's (sporadic.hmac).
+"""
+import json
+import os
+import time
+from contextlib import contextmanager
+
+from sporadic import jobline, recon
+from companion.errors import UserError
+from companion import files
+from companion.transport import LinkError
+
+
+def open_link(port, **kw):
+    """A link for PORT: a serial device or pyserial URL, or HOST[:PORT] (TCP)."""
+    if port.startswith(('/dev/', 'COM', 'socket://', 'rfc2217://', 'loop://')) or os.path.exists(port):
+        from companion.transport_serial import SerialLink
+        return SerialLink(port, **kw)
+    from companion.transport_tcp import TcpLink
+    host, _, p = port.rpartition(':') if ':' in port else (port, '', '7370')
+    return TcpLink(host or port, int(p or 7370), **kw)
+
+
+@contextmanager
+def progress_bar(link, label, enabled=True):
+    """A rich progress bar fed by the link's byte counters."""
+    if not enabled:
+        yield
+        return
+    from rich.progress import Progress, TextColumn, BarColumn, DownloadColumn, TransferSpeedColumn
+    with Progress(TextColumn('[bold]%s' % label), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                  transient=True) as p:
+        task = p.add_task(label, total=None)
+        link.progress = lambda s, r: p.update(task, completed=s + r)
+        try:
+            yield
+        finally:
+            link.progress = None
+
+
+# -- device secrets (per-device HMAC keys) -------------------------------------
+
+def secret_path(fleet, dev_id):
+    return fleet.path('keys', 'devices', dev_id)
+
+
+def device_secret(fleet, dev_id, create=False):
+    p = secret_path(fleet, dev_id)
+    try:
+        with open(p) as f:
+            return f.read().strip()
+    except FileNotFoundError:
+        if not create:
+            return None
+    from companion import keys
+    s = keys.new_device_secret()
+    os.makedirs(os.path.dirname(p), mode=0o700, exist_ok=True)
+    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, 'w') as f:
+        f.write(s + '\n')
+    return s
+
+
+def verify_result(fleet, r):
+    """True: the board's MAC checks; False: it does not (forged or from a
+    board that lies); None: nothing to check (insecure fleet, or no MAC
+    expected)."""
+    if fleet.insecure:
+        return None
+    secret = device_secret(fleet, r.host)
+    if secret is None or r.mac == '-':
+        return False
+    from sporadic import hmac
+    mac = r.mac
+    r.mac = '-'
+    try:
+        return hmac.check_result(secret, r.line(), mac)  # the MAC covers the line with '-' in its place
+    finally:
+        r.mac = mac
+
+
+# -- deploy ----------------------------------------------------------------------
+
+BOARD_PROBE = ("import sys, os\n"
+               "m = getattr(os.uname(), 'machine', '') if hasattr(os, 'uname') else ''\n"
+               "print(sys.platform + '|' + m)\n")
+ID_PROBE = ("import os\n"
+            "i = os.getenv('SPORADIC_ID') if hasattr(os, 'getenv') else None\n"
+            "if not i:\n"
+            "    import machine, binascii\n"
+            "    i = binascii.hexlify(machine.unique_id()).decode()[-8:]\n"
+            "print(i)\n")
+
+
+def detect_board(link):
+    plat, _, machine = link.exec(BOARD_PROBE).strip().partition('|')
+    if plat == 'linux' or plat == 'darwin':
+        return 'unix'
+    if plat == 'esp32':
+        return 'esp32s3' if 'S3' in machine.upper() else 'esp32'
+    if plat == 'esp8266':
+        return 'esp8266'
+    if plat == 'rp2':
+        return 'rp2-pico-w'
+    raise UserError('unknown board platform %r (%s): pass --board' % (plat, machine))
+
+
+def deploy(fleet, port, dev_id=None, board=None, wifi=None, sync_port=7370, compile=True, progress=True,
+           link=None):
+    """Put firmware, board module, identity, secret and public key on a board.
+    A board already deployed keeps its job state (jobs.txt, logs, outbox)."""
+    from companion.fleetcmd import add_host
+    own = link is None
+    link = link or open_link(port)
+    try:
+        board = board or detect_board(link)
+        if dev_id is None:
+            raw = link.exec(ID_PROBE).strip()
+            dev_id = raw if '-' in raw else '%s-%s' % (board, raw)
+        try:
+            jobline.check_host(dev_id)
+        except jobline.ParseError as e:
+            raise UserError(str(e))
+        secret = device_secret(fleet, dev_id, create=True)
+        pub = None
+        if not fleet.insecure:
+            from companion import keys
+            pub = keys.load_pub(fleet.dir)
+        extra = {'board': board, 'sync_port': sync_port, 'fleet': fleet.meta['name'],
+                 'mode': fleet.meta.get('mode', 'signed')}
+        if wifi:
+            ssid, _, key = wifi.partition(':')
+            extra['wifi'] = {'ssid': ssid, 'key': key}
+        todo = files.firmware_files(board, compile) + files.config_files(dev_id, secret, pub, extra)
+        total = sum(len(d) for _, d in todo)
+        with progress_bar(link, 'deploy %s' % dev_id, progress):
+            for path, data in todo:
+                link.put_file(path, data)
+        add_host(fleet, dev_id)
+        info = fleet.device(dev_id) or {'id': dev_id}
+        info.update({'port': port, 'board': board, 'deployed': int(time.time())})
+        fleet.save_device(info)
+        return {'id': dev_id, 'files': len(todo), 'bytes': total}
+    finally:
+        if own:
+            link.close()
+
+
+# -- sync --------------------------------------------------------------------------
+
+def _check(resp, what):
+    if resp.startswith('!error'):
+        raise UserError('board refused %s: %s' % (what, resp[7:]))
+    return resp
+
+
+def sync(fleet, port, progress=True, link=None, now=None):
+    """Merge both ways with one board; returns a report dict."""
+    own = link is None
+    link = link or open_link(port)
+    try:
+        with progress_bar(link, 'sync %s' % port, progress):
+            return _sync(fleet, port, link, now)
+    except LinkError as e:
+        raise UserError('sync with %s broke off: %s (nothing is lost: the next sync completes it)' % (port, e))
+    finally:
+        if own:
+            try:
+                link.close()
+            except LinkError:
+                pass
+
+
+def _sync(fleet, port, link, now):
+    link.reset_counters()
+    now = int(time.time()) if now is None else now
+    # 1. the board's clock, from the companion's, over the board's own line
+    dev_id, before = _check(link.call('T %d' % now), 'the time').split()
+    drift = None if before == '-' else int(before) - now
+    # 2. set reconciliation of the merged job-line files
+    received = []
+    flagged = []
+
+    def local_receive(lines):
+        good = []
+        for l in lines:
+            try:
+                r = jobline.parse(l)
+            except jobline.ParseError as e:
+                flagged.append('%s: %s' % (l[:80], e))
+                continue
+            if isinstance(r, jobline.Result) and verify_result(fleet, r) is False:
+                flagged.append('unverified result from %s: %s' % (r.host, l[:80]))
+            good.append(l)
+        received.extend(good)
+        fleet.merge_in(good, port)
+        return []
+
+    stats = recon.reconcile(fleet.lines, local_receive, link.call)
+    # 3. the board's own results history (outbox), then acknowledge it
+    out = _check(link.call('O'), 'the outbox')
+    seg, _, body = out.partition('\n')
+    outbox = [l for l in body.split('\n') if l]
+    for l in outbox:
+        r = jobline.parse(l)
+        if isinstance(r, jobline.Result) and verify_result(fleet, r) is False:
+            flagged.append('unverified result in outbox of %s: %s' % (dev_id, l[:80]))
+    new_results = fleet.add_results(outbox + [l for l in received if ' r ' in l[8:11]])
+    if int(seg):
+        _check(link.call('A %s' % seg), 'the acknowledgement')
+    _check(link.call('C'), 'compaction')
+    status = json.loads(_check(link.call('I'), 'the status'))
+    info = fleet.device(dev_id) or {'id': dev_id}
+    info.update({'port': port, 'last_sync': now, 'drift': drift, 'status': status,
+                 'bytes_last_sync': link.bytes_sent + link.bytes_received})
+    fleet.save_device(info)
+    refused = ['%s (%s)' % (l[:80], why) for l, why in stats.get('refused_remote', [])]
+    return {'id': dev_id, 'drift': drift or 0, 'lines_sent': stats['lines_out'],
+            'lines_received': stats['lines_in'], 'new_results': len(new_results),
+            'bytes': link.bytes_sent + link.bytes_received, 'rounds': stats['rounds'],
+            'refused': refused, 'flagged': flagged, 'status': status}
