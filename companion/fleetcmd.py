@@ -6,7 +6,7 @@ import os
 import sys
 import time
 
-from sporadic import jobline, plan
+from sporadic import jobline, merge, plan
 from sporadic.timeutil import format_time, parse_duration
 from companion.errors import UserError
 from companion.fleet import Fleet
@@ -268,7 +268,30 @@ def cmd_sync(args):
     return 0
 
 
+def cmd_keys(args):
+    f = fleet_of(args)
+    if f.insecure:
+        raise UserError('this fleet is insecure (no keys); make a signed fleet with `companion init`')
+    from companion import keys
+    if args.action == 'rotate':
+        rec = keys.rotate(f.dir)
+        # batches under the old key are refused from now on: re-sign the live
+        # lines and keep the chain of .k records for boards that missed one
+        old = f.lines()
+        live = [l for l in old if not l.startswith(('.b ', '.k '))]
+        chain = [l for l in old if l.startswith('.k ')]
+        f.write_lines(merge.merge(live + chain + [rec] + keys.sign_lines(f.dir, live)))
+        print('rotated to key %s; boards take it at their next sync and refuse the old key after' % keys.keyid(f.dir))
+    else:
+        print('%s  %s' % (keys.keyid(f.dir), keys.load_pub(f.dir)[:40] + '...'))
+    return 0
+
+
 def add_parsers(sub):
+    s = sub.add_parser('keys', help='show the fleet key, or `keys rotate` to move the fleet to a new key')
+    s.add_argument('action', nargs='?', choices=['show', 'rotate'], default='show')
+    s.set_defaults(func=cmd_keys)
+
     s = sub.add_parser('init', help='make a fleet folder (job file, devices, key pair)')
     s.add_argument('--name')
     s.add_argument('--insecure', action='store_true', help='no signatures (bench work only; printed loudly)')
