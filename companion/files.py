@@ -9,6 +9,8 @@ places.
         /lib/board.py            boards/<name>/board.py
     config_files(board_id, secret, pubkey, extra=None) -> [("/cfg.json", bytes)]
     jobs_file(text) -> [("/jobs.txt", bytes)]
+    package_json() -> str       firmware/package.json for `mpremote mip install`
+                                (python -m companion.files --package-json rewrites it)
 
 `board` is a board name ("esp32") or the dict of its board.json.
 """
@@ -149,3 +151,22 @@ def all_files(board, board_id, jobs_text="", secret=None, pubkey=None, extra=Non
     return (firmware_files(board, compile)
             + config_files(board_id, secret, pubkey, extra)
             + jobs_file(jobs_text))
+
+
+def package_json(version="0.1.0"):
+    """firmware/package.json in mip's format: every firmware/sporadic/*.py,
+    installed under the target (/lib by default) as sporadic/NAME.py; URLs
+    are relative to the package.json (a checkout, github:, or https://)."""
+    names = sorted(os.path.basename(p) for p in glob.glob(os.path.join(firmware_dir(), "sporadic", "*.py")))
+    rows = ",\n".join('    ["sporadic/%s", "sporadic/%s"]' % (n, n) for n in names)
+    return '{\n  "urls": [\n%s\n  ],\n  "deps": [],\n  "version": "%s"\n}\n' % (rows, version)
+
+
+if __name__ == "__main__":
+    import sys
+    if sys.argv[1:] == ["--package-json"]:
+        with open(os.path.join(firmware_dir(), "package.json"), "w") as f:
+            f.write(package_json())
+    else:
+        for path, body in firmware_files(sys.argv[1] if len(sys.argv) > 1 else "unix"):
+            print("%6d  %s" % (len(body), path))

@@ -616,3 +616,37 @@ def test_flash_esp_refuses_the_wrong_chip_and_sizes_for_the_detected_flash(fake_
     s = flash.flash_esp("p8b", "esp32", None, "big", log=notes.append)
     assert s["flash_size"] == 0x800000 and ("write", 0x200000, 0x600000) in chip.ops
     assert any("8MB" in n for n in notes)
+
+
+# ---- mip --------------------------------------------------------------------
+
+def test_mip_package_json_installs_every_firmware_file():
+    """firmware/package.json lists every firmware module, and mpremote's own
+    mip installer (driven with a stand-in board) puts each at /lib/sporadic."""
+    path = os.path.join(ROOT, "firmware", "package.json")
+    with open(path) as f:
+        text = f.read()
+    assert text == files.package_json(), \
+        "firmware/package.json is stale: run `python -m companion.files --package-json`"
+    from mpremote import mip
+
+    class Board:
+        def __init__(self):
+            self.files, self.dirs = {}, set()
+
+        def fs_exists(self, p):
+            return p in self.dirs
+
+        def fs_mkdir(self, p):
+            self.dirs.add(p)
+
+        def fs_writefile(self, p, data, progress_callback=None):
+            self.files[p] = data
+
+    b = Board()
+    with contextlib.redirect_stdout(io.StringIO()):
+        mip._install_json(b, path, None, "/lib", None, False)
+    src = os.path.join(ROOT, "firmware", "sporadic")
+    want = {"/lib/sporadic/" + n: open(os.path.join(src, n), "rb").read()
+            for n in os.listdir(src) if n.endswith(".py")}
+    assert b.files == want and "/lib/sporadic" in b.dirs
