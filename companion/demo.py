@@ -1,0 +1,113 @@
+"""`companion demo`: a fleet of three virtual boards, no hardware, under a
+minute. Starts the boards (the MicroPython unix port on pseudo-terminals),
+deploys, adds one job of each type, syncs, lets the boards run on a fast
+clock, syncs again (twice, so each board learns what the others did through
+the companion) and shows who ran what."""
+import os
+import shutil
+import tempfile
+import time
+
+from sporadic.timeutil import format_time
+from companion.fleet import Fleet
+
+BOARDS = ('pump-1', 'pump-2', 'gate-1')
+JOBS = (
+    'each +5m log hello from every board ; every=30m within=10m',
+    'who:pump +10m pin 5 on ; within=20m',
+    'any:0.2 +5m log one of you uploads ; every=1h within=30m tick=1m',
+    'one +5m log backup rotate ; every=1h within=40m grace=10m',
+)
+
+
+class DemoClock:
+    """The demo's time: real time sped up by `scale` from a start."""
+
+    def __init__(self, scale):
+        self.scale = scale
+        self.t0 = int(time.time())
+        self.r0 = time.monotonic()
+
+    def now(self):
+        return self.t0 + int((time.monotonic() - self.r0) * self.scale)
+
+
+def run_demo(workdir=None, scale=600, run_seconds=12, insecure=False, out=print, keep=False):
+    from companion import fleetcmd, syncer
+    from companion.vboard import VBoard
+    base = workdir or tempfile.mkdtemp(prefix='sporadic-demo-')
+    fleet = Fleet(os.path.join(base, 'fleet'))
+    fleet.init('demo', insecure=insecure)
+    clock = DemoClock(scale)
+    boards = []
+    started = time.monotonic()
+    try:
+        out('1. starting %d virtual boards (MicroPython unix port, 64 KB heap, clock x%d)' % (len(BOARDS), scale))
+        for name in BOARDS:
+            vb = VBoard(os.path.join(base, name), board_id=name, heap='64K', clock_scale=scale)
+            path = vb.start()
+            boards.append((name, vb, path))
+            out('   %-7s on %s' % (name, path))
+        out('2. deploying the firmware over each serial line')
+        for name, vb, path in boards:
+            info = syncer.deploy(fleet, path, name, board='unix', progress=False)
+            out('   %-7s %d files, %d bytes' % (name, info['files'], info['bytes']))
+        out('3. adding one job of each type (times relative to the demo clock, %s)' % format_time(clock.now()))
+        for line in JOBS:
+            j = fleetcmd.add_job(fleet, line, now=clock.now())
+            out('   %s  %s' % (j.id, j.text()))
+        out('4. first sync: boards get the jobs and the time')
+        for name, vb, path in boards:
+            rep = syncer.sync(fleet, path, progress=False, now=clock.now())
+            out('   %-7s sent %d lines, %d bytes on the wire' % (name, rep['lines_sent'], rep['bytes']))
+        out('5. the boards run on their own for %d s (%d simulated minutes)' % (run_seconds, run_seconds * scale // 60))
+        time.sleep(run_seconds)
+        out('6. syncing twice: results come back and travel on to the other boards')
+        for rnd in (1, 2):
+            for name, vb, path in boards:
+                rep = syncer.sync(fleet, path, progress=False, now=clock.now())
+                out('   round %d %-7s received %d lines, %d new results, %d bytes' % (
+                    rnd, name, rep['lines_received'], rep['new_results'], rep['bytes']))
+        show_results(fleet, out)
+        out('done in %.0f s. fleet folder: %s' % (time.monotonic() - started, fleet.dir))
+        return fleet
+    finally:
+        for name, vb, path in boards:
+            vb.stop()
+        if not keep and workdir is None:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def show_results(fleet, out=print):
+    from companion.fleetcmd import result_rows, duplicates
+    from rich.console import Console
+    from rich.table import Table
+    jobs = {j.id: j for j in fleet.jobs()}
+    t = Table(title='who ran what')
+    for c in ('time', 'instance', 'job', 'host', 'outcome', 'output'):
+        t.add_column(c)
+    for r in result_rows(fleet):
+        if r['outcome'] == 'run':
+            continue
+        j = jobs.get(r['job'])
+        t.add_row(r['time'], r['instance'], (j.kind + ' ' + ' '.join(j.words)) if j else '?', r['host'],
+                  r['outcome'], r['output'])
+    Console().print(t)
+    d = duplicates(fleet)
+    out('single-run instances that ran twice: %s' % (', '.join(d) if d else 'none'))
+
+
+def cmd_demo(args):
+    run_demo(workdir=args.dir, scale=args.scale, run_seconds=args.seconds, insecure=args.insecure,
+             keep=args.keep)
+    return 0
+
+
+def add_parser(sub):
+    s = sub.add_parser('demo', help='three virtual boards: deploy, add jobs, sync, run, sync, show who ran what')
+    s.add_argument('--dir', help='keep everything in this folder (default: a temporary one, removed)')
+    s.add_argument('--keep', action='store_true', help='keep the temporary folder')
+    s.add_argument('--scale', type=int, default=600, help='board clock speed-up (default 600: 10 min a second)')
+    s.add_argument('--seconds', type=int, default=12, help='real seconds the boards run between syncs')
+    s.add_argument('--insecure', action='store_true')
+    s.set_defaults(func=cmd_demo)
