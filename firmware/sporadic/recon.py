@@ -56,6 +56,7 @@ Lines travel escaped: '%', '!', control and non-ASCII bytes become %XX
 (UTF-8), so a line never holds a tab or a newline on the wire.
 """
 import hashlib
+from array import array
 
 try:
     import binascii
@@ -182,11 +183,11 @@ class _Nodes:
         self.groups = list(groups.items())
         self.prefixes = prefixes
         self.s = mode == 'S'
-        self.cnt = [0] * n
+        self.cnt = array('I', bytes(4 * n))
         if self.s:
             self.x = bytearray(8 * n)
         else:
-            self.cc = [0] * (16 * n)
+            self.cc = array('I', bytes(64 * n))  # 32-bit counts, no pointers
             self.cx = bytearray(64 * n)
             self.lf = bytearray(LEAF * 8 * n) if leaf else None
 
@@ -301,8 +302,9 @@ class Responder:
                 return iter((' '.join([a.summary(j) for j in range(len(nodes))]),))
             if verb == 'N':
                 nodes = _nodes_of(body.split(), self.maxq)
-                a = _Nodes(nodes, 'N').run(self.source)
-                return iter((' '.join([a.answer(j) for j in range(len(nodes))]),))
+                if not nodes:
+                    return iter(('!no nodes',))
+                return self._answers(_Nodes(nodes, 'N').run(self.source))
             if verb == 'G':
                 return self._get(body.split())
             if verb == 'P':
@@ -312,6 +314,11 @@ class Responder:
             return iter(('!out of memory',))
         except Exception as e:
             return iter(('!' + esc(str(e))[:80],))
+
+    def _answers(self, a):
+        # one piece per node: a long answer is never joined on the device
+        for j in range(len(a.prefixes)):
+            yield (' ' if j else '') + a.answer(j)
 
     def _get(self, words):
         if len(words) > MAXG:

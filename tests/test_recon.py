@@ -1,0 +1,342 @@
+"""Set reconciliation (firmware/sporadic/recon.py): both ends hold the union
+after a sync, bytes grow with the differences and not with the file, and the
+responder runs on MicroPython under a 64 KB heap with a constant footprint."""
+import os
+import random
+import shutil
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings, strategies as st, HealthCheck
+
+from sporadic import recon, merge
+from sporadic.jobline import parse
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIRMWARE = os.path.join(os.path.dirname(HERE), 'firmware')
+
+
+class Side:
+    """One end: a set of lines, a re-streamable source, a receive callback."""
+
+    def __init__(self, lines, refuse=None):
+        self.lines = set(lines)
+        self.refuse = refuse
+
+    def source(self):
+        return iter(sorted(self.lines))
+
+    def receive(self, lines):
+        bad = []
+        for line in lines:
+            if self.refuse and self.refuse(line):
+                bad.append((line, 'refused: test rule'))
+            else:
+                self.lines.add(line)
+        return bad
+
+
+def sync(a, b, **kw):
+    resp = recon.Responder(b.source, b.receive)
+    return recon.reconcile(a.source, a.receive, resp.handle, **kw)
+
+
+def records(n, seed, tag=''):
+    r = random.Random(seed)
+    return ['%08x r host-%d %d 17969688%02d ok - out %s%d' % (r.getrandbits(32), i % 7, i, i % 60, tag, i)
+            for i in range(n)]
+
+
+line_text = st.text(st.characters(blacklist_characters='\n', blacklist_categories=('Cs',)),
+                    min_size=1, max_size=40)
+
+
+@given(line_text)
+def test_escape_roundtrip(s):
+    w = recon.esc(s)
+    assert '\t' not in w and '\n' not in w and '!' not in w
+    assert all(32 <= ord(c) < 127 for c in w)
+    assert recon.unesc(w) == s
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sets(line_text, max_size=60), st.sets(line_text, max_size=60), st.sets(line_text, max_size=60))
+def test_union_any_lines(common, only_a, only_b):
+    a = Side(common | only_a)
+    b = Side(common | only_b)
+    want = common | only_a | only_b
+    s = sync(a, b)
+    assert a.lines == want and b.lines == want
+    assert s['equal'] is True
+    assert s['lines_in'] == len(want - (common | only_a))
+    assert s['lines_out'] == len(want - (common | only_b))
+
+
+IDS = ['3k1v0a9c', '7q2m0c4d', '00000001', 'vvvvvvvv']
+
+
+def canonical_line(kind, jid, host, k, day):
+    if kind == 0:
+        text = '%s each 2026-12-%02dT06:00Z led blink %d' % (jid, day, k)
+    elif kind == 1:
+        text = '%s r pump-%d %d %d %s - out %d' % (jid, host, k, 1796968800 + k, ('ok', 'run', 'err', 'miss')[day % 4], k)
+    elif kind == 2:
+        text = '%s cancel' % jid
+    else:
+        text = '.h pump-%d' % host
+    return parse(text).line()
+
+
+canon = st.builds(canonical_line, st.integers(0, 3), st.sampled_from(IDS), st.integers(1, 4),
+                  st.integers(0, 30), st.integers(1, 28))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sets(canon, max_size=30), st.sets(canon, max_size=30), st.sets(canon, max_size=30))
+def test_union_then_compact_agree(common, only_a, only_b):
+    a = Side(common | only_a)
+    b = Side(common | only_b)
+    sync(a, b)
+    ca = list(merge.compact(sorted(a.lines)))
+    cb = list(merge.compact(sorted(b.lines)))
+    assert ca == cb
+    assert ca == merge.merge(common | only_a, common | only_b)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sets(line_text, max_size=40), st.sets(line_text, max_size=40),
+       st.integers(1, 3), st.integers(60, 400), st.integers(1, 5))
+def test_small_chunks_still_converge(a_lines, b_lines, maxq, put_bytes, get_lines):
+    a, b = Side(a_lines), Side(b_lines)
+    sync(a, b, maxq=maxq, put_bytes=put_bytes, get_lines=get_lines)
+    assert a.lines == b.lines == a_lines | b_lines
+
+
+def test_unchanged_pair_is_one_tiny_round():
+    lines = records(10000, 1)
+    a, b = Side(lines), Side(lines)
+    s = sync(a, b)
+    assert s['rounds'] == 1 and s['equal'] is True
+    assert s['bytes_out'] + s['bytes_in'] < 100
+
+
+def bytes_for(n, k, seed=2):
+    base = records(n, seed)
+    a = Side(base + records(k, seed + 1, 'a'))
+    b = Side(base + records(k, seed + 2, 'b'))
+    s = sync(a, b)
+    assert a.lines == b.lines and s['equal']
+    assert s['lines_out'] == k and s['lines_in'] == k
+    return s['bytes_out'] + s['bytes_in']
+
+
+def test_bytes_grow_with_differences_not_with_file():
+    small, big = bytes_for(1000, 10), bytes_for(16000, 10)
+    # 16x the file: one more tree level at most, never 16x the bytes
+    assert big < 2 * small
+    per = [bytes_for(4000, k) / k for k in (5, 20, 80)]
+    # O(k): the cost per difference is bounded (the upper tree levels are
+    # shared, so it even falls as k grows), far below shipping the file
+    assert per[0] >= per[1] >= per[2]
+    assert max(per) < 1000
+
+
+def test_full_copy_to_an_empty_side_is_one_get():
+    lines = records(3000, 5)
+    a, b = Side([]), Side(lines)
+    s = sync(a, b)
+    assert a.lines == set(lines)
+    # S, G, verify S: no tree walk for an empty side
+    assert s['rounds'] == 3
+    assert s['bytes_in'] < sum(len(x) + 1 for x in lines) + 100
+
+
+def test_push_to_an_empty_side():
+    lines = records(500, 6)
+    a, b = Side(lines), Side([])
+    s = sync(a, b, put_bytes=1000)
+    assert b.lines == set(lines) and s['lines_out'] == 500
+
+
+def test_refusals_travel_back_and_nothing_is_lost():
+    base = records(300, 7)
+    a = Side(base + ['BAD one', 'BAD two', 'good a'])
+    b = Side(base + ['from b'], refuse=lambda line: line.startswith('BAD'))
+    s = sync(a, b)
+    assert sorted(s['refused_remote']) == [('BAD one', 'refused: test rule'), ('BAD two', 'refused: test rule')]
+    assert 'good a' in b.lines and 'from b' in a.lines
+    assert s['equal'] is False
+    # the local side may refuse too
+    c = Side(['x'], refuse=lambda line: line == 'from b')
+    s = sync(c, b)
+    assert s['refused_local'] == [('from b', 'refused: test rule')]
+
+
+def test_dense_node_at_max_depth_is_swapped_whole(monkeypatch):
+    monkeypatch.setattr(recon, 'MAXDEPTH', 1)
+    a = Side(records(400, 8) + ['only a'])
+    b = Side(records(400, 8) + ['only b'])
+    s = sync(a, b)
+    assert a.lines == b.lines and s['equal']
+
+
+def test_duplicates_in_a_source_lose_nothing():
+    b_lines = records(50, 9) + ['dup', 'dup']
+    resp = recon.Responder(lambda: iter(b_lines), lambda lines: b_lines.extend(lines))
+    a = Side(records(50, 9)[:40] + ['mine'])
+    recon.reconcile(a.source, a.receive, resp.handle)
+    assert set(b_lines) == a.lines
+
+
+def test_trailing_newlines_and_blank_lines_are_ignored():
+    lines = records(100, 10)
+    b = recon.Responder(lambda: iter([x + '\n' for x in lines] + ['\n', '']), lambda l: [])
+    a = Side(lines)
+    s = recon.reconcile(a.source, a.receive, b.handle)
+    assert s['rounds'] == 1 and s['equal']
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=80))
+def test_responder_never_raises_on_garbage(req):
+    r = recon.Responder(Side(records(20, 11)).source, lambda lines: [])
+    out = r.handle(req)
+    assert isinstance(out, str) and '\n' not in out
+
+
+@pytest.mark.parametrize('req', ['X', 'Sx', 'S zz', 'N', 'N 12345678', 'N ' + ' '.join(['1'] * 33),
+                                 'G ' + ' '.join(['a'] * 300), 'G q', 'P %zz', ''])
+def test_bad_requests_are_refused_with_a_reason(req):
+    r = recon.Responder(Side(records(20, 12)).source, lambda lines: [])
+    out = r.handle(req)
+    assert out.startswith('!') or out.startswith('0\t'), (req, out)
+
+
+def test_failing_receive_and_source_are_reported():
+    def boom(lines):
+        raise OSError(28)
+    r = recon.Responder(Side(['a']).source, boom)
+    assert r.handle('P x').startswith('!receive failed')
+
+    def bad_source():
+        yield 'a'
+        raise OSError(5)
+    r = recon.Responder(bad_source, lambda lines: [])
+    assert '!' in r.handle('G .')
+    with pytest.raises(recon.SyncError):
+        recon.reconcile(Side([]).source, lambda l: [], r.handle)
+
+
+# -- the responder on MicroPython, under a 64 KB heap, over a pipe ----------
+
+SERVER = r'''
+import sys, gc
+sys.path.insert(0, LIB)
+from sporadic import recon
+peak = [0]
+def src():
+    n = 0
+    for p in (DATA, LOG):
+        try:
+            f = open(p)
+        except OSError:
+            continue
+        for line in f:
+            n += 1
+            if n & 127 == 0:
+                gc.collect()
+                m = gc.mem_alloc()
+                if m > peak[0]:
+                    peak[0] = m
+            yield line
+        f.close()
+def receive(lines):
+    f = open(LOG, 'a')
+    bad = []
+    for l in lines:
+        if l.startswith('REFUSE'):
+            bad.append((l, 'refused on the device'))
+            continue
+        f.write(l)
+        f.write('\n')
+    f.close()
+    return bad
+recon.serve_stream(recon.Responder(src, receive), sys.stdin, sys.stdout)
+gc.collect()
+print('PEAK %d' % peak[0])
+'''
+
+
+def micropython():
+    exe = shutil.which('micropython')
+    if not exe:
+        pytest.skip('micropython (unix port) not installed')
+    return exe
+
+
+@pytest.fixture(scope='module')
+def mpy_lib(tmp_path_factory):
+    """recon compiled with mpy-cross, as it is deployed (compiling the source
+    on the board itself would not fit a 64 KB heap)."""
+    micropython()
+    lib = tmp_path_factory.mktemp('lib')
+    os.mkdir(str(lib / 'sporadic'))
+    open(str(lib / 'sporadic' / '__init__.py'), 'w').close()
+    src = os.path.join(FIRMWARE, 'sporadic', 'recon.py')
+    if shutil.which('mpy-cross'):
+        subprocess.check_call(['mpy-cross', '-o', str(lib / 'sporadic' / 'recon.mpy'), src])
+    else:
+        shutil.copy(src, str(lib / 'sporadic' / 'recon.py'))
+    return str(lib)
+
+
+def run_on_micropython(tmp_path, lib, n):
+    base = records(n, 20)
+    mine = set(base[: n - 10]) | set(records(10, 21, 'c'))
+    mine.add('REFUSE me')
+    mine.add('caf\u00e9 % ! \ttab')
+    theirs = base[10:]
+    data = tmp_path / ('data%d.txt' % n)
+    log = tmp_path / ('log%d.txt' % n)
+    data.write_text('\n'.join(sorted(theirs)) + '\n')
+    script = tmp_path / 'srv.py'
+    script.write_text('LIB = %r\nDATA = %r\nLOG = %r\n' % (lib, str(data), str(log)) + SERVER)
+    p = subprocess.Popen([micropython(), '-X', 'heapsize=64K', str(script)],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, encoding='utf-8')
+
+    def call(req):
+        p.stdin.write(req + '\n')
+        p.stdin.flush()
+        resp = p.stdout.readline()
+        assert resp.endswith('\n'), 'responder died: ' + repr(resp)
+        return resp[:-1]
+
+    a = Side(mine)
+    try:
+        s = recon.reconcile(a.source, a.receive, call)
+    finally:
+        p.stdin.close()
+        tail = p.stdout.read()
+        p.wait(timeout=60)
+    device = set(data.read_text().splitlines()) | set(log.read_text(encoding='utf-8').splitlines())
+    device.discard('')
+    peak = int(tail.split('PEAK ')[1].split()[0])
+    return a, device, s, peak
+
+
+def test_responder_on_micropython_64k_constant_heap(tmp_path, mpy_lib):
+    results = {}
+    for n in (1000, 10000):
+        a, device, s, peak = run_on_micropython(tmp_path, mpy_lib, n)
+        assert s['refused_remote'] == [('REFUSE me', 'refused on the device')]
+        device.add('REFUSE me')
+        assert a.lines == device
+        assert s['lines_in'] == 10 and s['lines_out'] == 22
+        results[n] = (peak, s['bytes_out'] + s['bytes_in'])
+    (p1, b1), (p10, b10) = results[1000], results[10000]
+    # the device's live heap does not grow with its file (10x the lines)
+    assert p10 <= p1 + 2048, results
+    assert p10 < 48 * 1024
+    # nor do the bytes on the wire
+    assert b10 < 3 * b1, results
