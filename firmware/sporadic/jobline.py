@@ -212,6 +212,40 @@ class Cancel:
         return self.id + ' cancel'
 
 
+class Assign:
+    """ID a HOST K AT BY MAC: the section leader BY assigned instance K of a
+    single-run (any/one) job to HOST at epoch second AT (docs/wifi.md)."""
+    __slots__ = ('id', 'host', 'k', 'at', 'by', 'mac')
+
+    def __init__(self, jid, host, k, at, by, mac='-'):
+        self.id = jid
+        self.host = host
+        self.k = k
+        self.at = at
+        self.by = by
+        self.mac = mac
+
+    def body(self):
+        return '%s a %s %d %d %s' % (self.id, self.host, self.k, self.at, self.by)
+
+    def line(self):
+        return self.body() + ' ' + self.mac
+
+
+def parse_assign(jid, rest):
+    f = rest.split()
+    if len(f) != 5:
+        raise ParseError('assignment needs: host k at leader mac')
+    host = check_host(f[0])
+    k = _int(f[1], 'instance number')
+    at = _int(f[2], 'time')
+    by = check_host(f[3])
+    mac = f[4]
+    if mac != '-' and (len(mac) != 16 or not _is_hex(mac)):
+        raise ParseError('bad mac ' + repr(mac))
+    return Assign(jid, host, k, at, by, mac)
+
+
 class Fleet:
     __slots__ = ('kind', 'rest')
 
@@ -355,7 +389,7 @@ def parse_job(s, jid=None, salt=None):
 
 
 def parse(line, salt=None):
-    """One line -> Job | Result | Cancel | Fleet, or None for blank/comment.
+    """One line -> Job | Result | Assign | Cancel | Fleet, or None for blank/comment.
     Raises ParseError(reason)."""
     s = line.strip()
     if not s or s[0] == '#':
@@ -375,6 +409,8 @@ def parse(line, salt=None):
             return Cancel(first)
         if kind == 'r':
             return parse_result(first, rest2)
+        if kind == 'a':
+            return parse_assign(first, rest2)
         if not kind:
             raise ParseError('id without a record')
         return parse_job(rest, first)

@@ -19,6 +19,12 @@ def result_key(line):
     return (int(f[3]), attempt, _OUT_RANK.get(tok[:i], 0), line)
 
 
+def assign_key(line):
+    # ID a HOST K AT BY MAC: the newest decision on the highest instance wins
+    f = line.split(None, 5)
+    return (int(f[3]), int(f[4]), line)
+
+
 def _result_host(line):
     # 'ID r HOST ...' -> 'HOST'
     end = line.find(' ', ID_LEN + 3)
@@ -33,9 +39,12 @@ def compact(lines, conflicts=None):
     job = None          # pending job line (held until we know there is no cancel)
     host = None         # current result host
     best = None         # best result line for that host (its key made only when compared)
+    asg = None          # best assignment line of the group ('ID a ...' sort first in a group)
     for line in lines:
         g = line[:ID_LEN] if line[0] != '.' else '.'
         if g != gid:
+            if asg is not None and not cancelled:
+                yield asg
             if job is not None and not cancelled:
                 yield job
             if best is not None and not cancelled:
@@ -45,11 +54,27 @@ def compact(lines, conflicts=None):
             job = None
             host = None
             best = None
+            asg = None
             seen_job = False
         if g == '.':
             yield line
             continue
         kind = line[ID_LEN + 1:ID_LEN + 3]
+        if kind == 'a ':
+            # rule 5: of the assignments of one job, the greatest by (K, AT, text)
+            if asg is None or assign_key(line) > assign_key(asg):
+                asg = line
+            continue
+        if asg is not None:
+            # the first other line of the group: only an `any:` job line
+            # sorts before `cancel`, so hold the assignment while a job is
+            # pending and no cancel has been seen
+            if line.endswith(' cancel') and len(line) == ID_LEN + 7:
+                asg = None
+            elif not (job is None and kind == 'an'):
+                if not cancelled:
+                    yield asg
+                asg = None
         if kind == 'r ':
             if job is not None:
                 if not cancelled:
@@ -87,6 +112,8 @@ def compact(lines, conflicts=None):
         if job is not None:
             yield job
         job = line
+    if asg is not None and not cancelled:
+        yield asg
     if job is not None and not cancelled:
         yield job
     if best is not None and not cancelled:

@@ -79,12 +79,17 @@ def start_at(job, k, rnk):
     return t
 
 
-def decide(job, host, now, mine=None, done_k=-1, rnk=None, rnd=None):
+def decide(job, host, now, mine=None, done_k=-1, rnk=None, rnd=None, assigned=None, led=False):
     """-> (action, k, at, attempt).
     mine: this host's latest result as (k, outcome, attempt) or None.
     done_k: highest instance of this job someone else started or ran (any/one).
     rnk: this host's rank (one), None if the host is not ranked.
-    rnd: random source for `any` (see draw)."""
+    rnd: random source for `any` (see draw).
+    assigned: the newest assignment of this job known here, (k, host) from an
+      `ID a HOST K ...` line, or None (any/one only; docs/wifi.md).
+    led: True while a section leader holds the lease for this host: an
+      unassigned any/one instance then waits for the leader's assignment
+      instead of drawing or ranking."""
     if not eligible(job, host) or (job.kind == 'one' and rnk is None):
         return IDLE, -1, 0, 0
     single = job.kind in ('any', 'one')
@@ -106,6 +111,19 @@ def decide(job, host, now, mine=None, done_k=-1, rnk=None, rnd=None):
             return MISS, k, now, 0
         if mk < k - 1 and not (single and done_k >= k - 1):
             return MISS, k - 1, now, 0
+        if single and (led or assigned is not None):
+            if assigned is not None and assigned[0] == k:
+                if assigned[1] == host:
+                    return RUN, k, now, 1
+                if not led:
+                    # the leader is gone: the ordinary rule, one grace later
+                    t = start_at(job, k, rnk) + job.grace
+                    if now < t:
+                        return (WAIT, k, t, 1) if t < end else (WAIT, k, end, 0)
+            elif led:
+                return WAIT, k, end, 0
+            if led:
+                return WAIT, k, end, 0
         if job.kind == 'any':
             return _any(job, host, now, k, end, rnd)
         t = start_at(job, k, rnk)

@@ -1,0 +1,295 @@
+# Leader of a synchronisation section (docs/wifi.md). Portable core: pure
+# logic, the caller passes the clock (milliseconds, any origin) and carries
+# the messages (net.py sends them over UDP).
+#
+# Election: every host heartbeats (host, term, leader claim) each PERIOD.
+# A host hears the others; those heard within TIMEOUT are "alive" (with
+# itself, its section). With no leader alive, once a host has listened for a
+# full TIMEOUT (so it has heard its section), the lowest id alive claims
+# leadership with term = highest term heard + 1. A leader's lease lasts while
+# its heartbeats keep arriving: TIMEOUT after the last one it is gone. Two
+# leaders that meet (a healed split): the higher id steps down.
+#
+# While it leads, the leader assigns each unsettled `any`/`one` instance of
+# its section's jobs to one alive host: a line `ID a HOST K AT BY MAC`
+# (jobline.Assign; merge keeps the greatest (K, AT) per job). Boards under a
+# lease run only what is assigned to them (plan.decide(..., assigned, led)).
+from sporadic import jobline, plan, hmac
+
+try:
+    from micropython import const
+except ImportError:  # CPython
+    def const(x):
+        return x
+
+PERIOD = const(1000)     # ms between heartbeats
+TIMEOUT = const(4000)    # ms without a heartbeat: the host (or the lease) is gone
+MAGIC = 'SPH1'
+MSG_MAX = const(200)
+
+
+class Elector:
+    def __init__(self, me, now, timeout=TIMEOUT, period=PERIOD):
+        self.me = me
+        self.timeout = timeout
+        self.period = period
+        self.started = now
+        self.term = 0
+        self.leading = False
+        self.peers = {}          # host -> [last heard, term, claims]
+        self.events = []         # newest last, a few kept
+        self.leader = None
+        self.next_beat = now
+
+    def _event(self, now, text):
+        self.events.append('%d %s' % (now, text))
+        if len(self.events) > 8:
+            self.events.pop(0)
+
+    def heard(self, host, term, claim, now):
+        """A heartbeat from `host` (already authenticated by the caller)."""
+        if host == self.me:
+            return
+        p = self.peers.get(host)
+        if p is None:
+            self.peers[host] = [now, term, claim]
+        else:
+            p[0] = now
+            p[1] = term
+            p[2] = claim
+        if term > self.term and not self.leading:
+            self.term = term
+        self.tick(now)
+
+    def alive(self, now):
+        """Sorted ids of this section: itself and the hosts heard lately."""
+        out = [self.me]
+        dead = []
+        for h in self.peers:
+            if now - self.peers[h][0] < self.timeout:
+                out.append(h)
+            elif now - self.peers[h][0] > 8 * self.timeout:
+                dead.append(h)
+        for h in dead:
+            del self.peers[h]
+        out.sort()
+        return out
+
+    def tick(self, now):
+        """Apply the rules; returns the current leader id or None."""
+        claims = []
+        for h in self.peers:
+            p = self.peers[h]
+            if p[2] and now - p[0] < self.timeout:
+                claims.append(h)
+        claims.sort()
+        if self.leading:
+            if claims and claims[0] < self.me:
+                self.leading = False
+                self._event(now, 'stepped down for ' + claims[0])
+            else:
+                self.leader = self.me
+                return self.me
+        if claims:
+            if self.leader != claims[0]:
+                self._event(now, 'leader ' + claims[0])
+            self.leader = claims[0]
+            return self.leader
+        if self.leader is not None:
+            self._event(now, 'lease of ' + self.leader + ' expired')
+            self.leader = None
+        if now - self.started >= self.timeout and self.alive(now)[0] == self.me:
+            hi = self.term
+            for h in self.peers:
+                if self.peers[h][1] > hi:
+                    hi = self.peers[h][1]
+            self.term = hi + 1
+            self.leading = True
+            self.leader = self.me
+            self._event(now, 'leading, term %d' % self.term)
+        return self.leader
+
+    def led(self, now):
+        """True while a leader (this host or another) holds the lease."""
+        return self.tick(now) is not None
+
+    def beat(self, now):
+        """The heartbeat fields to send now, or None before the next period."""
+        if now < self.next_beat:
+            return None
+        self.next_beat = now + self.period
+        self.tick(now)
+        return (self.me, self.term, self.leading)
+
+    def status(self, now):
+        return {'leader': self.tick(now), 'leading': self.leading, 'term': self.term,
+                'alive': self.alive(now), 'events': self.events}
+
+
+# ---- heartbeat messages ----
+#   SPH1 HOST TERM CLAIM PORT SEQ MAC
+# CLAIM 1|0; PORT the sender's sync port; SEQ grows with every message of a
+# boot (receivers drop a SEQ not above the last one of that host: replays);
+# MAC the first 16 hex of HMAC-SHA256(fleet key, the text before " MAC"),
+# or "-" in an insecure fleet (no key).
+
+def encode(host, term, claim, port, seq, key=None):
+    body = '%s %s %d %d %d %d' % (MAGIC, host, term, 1 if claim else 0, port, seq)
+    mac = hmac.mac_hex(key, body) if key else '-'
+    return body + ' ' + mac
+
+
+def decode(data, key=None):
+    """-> (host, term, claim, port, seq); ValueError(reason) otherwise."""
+    if len(data) > MSG_MAX:
+        raise ValueError('heartbeat too long')
+    try:
+        text = data.decode() if isinstance(data, (bytes, bytearray)) else data
+    except Exception:
+        raise ValueError('heartbeat not text')
+    f = text.split(' ')
+    if len(f) != 7 or f[0] != MAGIC:
+        raise ValueError('not a heartbeat')
+    for i in (2, 3, 4, 5):
+        if not f[i].isdigit():
+            raise ValueError('bad heartbeat field ' + repr(f[i]))
+    try:
+        jobline.check_host(f[1])
+    except ValueError as e:
+        raise ValueError(str(e))
+    if key:
+        body = text[:len(text) - len(f[6]) - 1]
+        if not hmac.check_hex(key, body, f[6]):
+            raise ValueError('heartbeat MAC does not verify (stranger or wrong fleet key)')
+    elif f[6] != '-':
+        pass
+    return f[1], int(f[2]), f[3] == '1', int(f[4]), int(f[5])
+
+
+# ---- what the leader decides ----
+
+def pick(job, alive, known):
+    """The alive host that runs a single-run instance: the best rendezvous
+    score (plan.score) among eligible alive hosts (`one`: also in the host
+    list). None when nobody can."""
+    best = None
+    bs = None
+    for h in alive:
+        if not plan.eligible(job, h):
+            continue
+        if job.kind == 'one' and h not in known:
+            continue
+        s = plan.score(job.id, h)
+        if bs is None or s > bs:
+            best = h
+            bs = s
+    return best
+
+
+def _groups(lines):
+    # sorted lines -> (hosts, [(jobline, cancelled, done_k, assigned)])
+    # streamed: yields ('.h', host) and (jid, jtext, cancelled, done_k, assigned)
+    gid = None
+    jtext = None
+    cancelled = False
+    done_k = -1
+    asg = None
+    for line in lines:
+        g = '.' if line[0] == '.' else line[:jobline.ID_LEN]
+        if g != gid:
+            if gid is not None and gid != '.':
+                yield gid, jtext, cancelled, done_k, asg
+            gid = g
+            jtext = None
+            cancelled = False
+            done_k = -1
+            asg = None
+        if g == '.':
+            if line[:3] == '.h ':
+                yield '.h', line[3:], False, 0, None
+            continue
+        kind = line[jobline.ID_LEN + 1:jobline.ID_LEN + 3]
+        if kind == 'r ':
+            f = line.split(None, 6)
+            if len(f) >= 6 and not f[5].startswith('miss'):
+                k = int(f[3])
+                if k > done_k:
+                    done_k = k
+        elif kind == 'a ':
+            f = line.split(None, 6)
+            key = (int(f[3]), int(f[4]))
+            if asg is None or key > asg[0]:
+                asg = (key, f[2])
+        elif line[jobline.ID_LEN:] == ' cancel':
+            cancelled = True
+        elif jtext is None:
+            jtext = line
+    if gid is not None and gid != '.':
+        yield gid, jtext, cancelled, done_k, asg
+
+
+def assignments(lines, me, alive, now, ahead=86400):
+    """The leader's pass over its sorted store `lines` at Unix time `now`:
+    the new Assign records (text lines) for its section `alive`. Each
+    single-run job gets its first unsettled instance (the current one, or
+    the next when due within `ahead` s) assigned to an alive host, unless
+    it is already assigned to an alive host."""
+    known = []
+    out = []
+    for g in _groups(lines):
+        if g[0] == '.h':
+            known.append(g[1])
+            continue
+        jid, jtext, cancelled, done_k, asg = g
+        if jtext is None or cancelled:
+            continue
+        try:
+            job = jobline.parse(jtext)
+        except Exception:
+            continue
+        if job.kind not in ('any', 'one'):
+            continue
+        k = plan.newest(job, now)
+        if k >= 0 and (done_k >= k or now >= plan.due(job, k) + job.within):
+            if not job.every:
+                continue
+            k += 1
+        elif k < 0:
+            k = 0
+        if done_k >= k or plan.due(job, k) - now > ahead:
+            continue
+        if asg is not None and asg[0][0] == k and asg[1] in alive:
+            continue
+        h = pick(job, alive, known)
+        if h is None:
+            continue
+        out.append(jobline.Assign(jid, h, k, now, me).line())
+    return out
+
+
+def duplicates(lines):
+    """Single-run instances that more than one host started or ran (two
+    sections each ran it, or a takeover raced): ['ID.K: h1 h2', ...]."""
+    single = {}
+    runs = {}
+    for line in lines:
+        if line[0] == '.':
+            continue
+        jid = line[:jobline.ID_LEN]
+        kind = line[jobline.ID_LEN + 1:jobline.ID_LEN + 3]
+        if kind == 'r ':
+            f = line.split(None, 6)
+            if len(f) >= 6 and not f[5].startswith('miss'):
+                key = jid + '.' + f[3]
+                hs = runs.get(key)
+                if hs is None:
+                    runs[key] = [f[2]]
+                elif f[2] not in hs:
+                    hs.append(f[2])
+        elif kind in ('an', 'on'):
+            single[jid] = True
+    out = []
+    for key in sorted(runs):
+        if len(runs[key]) > 1 and key[:jobline.ID_LEN] in single:
+            out.append(key + ': ' + ' '.join(sorted(runs[key])))
+    return out
