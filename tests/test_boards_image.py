@@ -264,83 +264,18 @@ def test_image_mounts_in_the_unix_port(name, tmp_path):
     assert back["/log.txt"] == b"written on the unix port\n"
 
 
-# no-op stand-ins: the runtime runs in 64K and they must not take its heap
-LEAN_MACHINE = """
-class Pin:
-    OUT = 1
-    def __init__(self, n, mode=None):
-        self.v = 0
-    def value(self, v=None):
-        if v is None:
-            return self.v
-        self.v = v
-class WDT:
-    def __init__(self, timeout=5000):
-        pass
-    def feed(self):
-        pass
-class RTC:
-    def datetime(self, t=None):
-        pass
-    def memory(self, data=None):
-        return b""
-def unique_id():
-    return b"\\x01\\x02"
-def lightsleep(ms):
-    pass
-def deepsleep(ms):
-    raise SystemExit
-def reset():
-    raise SystemExit
-"""
-LEAN_NEOPIXEL = """
-class NeoPixel:
-    def __init__(self, pin, n):
-        pass
-    def __setitem__(self, i, v):
-        pass
-    def write(self):
-        pass
-"""
+LFS_BOOT = os.path.join(ROOT, "tests", "lfsboot.py")
+STANDIN = os.path.join(ROOT, "tests", "standin")
 
-LFS_BOOT = r"""
-import os, sys, vfs
 
-class FileBlockDevice:
-    def __init__(self, path, block_size, count):
-        self.f = open(path, "r+b")
-        self.bs = block_size
-        self.count = count
-    def readblocks(self, n, buf, off=0):
-        self.f.seek(n * self.bs + off)
-        self.f.readinto(buf)
-    def writeblocks(self, n, buf, off=None):
-        self.f.seek(n * self.bs + (off or 0))
-        self.f.write(buf)
-    def ioctl(self, op, arg):
-        if op == 4:
-            return self.count
-        if op == 5:
-            return self.bs
-        if op == 3:
-            self.f.flush()
-        return 0
-
-path, bs, count, prog, host = sys.argv[1:6]
-dev = FileBlockDevice(path, int(bs), int(count))
-vfs.mount(vfs.VfsLfs2(dev, progsize=int(prog)), "/")
-if host != "-":
-    vfs.mount(vfs.VfsPosix(host), "/host")   # the stand-in machine module
-os.chdir("/")
-sys.path[:] = ["", ".frozen", "/lib", "/host"]
-try:
-    from sporadic import runtime
-    print("ID", runtime.get().id)
-    runtime.main(max_steps=3)   # an esp32 may deep-sleep out of it (SystemExit)
-finally:
-    vfs.umount("/")
-    dev.f.close()
-"""
+def standins(folder):
+    """tests/standin/*.py compiled into folder (.mpy only: compiling on the
+    unix port would take the runtime's heap); returns folder."""
+    for n in os.listdir(STANDIN):
+        if n.endswith(".py"):
+            with open(os.path.join(str(folder), n[:-3] + ".mpy"), "wb") as f:
+                f.write(files.compile_mpy(os.path.join(STANDIN, n)))
+    return str(folder)
 
 
 @needs_mpy
@@ -358,18 +293,14 @@ def test_firmware_boots_from_the_image_and_runs_a_job(name, tmp_path):
         host = "-"
     else:  # esp/rp2 board modules read the port's time.time(): the host's clock
         due = int(_time.time()) - 60
-        for mod, src in (("machine", LEAN_MACHINE), ("neopixel", LEAN_NEOPIXEL)):
-            (tmp_path / (mod + ".py")).write_text(src)
-            (tmp_path / (mod + ".mpy")).write_bytes(files.compile_mpy(str(tmp_path / (mod + ".py"))))
-            (tmp_path / (mod + ".py")).unlink()  # .mpy only: compiling would eat the heap
-        host = str(tmp_path)
+        host = standins(tmp_path)
     when = _time.strftime("%Y-%m-%dT%H:%MZ", _time.gmtime(due))
     out = str(tmp_path / "fs.bin")
     image.build_image(name, "pump-1", out, "each %s log hello ; within=1d\n" % when, secret=b"\x22" * 16)
     g = image.geometry(name)
     # 96K: this boot script, the LittleFS mount and the stand-ins are compiled
     # and held in the same heap; bench/heap_boards.py measures the runtime's own
-    p = subprocess.run([MICROPYTHON, "-X", "heapsize=96K", "-c", LFS_BOOT, out, str(g["block_size"]),
+    p = subprocess.run([MICROPYTHON, "-X", "heapsize=96K", LFS_BOOT, out, str(g["block_size"]),
                         str(g["block_count"]), str(g["prog_size"]), host],
                        capture_output=True, text=True, timeout=120, env=env)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
