@@ -80,7 +80,8 @@ def needs_batch(line):
     if sp < 0:
         return True
     rest = line[sp:].lstrip()
-    return not (rest[:2] == "r " or rest == "r")
+    # results and leader assignments (ID a ...) are device-written: MACs, not batches
+    return not (rest[:2] == "r " or rest == "r" or rest[:2] == "a ")
 
 
 def ingest_key(line):

@@ -16,6 +16,9 @@ LAST_KEPT = const(5)
 JUMP_BACK = const(300)
 
 _rt = None
+# Set by net.py while the board is on a network: lease() -> True while a
+# section leader holds the lease (any/one then wait for its assignment).
+lease = None
 
 
 def _load_cfg():
@@ -65,6 +68,7 @@ class Runtime:
         self.steps = 0
         self.unknown_since_boot = not clock.trusted()
         self.reset_wanted = False
+        self._asg = None          # (k, host) of the job being decided (leader.py)
 
     # ---- recording ----
 
@@ -94,7 +98,8 @@ class Runtime:
             rnk = self._rank(job.id, hosts)
         wake = None
         for _ in range(DECIDE_MAX):
-            act, k, at, att = plan.decide(job, self.id, now, mine, done_k, rnk, self.rnd)
+            act, k, at, att = plan.decide(job, self.id, now, mine, done_k, rnk, self.rnd,
+                                          self._asg, lease is not None and lease())
             if act == plan.WAIT:
                 wake = at
                 self.pending += 1
@@ -164,6 +169,8 @@ class Runtime:
         mine = None
         mkey = None
         done_k = -1
+        self._asg = None
+        akey = None
         for line in self.store.stream():
             g = '.' if line[0] == '.' else line[:jobline.ID_LEN]
             if g != gid:
@@ -179,6 +186,8 @@ class Runtime:
                 mine = None
                 mkey = None
                 done_k = -1
+                self._asg = None
+                akey = None
             if g == '.':
                 if line[:3] == '.h ' and hosts is not None:
                     if len(hosts) < HOSTS_MAX:
@@ -203,6 +212,15 @@ class Runtime:
                     k = int(f[3])
                     if k > done_k:
                         done_k = k
+                continue
+            if kind == 'a ':
+                # a section leader's assignment (docs/wifi.md): the newest
+                f = line.split(None, 6)
+                if len(f) >= 6:
+                    key = (int(f[3]), int(f[4]))
+                    if akey is None or key > akey:
+                        akey = key
+                        self._asg = (key[0], f[2])
                 continue
             if line[jobline.ID_LEN:] == ' cancel':
                 cancelled = True
