@@ -195,8 +195,8 @@ def add_common_args(p):
     p.add_argument("--board", required=True, help="board name: " + ", ".join(_files.boards().names()))
     p.add_argument("--id", dest="board_id", help="the board's id (its name in the fleet)")
     p.add_argument("--jobs", help="job file to put on the board (default: the fleet's jobs.txt if any)")
-    p.add_argument("--secret", help="per-device secret, hex (default: from the fleet, else none)")
-    p.add_argument("--pubkey", help="companion public key file (PEM or JSON; default: the fleet's)")
+    p.add_argument("--secret", help="per-device secret as the fleet keeps it (default: the fleet's, created once)")
+    p.add_argument("--pubkey", help="companion public key file (default: the fleet's fleet.pub)")
     p.add_argument("--flash-size", help="flash size when it differs from board.json (e.g. 4MB, 16MB)")
     p.add_argument("--no-compile", action="store_true", help="copy .py sources instead of .mpy")
 
@@ -213,51 +213,62 @@ def _fleet_dir(args):
     return getattr(args, "fleet", None) or os.environ.get("SPORADIC_FLEET") or "."
 
 
-def provision(args):
-    """(jobs_text, secret, pubkey) for an image from the args, falling back
-    to the fleet folder (jobs.txt, and the fleet module when it provides
-    `device_secret(board_id)`/`public_key_json()`)."""
-    fleet_dir = _fleet_dir(args)
-    jobs_path = args.jobs or os.path.join(fleet_dir, "jobs.txt")
-    jobs_text = ""
-    if os.path.isfile(jobs_path):
-        with open(jobs_path) as f:
-            jobs_text = f.read()
-    elif args.jobs:
-        raise SystemExit("error: no job file %s" % args.jobs)
-    secret = bytes.fromhex(args.secret) if args.secret else None
-    pubkey = None
-    if args.pubkey:
-        with open(args.pubkey) as f:
-            text = f.read()
-        try:
-            pubkey = json.loads(text)
-        except ValueError:
-            pubkey = text
+def provision(args, board_name):
+    """(jobs_text, secret, pubkey, extra) for a board's image, as `companion
+    deploy` provisions it: from the fleet folder when there is one (its
+    jobs.txt, the device's secret, created once and kept in the fleet, the
+    fleet's public key, the host added to the fleet), overridden by --jobs,
+    --secret, --pubkey. Without a fleet: only what the args give."""
+    jobs_text, secret, pubkey, extra = "", None, None, {"board": board_name}
     fleet = None
     try:
-        from companion import fleet as fleet_mod
-        fleet = fleet_mod
+        from companion.fleet import Fleet
+        f = Fleet(_fleet_dir(args))
+        fleet = f if f.exists() else None
     except ImportError:
         pass
     if fleet is not None:
+        from companion import syncer
+        from companion.fleet import JOBS
+        from companion.fleetcmd import add_host
+        secret = syncer.device_secret(fleet, args.board_id, create=True)
+        if not fleet.insecure:
+            from companion import keys
+            pubkey = keys.load_pub(fleet.dir)
+        extra.update({"fleet": fleet.meta["name"], "mode": fleet.meta.get("mode", "signed"),
+                      "sync_port": 7370})
+        add_host(fleet, args.board_id)
+        jobs_path = fleet.path(JOBS)
+        if os.path.isfile(jobs_path):
+            with open(jobs_path) as fh:
+                jobs_text = fh.read()
+    if args.jobs:
         try:
-            obj = fleet.Fleet(fleet_dir) if hasattr(fleet, "Fleet") else fleet
-            if secret is None and hasattr(obj, "device_secret"):
-                secret = obj.device_secret(args.board_id)
-            if pubkey is None and hasattr(obj, "public_key_json"):
-                pubkey = obj.public_key_json()
-        except Exception as e:  # the fleet is optional for an image
-            print("note: fleet at %s not used (%s)" % (fleet_dir, e), file=sys.stderr)
-    return jobs_text, secret, pubkey
+            with open(args.jobs) as fh:
+                jobs_text = fh.read()
+        except OSError as e:
+            raise SystemExit("error: job file %s: %s" % (args.jobs, e.strerror))
+    if args.secret:
+        secret = args.secret
+    if args.pubkey:
+        with open(args.pubkey) as fh:
+            pubkey = fh.read().strip()
+    if fleet is None and secret is None:
+        print("note: no fleet folder (%s) and no --secret: the board's results go unsigned"
+              % _fleet_dir(args), file=sys.stderr)
+    return jobs_text, secret, pubkey, extra
 
 
 def image_command(args):
     if not args.board_id:
         raise SystemExit("error: companion image needs --id (the board's name in the fleet)")
-    jobs_text, secret, pubkey = provision(args)
     try:
-        s = build_image(args.board, args.board_id, args.output, jobs_text, secret, pubkey,
+        _files.board_data(args.board)
+    except KeyError as e:
+        raise SystemExit("error: %s" % e.args[0])
+    jobs_text, secret, pubkey, extra = provision(args, args.board)
+    try:
+        s = build_image(args.board, args.board_id, args.output, jobs_text, secret, pubkey, extra,
                         flash_size=args.flash_size, compile=not args.no_compile)
     except (GeometryError, KeyError) as e:
         raise SystemExit("error: %s" % e)
