@@ -586,3 +586,38 @@ def test_mip_package_json_installs_every_firmware_file():
         mip._install_json(b, path, None, "/lib", None, False)
     want = {"/lib/" + d: open(os.path.join(ROOT, "firmware", d), "rb").read() for d in listed}
     assert b.files == want and "/lib/sporadic" in b.dirs
+
+
+# ---- the CLI verbs with a fleet --------------------------------------------
+
+def companion(*argv, cwd=None):
+    p = subprocess.run([sys.executable, "-m", "companion.cli"] + list(argv), capture_output=True,
+                       text=True, cwd=cwd, timeout=120)
+    return p
+
+
+def test_image_verb_provisions_from_the_fleet(tmp_path):
+    fleet = str(tmp_path / "fleet")
+    assert companion("--fleet", fleet, "init").returncode == 0
+    p = companion("--fleet", fleet, "add", "each 2026-12-01T06:00Z led blink 3 ; every=1d")
+    assert p.returncode == 0, p.stderr
+    out = str(tmp_path / "fs.bin")
+    p = companion("--fleet", fleet, "image", "--board", "rp2-pico-w", "--id", "pico-9", "-o", out)
+    assert p.returncode == 0, p.stderr
+    assert "212 x 4096-byte blocks" in p.stdout and "0x12c000" in p.stdout
+    found = image.read_image(open(out, "rb").read(), image.geometry("rp2-pico-w"))
+    cfg = json.loads(found["/cfg.json"])
+    from companion import fleet as fleet_mod, keys, syncer
+    f = fleet_mod.Fleet(fleet)
+    assert cfg["id"] == "pico-9" and cfg["board"] == "rp2-pico-w"
+    assert cfg["secret"] == syncer.device_secret(f, "pico-9")
+    assert cfg["pubkey"] == keys.load_pub(fleet)
+    assert ".h pico-9" in f.lines()  # the image's host is known to the fleet
+    jobs = found["/jobs.txt"].decode()
+    assert "led blink 3" in jobs and ".h pico-9" in jobs
+    # a wrong geometry or an unknown board: a clear error, no file
+    bad = str(tmp_path / "bad.bin")
+    p = companion("--fleet", fleet, "image", "--board", "esp9000", "--id", "x", "-o", bad)
+    assert p.returncode != 0 and "unknown board" in p.stderr and not os.path.exists(bad)
+    p = companion("--fleet", fleet, "image", "--board", "esp32", "--id", "x", "--flash-size", "1MB", "-o", bad)
+    assert p.returncode != 0 and "error" in p.stderr and not os.path.exists(bad)
