@@ -147,6 +147,15 @@ def _sigint_caught(pid):
     return False
 
 
+def _mapped(pid, name):
+    """True when process pid has a file whose path contains name mapped."""
+    try:
+        with open("/proc/%d/maps" % pid) as f:
+            return any(name in line for line in f)
+    except OSError:
+        return False
+
+
 class Relay:
     """Pty A (the board's serial line) <-> interpreter on pty B, with reboots."""
 
@@ -172,6 +181,11 @@ class Relay:
         self._last_sigint = 0.0
         self._boots = []
         self._configured = False  # pty B has the termios the child sets
+        # Through the PyPI package the interpreter is CPython running
+        # MicroPython as an extension: until the extension is loaded, a caught
+        # SIGINT is CPython's, not MicroPython's.
+        self._wrapped = self.command[:2] == [sys.executable, "-c"]
+        self._mp_loaded = not self._wrapped
         self._raw_sent = False
         self.wakeup_fd = None  # read end of a signal.set_wakeup_fd pipe
 
@@ -226,6 +240,7 @@ class Relay:
         self._mode = "boot"
         self._tail = b""
         self._configured = False
+        self._mp_loaded = not self._wrapped
         self._boots.append(time.monotonic())
         self.log("boot (%s) pid %d" % (kind, pid))
         # After a raw-REPL soft reboot, enter the raw REPL as a board does and
@@ -336,6 +351,10 @@ class Relay:
             return 0
         if not lflag & termios.ISIG:
             return 1  # the REPL reads it as a character
+        if not self._mp_loaded:
+            if not _mapped(self._pid, "micropython_run"):
+                return 0  # CPython is still starting the interpreter
+            self._mp_loaded = True
         if not _sigint_caught(self._pid):
             return 0  # SIGINT would kill the unix port here; a board keeps the byte
         if time.monotonic() - self._last_sigint < SIGINT_SPACING:

@@ -31,7 +31,7 @@ def _vboard_boot(g):
     flash = os.getenv('SPORADIC_VBOARD_FLASH')
     kind = os.getenv('SPORADIC_VBOARD_BOOT') or 'main'
     if flash:
-        os.mount(os.VfsPosix(flash), '/')
+        os.mount(_vboard_flash(os, flash), '/')
         os.chdir('/')
     sys.path[:] = ['', '.frozen', '/lib']
     # The unix port enters its REPL after the script when this is set; a
@@ -62,6 +62,64 @@ def _vboard_boot(g):
             g.pop('__file__', None)
 
 
+def _vboard_flash(os, root):
+    # The flash: os.VfsPosix(root), wrapped in a Python VFS for one fix.
+    # VfsPosix.rename builds both host paths in one buffer, so with two
+    # absolute paths it renames the new name onto itself (ENOENT); a board's
+    # FAT or LittleFS has no such bug. (A subclass of VfsPosix cannot be
+    # mounted: its native methods refuse the subclass instance.)
+    fs = os.VfsPosix(root)
+
+    class Flash:
+        def mount(self, readonly, mkfs):
+            return fs.mount(readonly, mkfs)
+
+        def umount(self):
+            return fs.umount()
+
+        def open(self, path, mode):
+            return fs.open(path, mode)
+
+        def ilistdir(self, path):
+            return fs.ilistdir(path)
+
+        def chdir(self, path):
+            return fs.chdir(path)
+
+        def getcwd(self):
+            return fs.getcwd()
+
+        def mkdir(self, path):
+            return fs.mkdir(path)
+
+        def remove(self, path):
+            return fs.remove(path)
+
+        def rmdir(self, path):
+            return fs.rmdir(path)
+
+        def stat(self, path):
+            return fs.stat(path)
+
+        def statvfs(self, path):
+            return fs.statvfs(path)
+
+        def rename(self, old, new):
+            if old[:1] == '/' and new[:1] == '/':
+                cwd = fs.getcwd()
+                fs.chdir('/')
+                try:
+                    fs.rename(old, new[1:])
+                finally:
+                    # VfsPosix.getcwd() is '' at its root and has no leading
+                    # '/' below it.
+                    fs.chdir('/' + cwd.lstrip('/'))
+            else:
+                fs.rename(old, new)
+
+    return Flash()
+
+
 def _vboard_traceback(e):
     # Print the traceback a board prints: without this shim's own frames.
     import io
@@ -74,4 +132,4 @@ def _vboard_traceback(e):
 
 
 _vboard_boot(globals())
-del _vboard_traceback
+del _vboard_traceback, _vboard_flash

@@ -1,0 +1,498 @@
+"""A serial line to a MicroPython board, driven through its raw REPL.
+
+``SerialLink(port_url)`` opens ``port_url`` with mpremote's ``SerialTransport``
+(as a library: pyserial URLs such as ``/dev/ttyUSB0``, ``/dev/pts/N``,
+``COM3``, ``socket://host:port``), interrupts whatever the board runs
+(Ctrl-C; main.py stops, also inside ``time.sleep``) and enters the raw REPL
+*without* a soft reset, so nothing on the board restarts. The raw REPL
+protocol itself is spoken here, with bulk reads and raw-paste (flow-controlled
+by the board) when the board has it, because mpremote reads a byte at a time.
+
+The sync request (``call``) is one raw-REPL execution of::
+
+    print(repr(__import__('sporadic.syncsrv').syncsrv.h('<request>')))
+
+where ``'<request>'`` is ``repr(request)`` (a Python ``str`` literal) and
+``h(req: str) -> str`` is the device end of sync. The board prints the
+``repr`` of the response on one line, so the response crosses the line
+exactly whatever the board does to newlines (boards print ``\\r\\n``); the
+last line of the output is parsed with ``ast.literal_eval``. Anything raised
+on the board comes back as ``LinkExecError`` with the board's traceback.
+
+Files move in chunks of ``chunk_size`` bytes (default 4 KiB): each chunk is
+one raw-paste execution ``w(d(b'<base64>'))`` or ``w(b'<repr>')``, whichever
+is shorter on the wire (text files go as ``repr``, binary as base64), into
+``PATH.part``, renamed over ``PATH`` at the end (a pulled cable leaves the
+old file whole) and checked by size. Reading runs one loop on the board that
+prints each chunk as ``repr`` or base64, again whichever is shorter.
+mpremote's ``fs cp`` sends 256-byte ``repr`` chunks, one execution each.
+
+``close()`` (and ``resume()``) leaves the raw REPL (Ctrl-B) and soft-resets
+from the friendly REPL (Ctrl-D): the board reboots and main.py runs again,
+as after any interruption.
+
+Bytes are counted by wrapping the serial object's ``read``/``write``: every
+byte on the wire, REPL prompts, raw-paste flow control and encodings included.
+"""
+
+import ast
+import base64
+import struct
+import time
+
+import serial
+
+from mpremote.transport import TransportError
+from mpremote.transport_serial import SerialTransport
+
+from .transport import Link, LinkClosed, LinkError, LinkExecError, LinkReset, LinkTimeout
+
+__all__ = ["SerialLink"]
+
+RAW_BANNER = b"raw REPL; CTRL-B to exit\r\n"
+# Output that means the board rebooted under a running request.
+_RESET_SIGNS = (b"soft reboot\r\n", RAW_BANNER, b'Type "help()" for more information.')
+_POLL = 0.05  # serial read timeout: the granularity of every wait
+
+
+class _CountingSerial:
+    """A pyserial object whose read/write count bytes into a Link."""
+
+    def __init__(self, ser, link):
+        object.__setattr__(self, "_ser", ser)
+        object.__setattr__(self, "_link", link)
+
+    def read(self, size=1):
+        data = self._ser.read(size)
+        if data:
+            self._link._count(received=len(data))
+        return data
+
+    def write(self, data):
+        n = self._ser.write(data)
+        self._link._count(sent=len(data) if n is None else n)
+        return n
+
+    def __getattr__(self, name):
+        return getattr(self._ser, name)
+
+    def __setattr__(self, name, value):
+        setattr(self._ser, name, value)
+
+
+class SerialLink(Link):
+    """A board on a serial line (see the module docstring for the protocol).
+
+    port_url: anything pyserial opens; baud: line speed (ignored by USB CDC
+    and ptys); timeout: seconds of silence after which a request fails with
+    LinkTimeout (a board that does not answer never hangs the companion);
+    interrupt_timeout: how long Ctrl-C may take to reach a prompt;
+    chunk_size: bytes per file chunk (lower it for boards with little RAM);
+    syncsrv: the device module whose ``h(request)`` answers ``call``.
+    """
+
+    def __init__(self, port_url, baud=115200, timeout=20.0, interrupt_timeout=10.0,
+                 chunk_size=4096, syncsrv="sporadic.syncsrv"):
+        self.port_url = port_url
+        self.timeout = timeout
+        self.interrupt_timeout = interrupt_timeout
+        self.chunk_size = chunk_size
+        self.syncsrv = syncsrv
+        self.bytes_sent = 0
+        self.bytes_received = 0
+        self._rx = bytearray()
+        self._raw_paste = None  # unknown until the first execution
+        self._binascii = None
+        self._in_raw = False
+        self._broken = None
+        self._closed = False
+        try:
+            self.transport = SerialTransport(port_url, baudrate=baud)
+        except TransportError as e:
+            raise LinkClosed("cannot open %s: %s" % (port_url, e)) from None
+        except (serial.SerialException, OSError, ValueError) as e:
+            raise LinkClosed("cannot open %s: %s" % (port_url, e)) from None
+        ser = self.transport.serial
+        try:
+            ser.timeout = _POLL
+            ser.inter_byte_timeout = None
+        except (serial.SerialException, OSError, ValueError):
+            pass
+        self._ser = _CountingSerial(ser, self)
+        self.transport.serial = self._ser
+        try:
+            self.enter_raw_repl()
+        except BaseException:
+            self._close_port()
+            raise
+
+    # -- the wire --------------------------------------------------------
+    def _fail(self, exc):
+        self._broken = exc
+        raise exc
+
+    def _write(self, data):
+        try:
+            self._ser.write(data)
+        except (serial.SerialException, OSError) as e:
+            self._fail(LinkClosed("%s: write failed: %s" % (self.port_url, e)))
+
+    def _fill(self):
+        """Read what the line has (waiting at most _POLL); return the count."""
+        try:
+            n = self._ser.in_waiting
+            data = self._ser.read(n if n else 1)
+        except (serial.SerialException, OSError) as e:
+            self._fail(LinkClosed("%s: read failed: %s" % (self.port_url, e)))
+        if data:
+            self._rx += data
+        return len(data)
+
+    def _read_until(self, ending, timeout=None, overall=None, watch_reset=False):
+        """Bytes up to and including ``ending``.
+
+        timeout: seconds of silence allowed (default self.timeout);
+        overall: an absolute time.monotonic() deadline;
+        watch_reset: fail fast with LinkReset if the board reboots meanwhile.
+        """
+        timeout = self.timeout if timeout is None else timeout
+        silent_until = time.monotonic() + timeout
+        start = scanned = 0
+        while True:
+            i = self._rx.find(ending, start)
+            if i >= 0:
+                end = i + len(ending)
+                out = bytes(self._rx[:end])
+                del self._rx[:end]
+                return out
+            start = max(0, len(self._rx) - len(ending) + 1)
+            if watch_reset:
+                lo = max(0, scanned - 48)
+                window = bytes(self._rx[lo:])
+                for sign in _RESET_SIGNS:
+                    if sign in window:
+                        self._fail(LinkReset("%s: the board rebooted during the request" % self.port_url))
+                scanned = len(self._rx)
+            now = time.monotonic()
+            if self._fill():
+                silent_until = time.monotonic() + timeout
+            elif now > silent_until:
+                self._fail(LinkTimeout("%s: no answer for %.1f s (last bytes %r)"
+                                       % (self.port_url, timeout, bytes(self._rx[-60:]))))
+            if overall is not None and now > overall:
+                raise LinkTimeout("%s: timed out (last bytes %r)" % (self.port_url, bytes(self._rx[-60:])))
+
+    def _read_exact(self, n, timeout=None):
+        silent_until = time.monotonic() + (self.timeout if timeout is None else timeout)
+        while len(self._rx) < n:
+            if self._fill():
+                silent_until = time.monotonic() + (self.timeout if timeout is None else timeout)
+            elif time.monotonic() > silent_until:
+                self._fail(LinkTimeout("%s: no answer (last bytes %r)" % (self.port_url, bytes(self._rx[-60:]))))
+        out = bytes(self._rx[:n])
+        del self._rx[:n]
+        return out
+
+    def _waiting(self):
+        try:
+            return self._ser.in_waiting
+        except (serial.SerialException, OSError) as e:
+            self._fail(LinkClosed("%s: %s" % (self.port_url, e)))
+
+    def _drain(self):
+        """Drop what is already on the line."""
+        try:
+            while self._fill():
+                pass
+        finally:
+            self._rx.clear()
+
+    def _check(self):
+        if self._closed:
+            raise LinkClosed("%s: link closed" % self.port_url)
+        if self._broken is not None:
+            raise LinkError("%s: link unusable after: %s" % (self.port_url, self._broken))
+
+    # -- the raw REPL ---------------------------------------------------------
+    def enter_raw_repl(self):
+        """Interrupt the board (Ctrl-C) and enter the raw REPL, no soft reset.
+
+        Ctrl-C is sent again every 2 s until a prompt shows, up to
+        ``interrupt_timeout`` (a program may catch one KeyboardInterrupt).
+        """
+        deadline = time.monotonic() + self.interrupt_timeout
+        attempts = 0
+        while True:
+            attempts += 1
+            self._write(b"\r\x03")
+            if attempts == 1:
+                self._drain()  # stale output: what main.py printed while nobody listened
+            self._write(b"\r\x01")
+            try:
+                self._read_until(RAW_BANNER + b">", timeout=self.timeout,
+                                 overall=min(deadline, time.monotonic() + 2.0))
+                break
+            except LinkTimeout:
+                if self._broken is not None:
+                    raise
+                if time.monotonic() > deadline:
+                    self._fail(LinkTimeout("%s: no raw REPL after Ctrl-C/Ctrl-A for %.0f s: is a "
+                                           "MicroPython board on this line?"
+                                           % (self.port_url, self.interrupt_timeout)))
+        if attempts > 1:
+            # Queued Ctrl-As of earlier attempts print more banners: wait for
+            # the line to go quiet, then we sit at the last raw prompt.
+            quiet_until = time.monotonic() + 0.3
+            while time.monotonic() < quiet_until:
+                if self._fill():
+                    quiet_until = time.monotonic() + 0.3
+            self._rx.clear()
+        self._in_raw = True
+        self.transport.in_raw_repl = True
+
+    def _paste(self, code):
+        hdr = self._read_exact(2)
+        window = struct.unpack("<H", hdr)[0]
+        remain = window
+        i = 0
+        while i < len(code):
+            silent_until = time.monotonic() + self.timeout
+            while remain == 0 or self._rx or self._waiting():
+                if not self._rx:
+                    if not self._fill():
+                        if time.monotonic() > silent_until:
+                            self._fail(LinkTimeout("%s: board stopped reading raw-paste data" % self.port_url))
+                        continue
+                b = self._rx[0]
+                del self._rx[0]
+                if b == 0x01:
+                    remain += window
+                elif b == 0x04:  # the board stopped reading (compile error)
+                    self._write(b"\x04")
+                    return
+                else:
+                    self._fail(LinkError("%s: unexpected byte %r during raw-paste" % (self.port_url, bytes([b]))))
+            piece = code[i:i + remain]
+            self._write(piece)
+            remain -= len(piece)
+            i += len(piece)
+        self._write(b"\x04")
+        self._read_until(b"\x04")  # acknowledged (window bytes before it dropped)
+
+    def _exec_raw(self, code, watch_reset=True):
+        """Run code (bytes) at the raw prompt; return (stdout, stderr) bytes."""
+        self._check()
+        if not self._in_raw:
+            self.enter_raw_repl()
+        if self._raw_paste is not False:
+            self._write(b"\x05A\x01")
+            resp = self._read_exact(2)
+            if resp == b"R\x01":
+                self._raw_paste = True
+                self._paste(code)
+            else:
+                if resp != b"R\x00":
+                    # No raw-paste here: \x01 reset the raw REPL; its banner follows.
+                    self._read_until(b"w REPL; CTRL-B to exit\r\n>")
+                self._raw_paste = False
+        if self._raw_paste is False:
+            for i in range(0, len(code), 256):
+                self._write(code[i:i + 256])
+                time.sleep(0.01)  # boards without flow control on their UART
+            self._write(b"\x04")
+            ok = self._read_exact(2)
+            if ok != b"OK":
+                self._fail(LinkError("%s: board refused the command (%r)" % (self.port_url, ok)))
+        out = self._read_until(b"\x04", watch_reset=watch_reset)[:-1]
+        err = self._read_until(b"\x04", watch_reset=watch_reset)[:-1]
+        self._read_until(b">")
+        return out, err
+
+    def _run(self, code):
+        """Run code; return stdout bytes; raise LinkExecError on a board exception."""
+        if isinstance(code, str):
+            code = code.encode("utf-8")
+        out, err = self._exec_raw(code)
+        if err:
+            raise LinkExecError(_text(err), _text(out))
+        return out
+
+    def exec(self, code):
+        """Run code on the board; return what it printed (``\\r\\n`` read as ``\\n``)."""
+        return _text(self._run(code))
+
+    def soft_reset(self):
+        """Ctrl-D at the raw prompt: the board reboots (main.py does not run)
+        and comes back to the raw REPL; modules are imported afresh."""
+        self._check()
+        if not self._in_raw:
+            self.enter_raw_repl()
+        self._write(b"\x04")
+        self._read_until(b"soft reboot\r\n")
+        self._read_until(RAW_BANNER + b">")
+
+    # -- requests -------------------------------------------------------------
+    def call(self, request):
+        parts = self.syncsrv.split(".")
+        target = "__import__(%r)" % self.syncsrv + "".join("." + p for p in parts[1:])
+        code = "print(repr(%s.h(%r)))" % (target, request)
+        out = _text(self._run(code))
+        lines = [ln for ln in out.split("\n") if ln.strip()]
+        if not lines:
+            self._fail(LinkError("%s: empty answer to a request" % self.port_url))
+        try:
+            value = ast.literal_eval(lines[-1].strip())
+        except (ValueError, SyntaxError):
+            self._fail(LinkError("%s: garbled answer %r" % (self.port_url, lines[-1][:80])))
+        if isinstance(value, (bytes, bytearray)):
+            value = bytes(value).decode("utf-8")
+        if not isinstance(value, str):
+            self._fail(LinkError("%s: answer is not text: %r" % (self.port_url, type(value))))
+        return value
+
+    # -- files ------------------------------------------------------------------
+    def _has_binascii(self):
+        if self._binascii is None:
+            out = self.exec("try:\n import binascii\n print(1)\nexcept ImportError:\n print(0)\n")
+            self._binascii = out.strip().endswith("1")
+        return self._binascii
+
+    def put_file(self, path, data):
+        """Write ``data`` to ``path`` on the board (parents made, atomic rename)."""
+        data = bytes(data)
+        b64 = self._has_binascii()
+        tmp = path + ".part"
+        self._run(
+            "import os\n"
+            "def _sp_mk(p):\n"
+            " i=p.rfind('/')\n"
+            " if i<=0:return\n"
+            " d=p[:i]\n"
+            " try:\n  os.stat(d);return\n"
+            " except OSError:pass\n"
+            " _sp_mk(d);os.mkdir(d)\n"
+            "_sp_mk(%r)\n"
+            "_sp_f=open(%r,'wb');_sp_w=_sp_f.write\n" % (path, tmp)
+            + ("from binascii import a2b_base64 as _sp_d\n" if b64 else "")
+        )
+        n = max(1, int(self.chunk_size))
+        for i in range(0, len(data), n):
+            chunk = data[i:i + n]
+            lit = repr(chunk)
+            if b64:
+                enc = base64.b64encode(chunk)
+                if len(enc) + 10 < len(lit):
+                    self._run(b"_sp_w(_sp_d(b'" + enc + b"'))")
+                    continue
+            self._run("_sp_w(%s)" % lit)
+        out = self.exec(
+            "_sp_f.close()\n"
+            "try:\n os.rename(%r,%r)\n"
+            "except OSError:\n os.remove(%r);os.rename(%r,%r)\n"  # FAT: no rename over a file
+            "print(os.stat(%r)[6])\n"
+            "del _sp_f,_sp_w,_sp_mk\n" % (tmp, path, path, tmp, path, path)
+            + ("del _sp_d\n" if b64 else "")
+        )
+        size = out.strip().split("\n")[-1:]
+        if size != [str(len(data))]:
+            self._fail(LinkError("%s: %s has %s bytes on the board, %d sent"
+                                 % (self.port_url, path, size[0] if size else "?", len(data))))
+
+    def get_file(self, path):
+        """The bytes of ``path`` on the board (FileNotFoundError if absent)."""
+        b64 = self._has_binascii()
+        # repr of binary is up to 4x its size: keep the board's peak small.
+        n = max(3, min(int(self.chunk_size), 1536) // 3 * 3)
+        if b64:
+            # Text (no NUL) goes as repr when shorter; the rest as base64.
+            body = ("  r=_e(b)[:-1]\n"
+                    "  if b.find(b'\\0')<0:\n"
+                    "   t=repr(b)\n"
+                    "   if len(t)<len(r):r=t\n"
+                    "   t=0\n"
+                    "  print(r if type(r) is str else r.decode())\n")
+        else:
+            body = "  print(repr(b))\n"
+        code = (
+            "import os\n"
+            "def _sp_g(p):\n"
+            " f=open(p,'rb')\n"
+            " print(os.stat(p)[6])\n"
+            " while 1:\n"
+            "  b=f.read(%d)\n"
+            "  if not b:break\n" % n
+            + body +
+            " f.close()\n"
+            + ("from binascii import b2a_base64 as _e\n" if b64 else "")
+            + "try:\n _sp_g(%r)\nfinally:\n del _sp_g\n" % path
+        )
+        try:
+            out = self._run(code)
+        except LinkExecError as e:
+            if "ENOENT" in e.traceback or "Errno 2" in e.traceback:
+                raise FileNotFoundError(path) from None
+            raise
+        lines = [ln.strip() for ln in out.split(b"\n")]
+        lines = [ln for ln in lines if ln]
+        try:
+            size = int(lines[0])
+            parts = []
+            for ln in lines[1:]:
+                if ln[:2] in (b"b'", b'b"'):
+                    parts.append(ast.literal_eval(ln.decode("ascii")))
+                else:
+                    parts.append(base64.b64decode(ln))
+        except (ValueError, SyntaxError, IndexError, UnicodeDecodeError) as e:
+            self._fail(LinkError("%s: garbled file data for %s: %s" % (self.port_url, path, e)))
+        data = b"".join(parts)
+        if len(data) != size:
+            self._fail(LinkError("%s: %s: got %d bytes of %d" % (self.port_url, path, len(data), size)))
+        return data
+
+    # -- leaving ------------------------------------------------------------------
+    def resume(self):
+        """Leave the raw REPL and soft-reset: the board reboots, main.py runs."""
+        self._check()
+        self._write(b"\r\x02")
+        self._in_raw = False
+        self.transport.in_raw_repl = False
+        try:
+            self._read_until(b">>> ", timeout=min(self.timeout, 3.0))
+        except LinkTimeout:
+            pass
+        self._broken = None
+        self._write(b"\x04")
+        try:
+            self._read_until(b"soft reboot\r\n", timeout=min(self.timeout, 3.0))
+        except LinkTimeout:
+            pass
+        self._broken = None
+
+    def close(self, resume=True):
+        """Let the board go: by default it reboots and runs main.py again."""
+        if self._closed:
+            return
+        try:
+            if resume and self._broken is None:
+                self.resume()
+        except LinkError:
+            pass
+        finally:
+            self._close_port()
+
+    def _close_port(self):
+        self._closed = True
+        try:
+            self.transport.close()
+        except Exception:
+            try:
+                self._ser.close()
+            except Exception:
+                pass
+
+    def __repr__(self):
+        return "SerialLink(%r)" % self.port_url
+
+
+def _text(b):
+    return b.decode("utf-8", "replace").replace("\r\n", "\n")
