@@ -352,6 +352,11 @@ def flash_command(args):
     if args.firmware:
         with open(args.firmware, "rb") as f:
             firmware = f.read()
+    if firmware is not None:  # before provisioning touches the fleet
+        try:
+            check_firmware(b, firmware, os.path.basename(args.firmware))
+        except FirmwareMismatch as e:
+            raise SystemExit("error: %s" % e)
     jobs_text, secret, pubkey, extra = ("", None, None, None)
     if args.board_id:
         jobs_text, secret, pubkey, extra = _image.provision(args, b["name"])

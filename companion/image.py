@@ -81,7 +81,10 @@ def check_geometry(board, block_size=None, block_count=None, flash_size=None):
                             % (name, bs, block_size))
     if bs <= 0 or bs % 512:
         raise GeometryError("%s: block size %d is not a multiple of 512" % (name, bs))
-    if g["size"] <= 0 or g["size"] % bs:
+    if g["size"] <= 0:
+        raise GeometryError("%s: a %d-byte flash leaves no room for a filesystem at 0x%x"
+                            % (name, g["flash_size"], g["offset"]))
+    if g["size"] % bs:
         raise GeometryError("%s: filesystem size %d is not a whole number of %d-byte blocks"
                             % (name, g["size"], bs))
     if g["offset"] % bs:
