@@ -207,8 +207,10 @@ def flash_esp(port, board, firmware=None, board_id=None, erase=False, baud=46080
     b = _files.board_data(board)
     if firmware is not None:
         check_firmware(b, firmware)
-    if firmware is None and board_id is None and not erase:
-        raise ValueError("nothing to do: give --firmware and/or --id (or --erase)")
+    if firmware is None and board_id is None:
+        raise ValueError("nothing to do: give --firmware and/or --id")
+    if erase and firmware is None:
+        raise ValueError("--erase erases MicroPython too: give --firmware as well")
     esp = ec.detect_chip(port, baud=115200)
     try:
         chip = _norm_chip(esp.CHIP_NAME)

@@ -537,6 +537,8 @@ def test_flash_esp_guards_a_filesystem_with_jobs(fake_esptool, tmp_path):
 
 
 def test_flash_esp_refuses_the_wrong_chip_and_sizes_for_the_detected_flash(fake_esptool, tmp_path):
+    with pytest.raises(ValueError, match="erases MicroPython too"):
+        flash.flash_esp("p8", "esp32", None, "x", erase=True, log=lambda *a: None)
     fake_esptool["p8"] = FakeChip(b"\xff" * 0x800000)
     fake_esptool["p8"].CHIP_NAME = "ESP32-S3"
     with pytest.raises(flash.FirmwareMismatch, match="ESP32-S3"):
