@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import tempfile
 
-from tests.mpy import mpy_lib, MICROPYTHON, ROOT
+from tests.mpy import mpy_lib, MICROPYTHON, MPY_CROSS, ROOT
 
 DEVBOOT = os.path.join(ROOT, 'tests', 'devboot.py')
 BOARD_PY = os.path.join(ROOT, 'boards', 'unix', 'board.py')
@@ -15,7 +15,7 @@ MAIN_PY = os.path.join(ROOT, 'firmware', 'main.py')
 T0 = 1796083200  # 2026-12-01T00:00Z
 
 
-def make_flash(folder, host='dev-1', cfg=None, jobs=None, actions=None):
+def make_flash(folder, host='dev-1', cfg=None, jobs=None, actions=None, actions_source=False):
     """Lay out a board's flash in `folder`; return folder."""
     os.makedirs(os.path.join(folder, 'lib', 'sporadic'), exist_ok=True)
     shutil.copy(MAIN_PY, os.path.join(folder, 'main.py'))
@@ -31,8 +31,18 @@ def make_flash(folder, host='dev-1', cfg=None, jobs=None, actions=None):
         with open(os.path.join(folder, 'jobs.txt'), 'w') as f:
             f.write(''.join(l + '\n' for l in jobs))
     if actions is not None:
-        with open(os.path.join(folder, 'actions.py'), 'w') as f:
+        # deploy compiles the user's actions.py with mpy-cross: no compiler
+        # runs in the board's heap (source=True puts the .py there instead)
+        src = os.path.join(folder, 'actions.py')
+        with open(src, 'w') as f:
             f.write(actions)
+        if not actions_source:
+            p = subprocess.run([MPY_CROSS, '-o', os.path.join(folder, 'actions.mpy'), src],
+                               capture_output=True, text=True)
+            os.remove(src)
+            if p.returncode != 0:   # a syntax error: leave the broken source, as a user would
+                with open(src, 'w') as f:
+                    f.write(actions)
     return folder
 
 

@@ -2,6 +2,7 @@
 # once a wake (constant memory), ask the planner what to do about each job,
 # record, act, and sleep until the next thing to do.
 from micropython import const
+import gc
 import json
 import os
 import board
@@ -57,6 +58,8 @@ class Runtime:
                     pass
         self.rnd = plan.hash_rnd(seed)
         self.store = store.Store(root)
+        gc.collect()
+        actions.user()   # compile /actions.py now, while the heap is least fragmented
         if clock.state == 'unknown' and clock.source == '':
             clock.init()
         self.last = []            # newest own result lines (this boot)
@@ -68,6 +71,7 @@ class Runtime:
         self.steps = 0
         self.unknown_since_boot = not clock.trusted()
         self.reset_wanted = False
+        self.error = ''
         self._asg = None          # (k, host) of the job being decided (leader.py)
 
     # ---- recording ----
@@ -150,6 +154,7 @@ class Runtime:
         unknown, nothing dated runs). Returns the next wake (Unix time), or
         None when the clock is unknown."""
         self.steps += 1
+        gc.collect()
         if now is None:
             self.next_wake = None
             return None
@@ -237,6 +242,7 @@ class Runtime:
         self.bad_jobs = bad
         if self.store.needs_compaction():
             self.store.compact()
+        self.store.release()
         self.next_wake = wake
         if self.reset_wanted:
             self.reset_wanted = False
@@ -254,20 +260,16 @@ class Runtime:
         except SystemExit:
             raise
         except Exception as e:  # a planner/record failure: never stop the loop
+            self.error = '%s: %s: %s' % (jtext[:jobline.ID_LEN], type(e).__name__, e)
             return None, 1
 
     def status(self):
         d = clock.info()
-        d['id'] = self.id
-        d['board'] = board.NAME
-        d['jobs'] = self.jobs
-        d['pending'] = self.pending
-        d['bad_jobs'] = self.bad_jobs
-        d['next_wake'] = self.next_wake
-        d['last'] = self.last
-        d['store'] = self.store.health()
-        d['quarantined'] = self.store.quarantined
-        d['steps'] = self.steps
+        d.update({'id': self.id, 'board': board.NAME, 'jobs': self.jobs,
+                  'pending': self.pending, 'bad_jobs': self.bad_jobs,
+                  'next_wake': self.next_wake, 'last': self.last,
+                  'store': self.store.health(), 'quarantined': self.store.quarantined,
+                  'steps': self.steps, 'error': self.error})
         return d
 
 

@@ -9,15 +9,19 @@
 # into the outbox, in.txt removed, jobs.new renamed over jobs.txt. Every
 # crash point is recovered on open (recover()). jobs.txt is never loaded into
 # memory: everything streams, one line at a time.
-from micropython import const
+try:
+    from micropython import const
+except ImportError:  # CPython (tools that read a board's flash)
+    def const(x):
+        return x
 import os
 from sporadic import jobline, merge
 
-LOG_MAX = const(4096)     # own log bytes that trigger a compaction
-IN_MAX = const(4096)      # received bytes that trigger a compaction
+LOG_MAX = const(2048)     # own log bytes that trigger a compaction
+IN_MAX = const(1024)      # received bytes that trigger a compaction
 OUT_MAX = const(16)       # outbox segments kept (oldest dropped beyond)
 QUAR_MAX = const(8192)    # quar.txt bytes before it is rotated to quar.old
-CHUNK = const(512)        # bytes gathered before one write while compacting
+CHUNK = const(256)        # bytes gathered before one write while compacting
 CRASH_EXIT = const(77)
 
 # Test hook (unix port only): SPORADIC_CRASH_AFTER=N ends the process at the
@@ -113,97 +117,14 @@ class Store:
         self._pend = None
         self.recover()
 
-    # ---- opening: bring any interrupted operation to a consistent end ----
-
     def recover(self):
-        self.log_size = size(self.log)
-        self.in_size = size(self.inp)
-        if not exists(self.out):
-            crashpoint()
-            os.mkdir(self.out)
-        if exists(self.new):
-            self._finish()
-            self.notes.append('finished an interrupted compaction')
-        for p in (self.tmp, self.log[:-4] + '.tmp', self.inp[:-4] + '.tmp'):
-            if exists(p):
-                _remove(p)
-                self.notes.append('removed partial ' + p)
-        self._check_log(self.log, 'log')
-        self._check_log(self.inp, 'in')
-        self.log_size = size(self.log)
-        self.in_size = size(self.inp)
-        if exists(self.bad):
-            self._import_bad()
-        elif not self._jobs_ok():
-            _rename(self.jobs, self.bad)
-            self.notes.append('jobs.txt unsorted or torn: re-imported')
-            self._import_bad()
-        n = 0
-        for _ in read_lines(self.quar):
-            n += 1
-        self.quarantined = n
-        self.log_size = size(self.log)
-        self.in_size = size(self.inp)
-
-    def _check_log(self, path, name):
-        # every line canonical and newline-terminated, or rewrite the log
-        # without the bad ones (each quarantined once)
-        sz = size(path)
-        if not sz:
-            return
-        good = 0
-        ok = True
-        for line in read_lines(path):
-            good += len(line) + 1
-            if not self._valid(line):
-                ok = False
-        if ok and good == sz:
-            return
-        tmp = path[:-4] + '.tmp'
-        f = open(tmp, 'w')
-        for line in read_lines(path):
-            if self._valid(line):
-                _write(f, line + '\n')
-            else:
-                self.quarantine(line, 'bad line in ' + name, name)
-        f.close()
-        if good != sz:
-            g = open(path)
-            g.seek(good)
-            torn = g.read()
-            g.close()
-            self.quarantine(torn, 'torn last line (power loss while writing)', name)
-            self.notes.append('dropped a torn line from ' + path)
-        _rename(tmp, path)
-
-    def _valid(self, line):
+        # the recovery code is loaded for the open only, then dropped from RAM
+        import sys
+        from sporadic import recover
         try:
-            return jobline.canonical(line) == line
-        except Exception:
-            return False
-
-    def _jobs_ok(self):
-        sz = size(self.jobs)
-        if not sz:
-            return True
-        last = ''
-        n = 0
-        for line in read_lines(self.jobs):
-            if not line or line <= last:
-                return False
-            if line[0] != '.' and not (line[jobline.ID_LEN:jobline.ID_LEN + 1] == ' '
-                                       and jobline.is_id(line[:jobline.ID_LEN])):
-                return False
-            last = line
-            n += len(line) + 1
-        return n == sz
-
-    def _import_bad(self):
-        # a jobs.txt that was not sorted/canonical (hand-written, torn):
-        # every line goes through receive(), then the bad copy goes
-        self.receive(read_lines_all(self.bad), 'jobs.txt')
-        self.compact()
-        _remove(self.bad)
+            recover.recover(self)
+        finally:
+            del sys.modules['sporadic.recover']
 
     # ---- reading ----
 
@@ -243,11 +164,11 @@ class Store:
         self.log_size += len(data)
         self._pend = None
 
-    def receive(self, lines, src='sync'):
+    def receive(self, lines, src='sync', refused=None):
         """Lines from a peer: each is parsed; a bad one is quarantined with
-        its reason, a good one appended to in.txt in canonical form.
-        Compacts as in.txt fills, so any number of lines fits.
-        Returns (accepted, refused)."""
+        its reason (and added to `refused` as (line, reason) when given), a
+        good one appended to in.txt in canonical form. Compacts as in.txt
+        fills, so any number of lines fits. Returns (accepted, refused)."""
         acc = 0
         ref = 0
         f = None
@@ -257,6 +178,8 @@ class Store:
                     c = jobline.canonical(raw)
                 except Exception as e:
                     self.quarantine(raw, str(e), src)
+                    if refused is not None:
+                        refused.append((raw, str(e)))
                     ref += 1
                     continue
                 if c is None:
@@ -293,6 +216,10 @@ class Store:
             f.close()
         self.quarantined += 1
 
+    def release(self):
+        """Drop the in-RAM copy of the logs (between passes)."""
+        self._pend = None
+
     def needs_compaction(self):
         return self.log_size > LOG_MAX or self.in_size > IN_MAX
 
@@ -319,11 +246,11 @@ class Store:
         f.close()
         self.conflicts = len(conf)
         _rename(self.tmp, self.new)
-        self._finish()
+        self.finish()
         self.compactions += 1
         return True
 
-    def _finish(self):
+    def finish(self):
         # jobs.new is complete: each step below is idempotent
         if exists(self.log):
             if size(self.log):
@@ -387,17 +314,3 @@ class Store:
                 'recovered': self.notes, 'ok': True}
 
 
-def read_lines_all(path):
-    """Every line of a file, a torn last one included (for imports)."""
-    try:
-        f = open(path)
-    except OSError:
-        return
-    try:
-        while True:
-            line = f.readline()
-            if not line:
-                break
-            yield line.rstrip('\n')
-    finally:
-        f.close()

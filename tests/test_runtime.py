@@ -1,0 +1,334 @@
+"""The device runtime on the MicroPython unix port (-X heapsize=64K), a
+virtual board booted as a board boots (tests/devboot.py), with the step
+clock: sleeping advances time at once, so days pass in milliseconds."""
+import json
+import os
+
+import pytest
+
+from sporadic import jobline
+from tests.devutil import make_flash, boot, lines, own_results, T0, MICROPYTHON
+
+pytestmark = pytest.mark.skipif(MICROPYTHON is None, reason='micropython not installed')
+
+H = 3600
+D = 86400
+
+DRIVER = '''
+import json, sys
+from sporadic import runtime, clock
+rt = runtime.get()
+%s
+sys.stdout.write('STATUS ')
+json.dump(rt.status(), sys.stdout)
+print()
+'''
+
+
+# The unix port is 64-bit (8-byte pointers) and holds the loaded .mpy code in
+# its heap: ~50 KB of the 64 KB go to the firmware's code, about twice what a
+# 32-bit board needs (docs/device.md#heap). Tests that add a user actions
+# module or read the status after long runs use HEAP_BIG.
+HEAP = '64K'
+HEAP_BIG = '96K'
+
+
+def run(folder, body, start=T0, env=None, check=True, heap=HEAP):
+    p = boot(folder, DRIVER % body, start=start, env=env, check=check, heap=heap)
+    st = None
+    for l in p.stdout.splitlines():
+        if l.startswith('STATUS '):
+            st = json.loads(l[7:])
+    return st, p
+
+
+def jid(line):
+    return jobline.parse(line).id
+
+
+def actlog(folder):
+    """Instances the `log` action ran: {'ID.K': count}."""
+    n = {}
+    for l in lines(folder, 'actlog.txt'):
+        inst = l.split(' ', 1)[0]
+        n[inst] = n.get(inst, 0) + 1
+    return n
+
+
+def outcomes(folder, host, job):
+    """{k: [outcome, ...]} of one job's own results, in k order."""
+    out = {}
+    for r in own_results(folder, host):
+        if r['id'] == job:
+            out.setdefault(r['k'], []).append(r['outcome'] + ('' if r['attempt'] == 1 else str(r['attempt'])))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def test_each_repeats_daily(tmp_path):
+    job = 'each 2026-12-01T06:00Z log hello ; every=1d within=2h'
+    d = make_flash(str(tmp_path), jobs=[job])
+    st, _ = run(d, 'runtime.main(until=%d)' % (T0 + 5 * D))
+    j = jid(job)
+    assert actlog(d) == {'%s.%d' % (j, k): 1 for k in range(5)}
+    assert outcomes(d, 'dev-1', j) == {k: ['ok', 'run'] for k in range(5)}
+    for r in own_results(d, 'dev-1'):
+        assert r['at'] == T0 + 6 * H + r['k'] * D   # on time, to the second
+    assert st['clock'] == 'trusted' and st['jobs'] == 1 and st['pending'] == 1
+    assert st['next_wake'] == T0 + 5 * D       # capped by until
+    assert st['id'] == 'dev-1' and st['quarantined'] == 0
+
+
+def test_who_and_on_select_hosts(tmp_path):
+    jobs = ['who:pump 2026-12-01T06:00Z log who', 'each 2026-12-01T07:00Z log each-on ; on=valve',
+            'each 2026-12-01T08:00Z log all']
+    ran = {}
+    for host in ('pump-1', 'valve-1'):
+        d = make_flash(str(tmp_path / host), host=host, jobs=jobs)
+        run(d, 'runtime.main(until=%d)' % (T0 + D))
+        ran[host] = sorted(l.split(' ', 1)[1] for l in lines(d, 'actlog.txt'))
+    assert ran == {'pump-1': ['all', 'who'], 'valve-1': ['all', 'each-on']}
+
+
+def test_window_missed_when_asleep(tmp_path):
+    # the board sleeps through the whole window: recorded as missed, never run late
+    job = 'each 2026-12-01T06:00Z log late ; within=1h'
+    d = make_flash(str(tmp_path), jobs=[job])
+    body = 'rt.step(%d)\nrt.step(%d)\nrt.step(%d)' % (T0 + 5 * H, T0 + 8 * H, T0 + 9 * H)
+    st, _ = run(d, body)
+    j = jid(job)
+    assert actlog(d) == {}
+    rs = own_results(d, 'dev-1')
+    assert [(r['k'], r['outcome'], r['text']) for r in rs] == [(0, 'miss', 'asleep')]
+    assert st['pending'] == 0   # a one-off job that is settled
+
+
+def test_jump_forward_misses_without_walking(tmp_path):
+    # hourly job, the board wakes 100 days later: one miss record covers the
+    # older instances, the current one runs; nothing is walked one by one
+    job = 'each 2026-12-01T00:00Z log tick ; every=1h'
+    d = make_flash(str(tmp_path), jobs=[job])
+    t = T0 + 100 * D + 30 * 60
+    st, _ = run(d, 'rt.step(%d)\nrt.step(%d)' % (T0 + 1, t))
+    j = jid(job)
+    n = 100 * 24
+    assert actlog(d) == {'%s.0' % j: 1, '%s.%d' % (j, n): 1}
+    o = outcomes(d, 'dev-1', j)
+    assert o == {0: ['ok', 'run'], n - 1: ['miss'], n: ['ok', 'run']}
+
+
+def test_clock_unknown_runs_nothing_until_set(tmp_path):
+    job = 'each 2026-12-01T06:00Z log dated ; every=1d within=12h'
+    d = make_flash(str(tmp_path), jobs=[job])
+    # a fresh board without RTC: its clock reads 1970
+    st, _ = run(d, 'runtime.main(max_steps=5)', start=0)
+    assert st['clock'] == 'unknown' and 'no dated job' in st['note']
+    assert st['next_wake'] is None and actlog(d) == {}
+    assert own_results(d, 'dev-1') == []
+    # the companion sets the time (at 20:00 on day 1): day 0 was missed
+    # because the clock was unknown, day 1 runs
+    st, _ = run(d, 'clock.set(%d)\nruntime.main(until=%d)' % (T0 + D + 7 * H, T0 + 2 * D), start=0)
+    j = jid(job)
+    assert st['clock'] == 'trusted' and st['source'] == 'companion'
+    assert actlog(d) == {'%s.1' % j: 1}
+    rs = own_results(d, 'dev-1')
+    assert [(r['k'], r['outcome'], r['text']) for r in rs if r['outcome'] == 'miss'] == [(0, 'miss', 'clock unknown')]
+    # the RTC keeps the set time across a reset (the rtc file on the unix board)
+    st, _ = run(d, 'runtime.main(until=%d)' % (T0 + 3 * D), start=0)
+    assert st['clock'] == 'trusted' and st['source'] == 'rtc'
+    assert actlog(d) == {'%s.%d' % (j, k): 1 for k in (1, 2)}
+
+
+def test_jumps_back_and_forth_run_nothing_twice(tmp_path):
+    job = 'each 2026-12-01T06:00Z log once ; every=1d within=1d'
+    d = make_flash(str(tmp_path), jobs=[job])
+    body = '''
+runtime.main(until=%d)
+clock.set(%d)              # back two days
+runtime.main(until=%d)
+clock.set(%d)              # forward again, past the first
+runtime.main(until=%d)
+''' % (T0 + 3 * D, T0 + 1 * D, T0 + 3 * D, T0 + 10 * D, T0 + 12 * D)
+    st, _ = run(d, body)
+    j = jid(job)
+    counts = actlog(d)
+    assert all(v == 1 for v in counts.values()), counts
+    assert sorted(counts) == sorted('%s.%d' % (j, k) for k in (0, 1, 2, 9, 10, 11))  # 9: still inside its 1d window
+    assert any(x[1] < 0 for x in st['jumps']) and any(x[1] > 0 for x in st['jumps'])
+
+
+def test_one_ranked_host_first_and_grace(tmp_path):
+    job = 'one 2026-12-01T06:00Z log backup ; every=1d grace=1h'
+    j = jid(job)
+    hosts = ['.h h-a', '.h h-b', '.h h-c']
+    from sporadic import plan
+    order = sorted(['h-a', 'h-b', 'h-c'], key=lambda h: plan.score(j, h), reverse=True)
+    # every board alone (no sync): rank r starts at due + r x grace
+    starts = {}
+    for h in order:
+        d = make_flash(str(tmp_path / h), host=h, jobs=hosts + [job])
+        run(d, 'runtime.main(until=%d)' % (T0 + D))
+        rs = [r for r in own_results(d, h) if r['outcome'] == 'run']
+        starts[h] = rs[0]['at']
+    assert [starts[h] - (T0 + 6 * H) for h in order] == [0, H, 2 * H]
+    # rank 1 learns before its grace ends that rank 0 started: it stays idle
+    d0 = str(tmp_path / order[0])
+    d1 = make_flash(str(tmp_path / 'second'), host=order[1], jobs=hosts + [job])
+    got = [r['line'] for r in own_results(d0, order[0]) if r['k'] == 0]
+    body = 'rt.step(%d)\nrt.store.receive(%r)\nruntime.main(until=%d)' % (T0 + 6 * H + 60, got, T0 + D)
+    run(d1, body)
+    assert actlog(d1) == {}
+    # a host not in the list never runs a `one` job
+    d2 = make_flash(str(tmp_path / 'stranger'), host='h-z', jobs=hosts + [job])
+    st, _ = run(d2, 'runtime.main(until=%d)' % (T0 + 3 * D))
+    assert actlog(d2) == {} and st['pending'] == 0
+
+
+def test_any_fires_once_and_stops_on_news(tmp_path):
+    job = 'any:0.05 2026-12-01T00:00Z log draw ; every=1d within=1d tick=10m'
+    j = jid(job)
+    d = make_flash(str(tmp_path / 'a'), host='h-a', jobs=[job])
+    run(d, heap=HEAP_BIG, body='runtime.main(until=%d)' % (T0 + 10 * D))
+    counts = actlog(d)
+    # p = 0.05 per 10 min over 144 ticks a day: fires almost surely, once a day at most
+    assert all(v == 1 for v in counts.values())
+    assert len(counts) >= 9
+    firsts = [r['at'] - (T0 + r['k'] * D) for r in own_results(d, 'h-a') if r['outcome'] == 'run']
+    assert all(0 <= x < D and x % 600 == 0 for x in firsts)
+    assert len(set(firsts)) > 1          # random instants, not a fixed offset
+    # another host that has heard of h-a's runs does not fire those instances
+    got = [r['line'] for r in own_results(d, 'h-a')]
+    d2 = make_flash(str(tmp_path / 'b'), host='h-b', jobs=[job])
+    run(d2, heap=HEAP_BIG, body='rt.store.receive(%r)\nruntime.main(until=%d)' % (got, T0 + 10 * D))
+    ran_b = actlog(d2)
+    assert not (set(ran_b) & set(counts)), (ran_b, counts)
+
+
+def test_user_actions_and_failures(tmp_path):
+    user = '''
+def greet(name, punct="!"):
+    return "hi " + name + punct
+
+def boom():
+    raise ValueError("sensor not found")
+
+def _private():
+    return 1
+'''
+    jobs = ['each 2026-12-01T06:00Z greet "big world"', 'each 2026-12-01T06:01Z boom',
+            'each 2026-12-01T06:02Z nosuch thing', 'each 2026-12-01T06:03Z _private',
+            'each 2026-12-01T06:04Z pin 5 on', 'each 2026-12-01T06:05Z led blink 2',
+            'each 2026-12-01T06:06Z pin x on', 'each 2026-12-01T06:07Z log still running',
+            'each 2026-12-01T06:08Z pulse 4 250', 'each 2026-12-01T06:09Z sleep 1000']
+    d = make_flash(str(tmp_path), jobs=jobs, actions=user)
+    run(d, 'runtime.main(until=%d)' % (T0 + D), heap=HEAP_BIG)
+    res = {}
+    for r in own_results(d, 'dev-1'):
+        if r['outcome'] != 'run':
+            res[r['id']] = (r['outcome'], r['text'])
+    by = [res[jid(l)] for l in jobs]
+    assert by[0] == ('ok', 'hi big world!')
+    assert by[1] == ('err', 'ValueError: sensor not found')
+    assert by[2] == ('err', 'unknown action nosuch')
+    assert by[3] == ('err', 'unknown action _private')
+    assert by[4] == ('ok', 'pin 5 on')
+    assert by[5] == ('ok', 'blinked 2')
+    assert by[6][0] == 'err' and 'pin must be a number' in by[6][1]
+    assert by[7] == ('ok', 'still running')
+    assert by[8] == ('ok', 'pulsed 4 for 250ms')
+    assert by[9] == ('ok', 'slept 1000ms')
+    pins = [l.split(' ', 1)[1] for l in lines(d, 'pins.txt')]
+    assert pins == ['pin 5 1', 'led 1', 'led 0', 'led 1', 'led 0', 'pin 4 1', 'pin 4 0']
+
+
+def test_broken_actions_module_is_reported(tmp_path):
+    jobs = ['each 2026-12-01T06:00Z greet x', 'each 2026-12-01T06:01Z log fine']
+    d = make_flash(str(tmp_path), jobs=jobs, actions='def greet(:\n')
+    run(d, heap=HEAP_BIG, body='runtime.main(until=%d)' % (T0 + D))
+    res = {r['id']: (r['outcome'], r['text']) for r in own_results(d, 'dev-1') if r['outcome'] != 'run'}
+    assert res[jid(jobs[0])][0] == 'err' and 'actions.py: SyntaxError' in res[jid(jobs[0])][1]
+    assert res[jid(jobs[1])] == ('ok', 'fine')
+
+
+def test_retry_reruns_failed_instance(tmp_path):
+    user = '''
+n = [0]
+def flaky():
+    n[0] += 1
+    if n[0] < 3:
+        raise OSError("try %d" % n[0])
+    return "made it"
+'''
+    job = 'each 2026-12-01T06:00Z flaky ; retry=3'
+    job2 = 'each 2026-12-01T06:00Z boom2 ; retry=1'
+    d = make_flash(str(tmp_path), jobs=[job, job2], actions=user + 'def boom2():\n    raise OSError("no")\n')
+    run(d, 'runtime.main(until=%d)' % (T0 + D))
+    assert outcomes(d, 'dev-1', jid(job)) == {0: ['err', 'err2', 'ok3', 'run', 'run2', 'run3']}
+    assert outcomes(d, 'dev-1', jid(job2)) == {0: ['err', 'err2', 'run', 'run2']}
+
+
+def test_cancelled_job_never_runs(tmp_path):
+    job = 'each 2026-12-01T06:00Z log cancelled ; every=1d'
+    j = jid(job)
+    d = make_flash(str(tmp_path), jobs=[job, j + ' cancel'])
+    st, _ = run(d, 'runtime.main(until=%d)' % (T0 + 3 * D))
+    assert actlog(d) == {} and st['jobs'] == 0
+
+
+def test_reset_action_records_ok_then_reboots(tmp_path):
+    job = 'each 2026-12-01T06:00Z reset'
+    job2 = 'each 2026-12-01T07:00Z log after'
+    d = make_flash(str(tmp_path), jobs=[job, job2])
+    _, p = run(d, 'runtime.main(until=%d)' % (T0 + D))
+    assert p.returncode == 0
+    assert outcomes(d, 'dev-1', jid(job)) == {0: ['ok', 'run']}
+    assert actlog(d) == {}           # the board reset before 07:00
+    run(d, 'runtime.main(until=%d)' % (T0 + D))      # boots again
+    assert outcomes(d, 'dev-1', jid(job)) == {0: ['ok', 'run']}
+    assert actlog(d) == {jid(job2) + '.0': 1}
+
+
+def test_bad_lines_quarantined_good_kept(tmp_path):
+    d = make_flash(str(tmp_path), jobs=['each 2026-12-01T06:00Z log good'])
+    body = 'print("RECV", rt.store.receive(["each 2026-13-01T06:00Z log bad", "any:2 2026-12-01T06:00Z x", "# c", "each 2026-12-01T07:00Z log also"]))\nruntime.main(until=%d)' % (T0 + D)
+    st, p = run(d, body)
+    assert 'RECV (1, 2)' in p.stdout
+    q = lines(d, 'quar.txt')
+    assert len(q) == 2 and 'month' in q[0] and 'P out of range' in q[1]
+    assert st['quarantined'] == 2
+    assert sorted(l.split(' ', 1)[1] for l in lines(d, 'actlog.txt')) == ['also', 'good']
+
+
+def test_status_and_outbox_ack(tmp_path):
+    jobs = ['each 2026-12-01T00:00Z log t ; every=10m']
+    d = make_flash(str(tmp_path), jobs=jobs)
+    body = '''
+runtime.main(until=%d)
+top = rt.store.seal()
+mine = 0
+for l in rt.store.outbox(top):
+    if ' r dev-1 ' in l:
+        mine += 1
+print('OUT', top, mine)
+print('ACK', rt.store.ack(top), rt.store.out_seqs())
+''' % (T0 + 2 * D)
+    st, p = run(d, heap=HEAP_BIG, body=body)
+    out = [l for l in p.stdout.splitlines() if l.startswith('OUT ')][0].split()
+    assert int(out[1]) >= 2 and int(out[2]) == 2 * 144 * 2   # every run and ok record, 144 a day
+    assert 'ACK %s []' % out[1] in p.stdout
+    s = st['store']
+    assert s['compactions'] >= 2 and s['outbox'] == 0 and s['log_bytes'] == 0
+    assert st['last'][-1].split()[5] == 'ok' and len(st['last']) == 5
+    # the folded file keeps one result per host: it does not grow with runs
+    assert len(lines(d, 'jobs.txt')) == 2
+
+
+def test_torn_log_line_is_dropped_and_quarantined(tmp_path):
+    job = 'each 2026-12-01T06:00Z log x ; every=1d'
+    d = make_flash(str(tmp_path), jobs=[job])
+    run(d, 'runtime.main(until=%d)' % (T0 + D))
+    with open(os.path.join(d, 'log.txt'), 'a') as f:
+        f.write(jid(job) + ' r dev-1 1 17961')        # power lost mid-line
+    st, _ = run(d, 'runtime.main(until=%d)' % (T0 + 2 * D))
+    assert 'dropped a torn line from log.txt' in st['store']['recovered']
+    assert st['quarantined'] == 1 and 'torn' in lines(d, 'quar.txt')[0]
+    assert actlog(d) == {jid(job) + '.0': 1, jid(job) + '.1': 1}
