@@ -188,6 +188,7 @@ class Relay:
         self._mp_loaded = not self._wrapped
         self._raw_sent = False
         self.wakeup_fd = None  # read end of a signal.set_wakeup_fd pipe
+        self.parent_pid = None  # stop when this process is no longer our parent
 
     # -- pty A ---------------------------------------------------------
     def open(self):
@@ -369,6 +370,8 @@ class Relay:
         self._spawn("main")
         try:
             while not self._stop:
+                if self.parent_pid is not None and os.getppid() != self.parent_pid:
+                    break  # whoever started us is gone: so is the board
                 if self._reset_requested and self._pid:
                     self._kill_child()
                 rl, wl = [self._ma], []
@@ -578,21 +581,7 @@ def _add_arguments(p):
     p.add_argument("-v", "--verbose", action="store_true", help="log boots to stderr")
 
 
-def _die_with_parent():
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-        if os.getppid() == 1:
-            os._exit(0)
-    except Exception:
-        pass
-
-
 def _run_args(args):
-    if getattr(args, "with_parent", False):
-        _die_with_parent()
     env = {}  # added to the relay's own environment
     for kv in args.env:
         k, sep, v = kv.partition("=")
@@ -611,6 +600,8 @@ def _run_args(args):
             sys.stderr.flush()
 
     relay = Relay(flash, heap=args.heap, env=env, cooked=not args.raw_output, log=log)
+    if args.with_parent:
+        relay.parent_pid = os.getppid()
     path = relay.open()
     signal.signal(signal.SIGTERM, relay.request_stop)
     signal.signal(signal.SIGINT, relay.request_stop)

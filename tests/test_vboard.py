@@ -1,0 +1,338 @@
+"""The virtual board and the serial link, on a real interpreter and a real pty.
+
+No mocks and no sleeps to make timing pass: every wait polls with a deadline.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import serial
+
+from companion.transport import LinkClosed, LinkError, LinkExecError, LinkReset, LinkTimeout
+from companion.transport_serial import SerialLink
+from companion.vboard import VBoard
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# A stand-in for the device end of sync: echoes, and can misbehave on request.
+SYNCSRV = """\
+import time
+def h(req):
+    if req.startswith('sleep '):
+        open('in_call.txt', 'w').write('1')
+        time.sleep(float(req[6:]))
+    if req == 'boom':
+        raise ValueError('boom')
+    return 'echo:' + req
+"""
+
+SLEEPY_MAIN = """\
+import time
+n = 0
+try:
+    n = int(open('boots.txt').read())
+except OSError:
+    pass
+open('boots.txt', 'w').write(str(n + 1))
+time.sleep(1000)
+"""
+
+
+def make_flash(path, main=None, files=None):
+    os.makedirs(os.path.join(path, "lib", "sporadic"), exist_ok=True)
+    with open(os.path.join(path, "lib", "sporadic", "__init__.py"), "w"):
+        pass
+    with open(os.path.join(path, "lib", "sporadic", "syncsrv.py"), "w") as f:
+        f.write(SYNCSRV)
+    if main is not None:
+        with open(os.path.join(path, "main.py"), "w") as f:
+            f.write(main)
+    for name, text in (files or {}).items():
+        with open(os.path.join(path, name), "w") as f:
+            f.write(text)
+    return str(path)
+
+
+def wait_for(pred, timeout=10.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = pred()
+        if value:
+            return value
+        time.sleep(0.01)  # polling interval, not a timing assumption
+    raise AssertionError("timed out waiting for " + what)
+
+
+def read_file(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def read_until(ser, ending, timeout=10.0):
+    data = b""
+    deadline = time.monotonic() + timeout
+    while not data.endswith(ending) and ending not in data:
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for %r; got %r" % (ending, data[-200:]))
+        data += ser.read(ser.in_waiting or 1)
+    return data
+
+
+@pytest.fixture
+def board(tmp_path):
+    boards = []
+
+    def start(main=SLEEPY_MAIN, board_id="vb-1", **kw):
+        flash = make_flash(tmp_path / ("flash%d" % len(boards)), main)
+        vb = VBoard(flash, board_id=board_id, **kw)
+        vb.start()
+        boards.append(vb)
+        return vb
+
+    yield start
+    for vb in boards:
+        vb.stop()
+
+
+def test_main_runs_at_boot_with_flash_at_root(board):
+    main = (
+        "import os, sys\n"
+        "open('/boot_info.txt', 'w').write('%s|%s|%s' % (os.getenv('SPORADIC_ID'), sys.path, os.getcwd()))\n"
+    )
+    vb = board(main=main, board_id="pump-7")
+    assert vb.path.startswith("/dev/pts/")
+    info = wait_for(lambda: read_file(os.path.join(vb.flash_dir, "boot_info.txt")), what="main.py")
+    assert info == "pump-7|['', '.frozen', '/lib']|/"
+    assert vb.alive()
+    vb.stop()
+    assert not vb.alive()
+
+
+def test_ctrl_c_interrupts_main_in_sleep(board):
+    vb = board()
+    wait_for(lambda: read_file(os.path.join(vb.flash_dir, "boots.txt")), what="main.py to start")
+    with serial.Serial(vb.path, timeout=0.05) as ser:
+        ser.write(b"\x03")
+        out = read_until(ser, b">>> ")
+    assert b"KeyboardInterrupt" in out
+    assert b'File "main.py", line 8' in out
+    assert b"vboard_boot" not in out  # the shim is invisible, as a board's firmware
+    assert b"MicroPython" in out  # the friendly REPL's banner
+
+
+def test_exception_in_main_falls_to_repl_with_its_globals(board):
+    vb = board(main="x = 41\nraise ValueError('bad main')\n")
+    with SerialLink(vb.path) as link:
+        assert link.exec("print(x + 1)").strip() == "42"
+
+
+def test_raw_repl_exec_and_call_through_seriallink(board):
+    vb = board()
+    with SerialLink(vb.path, timeout=10) as link:
+        # connected while main.py sleeps: it was interrupted, not rebooted
+        assert read_file(os.path.join(vb.flash_dir, "boots.txt")) == "1"
+        req = "line one\nline 'two' \"é\" \\ \x01"
+        assert link.call(req) == "echo:" + req
+        assert link.exec("print(6 * 7)\nprint('a')") == "42\na\n"
+        with pytest.raises(LinkExecError) as exc:
+            link.call("boom")
+        assert "ValueError: boom" in exc.value.traceback
+        assert link.call("still fine") == "echo:still fine"
+        with pytest.raises(LinkExecError):
+            link.exec("def broken(:\n")  # a compile error mid raw-paste
+        assert link.call("x" * 5000) == "echo:" + "x" * 5000
+
+
+def test_soft_reboot_keeps_the_pty_and_skips_main(board):
+    from mpremote.transport_serial import SerialTransport
+
+    vb = board()
+    boots = os.path.join(vb.flash_dir, "boots.txt")
+    wait_for(lambda: read_file(boots) == "1", what="first boot")
+    path = vb.path
+    link = SerialLink(path)
+    link.exec("import sys; sys.modules['marker'] = 1")
+    link.soft_reset()  # Ctrl-D in the raw REPL
+    assert link.exec("import sys; print('marker' in sys.modules)").strip() == "False"
+    assert link.call("after") == "echo:after"
+    assert read_file(boots) == "1"  # main.py did not run
+    link.close(resume=False)
+
+    # mpremote's own path: Ctrl-C, Ctrl-A, Ctrl-D, 'soft reboot', raw REPL
+    t = SerialTransport(path)
+    t.enter_raw_repl(soft_reset=True)
+    assert t.exec("print(1 + 1)").strip() == b"2"
+    t.exit_raw_repl()
+    t.close()
+    assert read_file(boots) == "1"
+    assert vb.path == path and vb.alive()
+
+    # resume: leave the raw REPL, soft-reset from the friendly one: main.py runs
+    link = SerialLink(path)
+    link.close()
+    wait_for(lambda: read_file(boots) == "2", what="main.py after resume")
+
+
+def test_files_round_trip_exactly(board):
+    vb = board()
+    link = SerialLink(vb.path)
+    cases = {
+        "empty.bin": b"",
+        "one.bin": b"\x00",
+        "all.bin": bytes(range(256)) * 3,
+        "lib/deep/er/random.bin": os.urandom(20000),
+        "/abs/text.txt": "".join("abc%05d each 2026-12-01T06:00Z log 'q' \"x\" é\n" % i
+                                 for i in range(700)).encode(),
+        "crlf.txt": b"a\r\nb\rc\n\x04\x03\x01\x02\x05" * 100,
+    }
+    for path, data in cases.items():
+        link.put_file(path, data)
+    for path, data in cases.items():
+        assert link.get_file(path) == data, path
+        with open(os.path.join(vb.flash_dir, path.lstrip("/")), "rb") as f:
+            assert f.read() == data, path
+    link.put_file("one.bin", b"replaced")  # over an existing file
+    assert link.get_file("one.bin") == b"replaced"
+    assert not os.path.exists(os.path.join(vb.flash_dir, "one.bin.part"))
+    with pytest.raises(FileNotFoundError):
+        link.get_file("nope.txt")
+    link.close()
+
+
+def test_killing_the_board_mid_call_raises_at_once(board):
+    vb = board()
+    link = SerialLink(vb.path, timeout=30)
+    marker = os.path.join(vb.flash_dir, "in_call.txt")
+
+    def pull_cable():
+        wait_for(lambda: os.path.exists(marker), what="the call to start")
+        vb.kill()
+
+    t = threading.Thread(target=pull_cable)
+    t.start()
+    t0 = time.monotonic()
+    with pytest.raises(LinkClosed):
+        link.call("sleep 20")
+    t.join()
+    assert time.monotonic() - t0 < 10  # far less than the call or the timeout
+    with pytest.raises(LinkError):
+        link.call("again")  # a broken link stays broken, no hang
+    link.close()  # closing a dead link is quiet
+
+
+def test_reset_button_mid_call_raises_and_board_comes_back(board):
+    vb = board(main=None)  # no main.py: the board reboots to its banner
+    link = SerialLink(vb.path, timeout=30)
+    marker = os.path.join(vb.flash_dir, "in_call.txt")
+
+    def press_reset():
+        wait_for(lambda: os.path.exists(marker), what="the call to start")
+        vb.reset()
+
+    t = threading.Thread(target=press_reset)
+    t.start()
+    t0 = time.monotonic()
+    with pytest.raises(LinkReset):
+        link.call("sleep 20")
+    t.join()
+    assert time.monotonic() - t0 < 10
+    link.close()
+    with SerialLink(vb.path) as link:
+        assert link.call("back") == "echo:back"
+
+
+def test_silent_board_times_out(board):
+    vb = board()
+    with SerialLink(vb.path, timeout=1.0) as link:
+        t0 = time.monotonic()
+        with pytest.raises(LinkTimeout):
+            link.call("sleep 5")
+        assert time.monotonic() - t0 < 4
+
+
+def test_byte_counters_and_progress(board):
+    vb = board()
+    seen = []
+    link = SerialLink(vb.path)
+    link.progress = lambda s, r: seen.append((s, r))
+    assert 0 < link.bytes_sent < 100 and 0 < link.bytes_received < 2000  # Ctrl-C, Ctrl-A, banners
+    link.reset_counters()
+    assert link.call("hello") == "echo:hello"
+    # the request goes out once, the answer comes back once, plus REPL framing
+    assert 40 < link.bytes_sent < 200, link.bytes_sent
+    assert 15 < link.bytes_received < 60, link.bytes_received
+    assert seen and seen[-1] == (link.bytes_sent, link.bytes_received)
+    text = b"".join(b"k%07d each 2026-12-01T06:00Z relay on 2 30 ; within=1h\n" % i for i in range(2000))
+    link.reset_counters()
+    link.put_file("jobs.txt", text)
+    assert len(text) < link.bytes_sent < len(text) * 1.05
+    link.reset_counters()
+    assert link.get_file("jobs.txt") == text
+    assert len(text) < link.bytes_received < len(text) * 1.06
+    binary = os.urandom(30000)
+    link.reset_counters()
+    link.put_file("b.bin", binary)
+    assert len(binary) * 4 / 3 < link.bytes_sent < len(binary) * 1.4  # base64, not repr
+    link.close()
+
+
+def test_main_that_swallows_one_ctrl_c_is_interrupted_again(board):
+    main = (
+        "import time\n"
+        "try:\n"
+        "    time.sleep(1000)\n"
+        "except KeyboardInterrupt:\n"
+        "    open('swallowed.txt', 'w').write('1')\n"
+        "time.sleep(1000)\n"
+    )
+    vb = board(main=main)
+    with SerialLink(vb.path) as link:
+        assert link.call("ok") == "echo:ok"
+    assert read_file(os.path.join(vb.flash_dir, "swallowed.txt")) == "1"
+
+
+def test_heap_is_bounded(board):
+    vb = board(main=None, heap="32K")
+    with SerialLink(vb.path) as link:
+        with pytest.raises(LinkExecError) as exc:
+            link.exec("b = bytearray(48 * 1024)")
+        assert "MemoryError" in exc.value.traceback
+        link.exec("b = bytearray(8 * 1024)")
+
+
+def test_mpremote_cli_copies_to_a_virtual_board(board, tmp_path):
+    vb = board()
+    src = tmp_path / "local.txt"
+    src.write_bytes(b"from mpremote\n" * 50)
+    r = subprocess.run([sys.executable, "-m", "mpremote", "connect", vb.path, "fs", "cp", str(src), ":copied.txt"],
+                       capture_output=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    with open(os.path.join(vb.flash_dir, "copied.txt"), "rb") as f:
+        assert f.read() == src.read_bytes()
+    with SerialLink(vb.path) as link:
+        assert link.get_file("copied.txt") == src.read_bytes()
+
+
+def test_cli_prints_the_path_and_stops_on_sigterm(tmp_path):
+    flash = make_flash(tmp_path / "cli", SLEEPY_MAIN)
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    p = subprocess.Popen([sys.executable, "-m", "companion.vboard", "--id", "cli-1", "--flash", flash,
+                          "--heap", "128K", "--clock-scale", "60"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        path = p.stdout.readline().decode().strip()
+        assert path.startswith("/dev/pts/")
+        with SerialLink(path) as link:
+            out = link.exec("import os; print(os.getenv('SPORADIC_ID'), os.getenv('SPORADIC_CLOCK_SCALE'))")
+            assert out.split() == ["cli-1", "60"]
+    finally:
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(10) == 0
