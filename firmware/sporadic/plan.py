@@ -94,8 +94,9 @@ def decide(job, host, now, mine=None, done_k=-1, rnk=None, rnd=None, assigned=No
         return IDLE, -1, 0, 0
     single = job.kind in ('any', 'one')
     k = newest(job, now)
+    lead = single and (led or assigned is not None)   # wake at due: an assignment may come
     if k < 0:
-        return WAIT, 0, start_at(job, 0, rnk), 1
+        return WAIT, 0, due(job, 0) if lead else start_at(job, 0, rnk), 1
     mk = -1
     if mine is not None:
         mk, outcome, attempt = mine
@@ -136,7 +137,7 @@ def decide(job, host, now, mine=None, done_k=-1, rnk=None, rnd=None, assigned=No
     if not job.every:
         return IDLE, -1, 0, 0
     nk = (mk if mk > k else k) + 1
-    return WAIT, nk, start_at(job, nk, rnk), 1
+    return WAIT, nk, due(job, nk) if lead else start_at(job, nk, rnk), 1
 
 
 def _any(job, host, now, k, end, rnd):

@@ -1,0 +1,144 @@
+"""A TCP link to a board (Wi-Fi): the same requests as the serial link,
+framed and authenticated as firmware/sporadic/net.py says (docs/wifi.md).
+
+    TcpLink(host, port=7370, secret=None, fleet_key=None, me='companion', timeout=10)
+        .call(request) -> response      bytes counted (framing and handshake included)
+
+The companion speaks as ``companion`` and proves it with the board's own
+per-device secret (``secret``: hex text, or a callable board_id -> hex text,
+None in an insecure fleet); a board checks it before it answers ``T`` (set
+the clock) or ``A`` (acknowledge the outbox). ``me`` other than 'companion'
+speaks as a fleet peer with ``fleet_key`` (tests, tools).
+
+``companion serve [--port]`` listens so that boards that wake up sync to the
+companion (a sleeping board cannot be reached): each board authenticates with
+its own secret, the reconciliation is the core's (recon.Responder over the
+fleet's lines), and what boards bring is merged into the fleet.
+"""
+import binascii
+import socket
+import time
+
+from sporadic import net, recon
+from companion.transport import Link, LinkError, LinkClosed, LinkTimeout
+
+PORT = net.PORT
+
+
+def _unhex(s):
+    return binascii.unhexlify(s) if s else None
+
+
+class TcpLink(Link):
+    def __init__(self, host, port=PORT, secret=None, fleet_key=None, me=net.COMPANION, timeout=10.0,
+                 max_resp=1 << 24, **_):
+        self.host = host
+        self.port = int(port)
+        self.bytes_sent = 0
+        self.bytes_received = 0
+
+        def keyfor(board_id):
+            if me == net.COMPANION:
+                s = secret(board_id) if callable(secret) else secret
+                return _unhex(s)
+            return _unhex(fleet_key)
+        try:
+            self._p = net.PeerLink(me, host, self.port, keyfor, int(timeout * 1000), max_resp)
+        except socket.timeout as e:
+            raise LinkTimeout('%s:%d: no answer (%s)' % (host, self.port, e))
+        except OSError as e:
+            raise LinkClosed('%s:%d: %s' % (host, self.port, e))
+        self.board = self._p.peer
+        self._sync_counts()
+
+    def _sync_counts(self):
+        ds = self._p.bytes_sent - self.bytes_sent
+        dr = self._p.bytes_received - self.bytes_received
+        self._count(ds, dr)
+
+    def call(self, request):
+        try:
+            return self._p.call(request)
+        except socket.timeout as e:
+            raise LinkTimeout('%s:%d: timed out (%s)' % (self.host, self.port, e))
+        except OSError as e:
+            raise LinkClosed('%s:%d: %s' % (self.host, self.port, e))
+        except UnicodeError as e:
+            raise LinkError('%s:%d: garbage (%s)' % (self.host, self.port, e))
+        finally:
+            self._sync_counts()
+
+    def reset_counters(self):
+        Link.reset_counters(self)
+        self._p.bytes_sent = 0
+        self._p.bytes_received = 0
+
+    def close(self):
+        self._p.close()
+
+
+# -- companion serve -------------------------------------------------------------
+
+
+def make_server(fleet, port=PORT, bind='0.0.0.0', log=None):
+    """A net.Server answering boards with the fleet's lines (recon)."""
+    from companion.syncer import device_secret
+
+    def receive(lines):
+        fleet.merge_in(lines, 'tcp')
+        res = [l for l in lines if l[8:11] == ' r ']
+        if res:
+            fleet.add_results(res)
+        if log:
+            log('received %d lines' % len(lines))
+        return []
+
+    responder = recon.Responder(fleet.lines, receive)
+
+    def keyfor(board_id):
+        if fleet.insecure:
+            return None
+        try:
+            s = device_secret(fleet, board_id)
+        except Exception:
+            s = None
+        # an unknown board gets a random key: its hello cannot verify
+        return _unhex(s) if s else b'\x00unknown' + board_id.encode()
+
+    return net.Server(net.COMPANION, responder.handle, port, bind, keyfor)
+
+
+def serve(server, until=None):
+    import select
+    while until is None or time.time() < until:
+        p = select.poll()
+        server.register(p)
+        for fd, ev in p.poll(200):
+            for s in [server.sock] + [c.sock for c in server.conns]:
+                if s.fileno() == fd:
+                    server.event(s, ev)
+                    break
+        server.expire()
+
+
+def add_serve_parser(subparsers):
+    p = subparsers.add_parser('serve', help='listen so that boards that wake up sync to this companion')
+    p.add_argument('--port', type=int, default=PORT, help='TCP port (default %d)' % PORT)
+    p.add_argument('--bind', default='0.0.0.0', help='address to listen on (default all)')
+    p.add_argument('--for', dest='seconds', type=float, default=None, help='stop after this many seconds')
+    p.set_defaults(func=serve_command)
+    return p
+
+
+def serve_command(args):
+    from companion.fleet import Fleet
+    fleet = Fleet(args.fleet).require()
+    server = make_server(fleet, args.port, args.bind, log=print)
+    print('serving fleet %s on %s:%d (Ctrl-C to stop)' % (fleet.dir, args.bind, args.port))
+    try:
+        serve(server, None if args.seconds is None else time.time() + args.seconds)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
+    return 0
