@@ -315,6 +315,12 @@ def run_on_micropython(tmp_path, lib, n):
     a = Side(mine)
     try:
         s = recon.reconcile(a.source, a.receive, call)
+        # the largest requests a driver may send, the same for both files:
+        # the responder's peak is set by these, never by its file
+        assert not call('N ' + ' '.join('%02x' % i for i in range(recon.MAXQ))).startswith('!')
+        assert not call('D ' + ' '.join('%03x' % i for i in range(recon.MAXD))).startswith('!')
+        assert not call('S ' + ' '.join('%x' % i for i in range(16))).startswith('!')
+        assert not call('G ' + ' '.join('%06x' % i for i in range(recon.MAXG))).startswith('!')
     finally:
         p.stdin.close()
         tail = p.stdout.read()

@@ -72,6 +72,7 @@ except ImportError:  # CPython
 VERSION = const(1)
 LEAF = const(8)        # a node of <= LEAF lines is answered with its digests
 MAXQ = const(32)       # nodes in one S or N request (bounds the responder's heap)
+MAXD = const(64)       # nodes in one D request (digests only: smaller state)
 MAXDEPTH = const(7)    # prefix digits (7 x 4 = 28 bits: small ints everywhere)
 DIGLEN = const(12)     # hex digits naming one line in N answers and G requests
 MAXG = const(256)      # items in one G request
@@ -166,26 +167,33 @@ def file_source(*paths):
 class _Nodes:
     """Accumulators for a batch of nodes over one pass.
     mode 'S': count and 64-bit XOR of each node.
+    mode 'D': count and the first LEAF digests of each node.
     mode 'N': count, the 16 children's counts and 32-bit XORs, and (if leaf)
     the first LEAF digests of each node."""
 
-    def __init__(self, prefixes, mode, leaf=True):
-        n = len(prefixes)
+    def __init__(self, nodes, mode, leaf=True):
+        # nodes: a list of (digits, key) pairs, key = int of the hex prefix
+        n = len(nodes)
         groups = {}
+        plen = bytearray(n)
         for j in range(n):
-            p = prefixes[j]
-            L = len(p)
+            L, k = nodes[j]
+            plen[j] = L
             t = groups.get(L)
             if t is None:
                 t = {}
                 groups[L] = t
-            t[int(p, 16) if p else 0] = j
+            t[k] = j
         self.groups = list(groups.items())
-        self.prefixes = prefixes
+        self.n = n
+        self.plen = plen
         self.s = mode == 'S'
         self.cnt = array('I', bytes(4 * n))
+        self.d = mode == 'D'
         if self.s:
             self.x = bytearray(8 * n)
+        elif self.d:
+            self.lf = bytearray(LEAF * 8 * n)
         else:
             self.cc = array('I', bytes(64 * n))  # 32-bit counts, no pointers
             self.cx = bytearray(64 * n)
@@ -217,6 +225,8 @@ class _Nodes:
                 o = (j * LEAF + c) * 8
                 for i in range(8):
                     lf[o + i] = d[i]
+            if self.d:
+                continue
             nib = (d[h] & 15) if (L & 1) else (d[h] >> 4)
             ci = j * 16 + nib
             self.cc[ci] += 1
@@ -246,7 +256,9 @@ class _Nodes:
     def answer(self, j):
         # 'N' mode: leaf digests, '*' or the 16 children
         n = self.cnt[j]
-        L = len(self.prefixes[j])
+        L = self.plen[j]
+        if self.d and n > LEAF:
+            return '+'
         if n <= LEAF:
             out = []
             lf = self.lf
@@ -263,15 +275,41 @@ class _Nodes:
         return ','.join(out)
 
 
-def _nodes_of(words, maxq):
-    if len(words) > maxq:
-        raise ValueError('too many nodes (max %d)' % maxq)
+def _keys(prefixes):
+    """['', '3f', ...] -> [(digits, key)] for _Nodes."""
+    return [(len(p), int(p, 16) if p else 0) for p in prefixes]
+
+
+def _scan_nodes(body, maxn):
+    """'. 3f 07' -> [(digits, key)], without a string per node (the device
+    keeps small ints only). ValueError on a bad or excess node."""
     out = []
-    for w in words:
-        p = '' if w == '.' else w
-        if not p and w != '.' or not _is_hex(p, MAXDEPTH):
-            raise ValueError('bad node ' + w[:20])
-        out.append(p)
+    L = -1      # digits in the current token, -1 = between tokens
+    k = 0
+    for c in body + ' ':
+        if c == ' ':
+            if L != -1:
+                if len(out) >= maxn:
+                    raise ValueError('too many nodes (max %d)' % maxn)
+                out.append((L, k))
+                L = -1
+            continue
+        if L == -2:
+            raise ValueError('bad node')
+        if L == -1:
+            L = 0
+            k = 0
+            if c == '.':
+                L = -2   # the root: must stand alone
+                continue
+        v = _HEX.find(c)
+        if v < 0 or L >= MAXDEPTH:
+            raise ValueError('bad node')
+        k = (k << 4) | v
+        L += 1
+    for i in range(len(out)):
+        if out[i][0] == -2:
+            out[i] = (0, 0)
     return out
 
 
@@ -297,16 +335,21 @@ class Responder:
                 return iter(('!bad request',))
             body = request[2:]
             if verb == 'S':
-                nodes = _nodes_of(body.split(), self.maxq) if body else ['']
+                nodes = _scan_nodes(body, self.maxq) if body else [(0, 0)]
                 a = _Nodes(nodes, 'S').run(self.source)
-                return iter((' '.join([a.summary(j) for j in range(len(nodes))]),))
+                return iter((' '.join([a.summary(j) for j in range(a.n)]),))
             if verb == 'N':
-                nodes = _nodes_of(body.split(), self.maxq)
+                nodes = _scan_nodes(body, self.maxq)
                 if not nodes:
                     return iter(('!no nodes',))
                 return self._answers(_Nodes(nodes, 'N').run(self.source))
+            if verb == 'D':
+                nodes = _scan_nodes(body, MAXD)
+                if not nodes:
+                    return iter(('!no nodes',))
+                return self._answers(_Nodes(nodes, 'D').run(self.source))
             if verb == 'G':
-                return self._get(body.split())
+                return self._get(body)
             if verb == 'P':
                 return iter((self._put(body),))
             return iter(('!unknown request',))
@@ -317,40 +360,47 @@ class Responder:
 
     def _answers(self, a):
         # one piece per node: a long answer is never joined on the device
-        for j in range(len(a.prefixes)):
+        for j in range(a.n):
             yield (' ' if j else '') + a.answer(j)
 
-    def _get(self, words):
+    def _get(self, body):
+        # items are matched by substring search in the request itself: no
+        # object per item, so a long G costs the device one string
+        words = body.split()
         if len(words) > MAXG:
             raise ValueError('too many items (max %d)' % MAXG)
-        groups = {}
+        lens = []
+        root = False
         for w in words:
-            p = '' if w == '.' else w
-            if not p and w != '.' or not _is_hex(p, 16):
+            if w == '.':
+                root = True
+            elif not _is_hex(w, 16):
                 raise ValueError('bad item ' + w[:20])
-            s = groups.get(len(p))
-            if s is None:
-                s = set()
-                groups[len(p)] = s
-            s.add(p)
-        return self._get_gen(list(groups.items()))
+            elif len(w) not in lens:
+                lens.append(len(w))
+        words = None
+        return self._get_gen(root, lens, ' ' + body + ' ')
 
-    def _get_gen(self, groups):
+    def _get_gen(self, root, lens, pad):
         first = True
         try:
             for line in self.source():
                 line = _clean(line)
                 if line is None:
                     continue
-                hx = hexd(digest(line))
-                for L, s in groups:
-                    if hx[:L] in s:
-                        if first:
-                            first = False
-                            yield esc(line)
-                        else:
-                            yield '\t' + esc(line)
-                        break
+                hit = root
+                if not hit:
+                    hx = hexd(digest(line))
+                    for L in lens:
+                        if (' ' + hx[:L] + ' ') in pad:
+                            hit = True
+                            break
+                if hit:
+                    if first:
+                        first = False
+                        yield esc(line)
+                    else:
+                        yield '\t' + esc(line)
         except Exception as e:  # a source failing mid-stream: say so, in band
             yield ('\t' if not first else '') + '!' + esc(str(e))[:80]
 
@@ -379,7 +429,7 @@ class Responder:
 
 def summaries(source, prefixes):
     """[(count, xor16 hex)] of some nodes of a source (one pass)."""
-    a = _Nodes(prefixes, 'S').run(source)
+    a = _Nodes(_keys(prefixes), 'S').run(source)
     return [(a.cnt[j], hexd(a.x[j * 8:j * 8 + 8])) for j in range(len(prefixes))]
 
 
@@ -404,7 +454,16 @@ def serve_stream(responder, inp, out):
             pass
 
 
-def reconcile(local_source, local_receive, call, maxq=MAXQ, put_bytes=REQ_MAX,
+def _leafset(p, a):
+    # '=d,d,...' (digits after the node's prefix) -> set of DIGLEN digests
+    s = set()
+    for w in a[1:].split(','):
+        if w:
+            s.add(p + w)
+    return s
+
+
+def reconcile(local_source, local_receive, call, maxq=MAXQ, maxd=MAXD, put_bytes=REQ_MAX,
               get_lines=100000, verify=True):
     """Drive one sync: afterwards both sides hold the union of their lines
     (less refusals). Returns stats (see the module docstring).
@@ -432,33 +491,48 @@ def reconcile(local_source, local_receive, call, maxq=MAXQ, put_bytes=REQ_MAX,
     gets = []       # (item, expected lines)
     frontier = [('', rroot[0], lroot[0])]
     while frontier:
-        query = []
+        nq = []     # (node, remote count): ask for children
+        dq = []     # (node, remote count, local count): small remote node, ask digests
         for p, rc, lc in frontier:
             if rc == 0:
                 terms[p] = None
             elif lc == 0:
                 gets.append((p, rc))
+            elif rc <= LEAF:
+                dq.append((p, rc, lc))
             else:
-                query.append((p, rc))
+                nq.append((p, rc))
         nxt = []
         i = 0
-        while i < len(query):
-            chunk = query[i:i + maxq]
+        while i < len(dq):
+            chunk = dq[i:i + maxd]
+            i += maxd
+            ans = rpc('D ' + ' '.join([t[0] or '.' for t in chunk])).split(' ')
+            if len(ans) != len(chunk):
+                raise SyncError('D: %d answers for %d nodes' % (len(ans), len(chunk)))
+            for j in range(len(chunk)):
+                p = chunk[j][0]
+                a = ans[j]
+                if a == '+':  # grew since we asked: descend instead
+                    nq.append((p, LEAF + 1))
+                elif a[:1] == '=':
+                    terms[p] = _leafset(p, a)
+                else:
+                    raise SyncError('D: bad answer for node ' + (p or '.'))
+        i = 0
+        while i < len(nq):
+            chunk = nq[i:i + maxq]
             i += maxq
-            ps = [p for p, rc in chunk]
+            ps = [t[0] for t in chunk]
             ans = rpc('N ' + ' '.join([p or '.' for p in ps])).split(' ')
             if len(ans) != len(ps):
                 raise SyncError('N: %d answers for %d nodes' % (len(ans), len(ps)))
-            loc = _Nodes(ps, 'N', leaf=False).run(local_source)
+            loc = _Nodes(_keys(ps), 'N', leaf=False).run(local_source)
             for j in range(len(ps)):
                 p = ps[j]
                 a = ans[j]
                 if a[:1] == '=':
-                    s = set()
-                    for w in a[1:].split(','):
-                        if w:
-                            s.add(p + w)
-                    terms[p] = s
+                    terms[p] = _leafset(p, a)
                 elif a == '*':
                     terms[p] = None
                     gets.append((p, chunk[j][1]))
