@@ -136,9 +136,11 @@ def test_exception_in_main_falls_to_repl_with_its_globals(board):
 
 def test_raw_repl_exec_and_call_through_seriallink(board):
     vb = board()
+    boots = os.path.join(vb.flash_dir, "boots.txt")
+    wait_for(lambda: read_file(boots) == "1", what="main.py to sleep")
     with SerialLink(vb.path, timeout=10) as link:
         # connected while main.py sleeps: it was interrupted, not rebooted
-        assert read_file(os.path.join(vb.flash_dir, "boots.txt")) == "1"
+        assert read_file(boots) == "1"
         req = "line one\nline 'two' \"é\" \\ \x01"
         assert link.call(req) == "echo:" + req
         assert link.exec("print(6 * 7)\nprint('a')") == "42\na\n"
