@@ -469,13 +469,12 @@ def serve_stream(responder, inp, out):
             pass
 
 
-def _leafset(p, a):
-    # '=d,d,...' (digits after the node's prefix) -> set of DIGLEN digests
-    s = set()
-    for w in a[1:].split(','):
-        if w:
-            s.add(p + w)
-    return s
+def _pfx(L, k):
+    # (digits, key) -> hex prefix
+    if not L:
+        return ''
+    h = '%x' % k
+    return '0' * (L - len(h)) + h
 
 
 def reconcile(local_source, local_receive, call, maxq=MAXQ, maxd=MAXD, put_bytes=REQ_MAX,
@@ -502,59 +501,72 @@ def reconcile(local_source, local_receive, call, maxq=MAXQ, maxd=MAXD, put_bytes
         st['equal'] = True
         return st
 
-    terms = {}      # node -> None (push all local lines) or set of remote DIGLEN digests
+    terms = {}      # node -> None (push all its local lines) or ',d,d,' its remote
+                    # digests (after the prefix): one string a node
     gets = []       # (item, expected lines)
-    frontier = [('', rroot[0], lroot[0])]
-    while frontier:
-        nq = []     # (node, remote count): ask for children
-        dq = []     # (node, remote count, local count): small remote node, ask digests
-        for p, rc, lc in frontier:
+    # the frontier (nodes known to differ) lives in flat arrays, not in a
+    # tuple and a string per node: a board driving a sync keeps its heap
+    # unfragmented
+    fk = array('I', [0])        # node keys
+    fl = bytearray(1)           # node digits
+    fr = array('I', [rroot[0]])  # remote counts
+    fc = array('I', [lroot[0]])  # local counts
+    while len(fk):
+        nq = []     # indexes: ask for children
+        dq = []     # indexes: small remote node, ask its digests
+        for i in range(len(fk)):
+            rc = fr[i]
             if rc == 0:
-                terms[p] = None
-            elif lc == 0:
-                gets.append((p, rc))
+                terms[_pfx(fl[i], fk[i])] = None
+            elif fc[i] == 0:
+                gets.append((_pfx(fl[i], fk[i]), rc))
             elif rc <= LEAF:
-                dq.append((p, rc, lc))
+                dq.append(i)
             else:
-                nq.append((p, rc))
-        nxt = []
+                nq.append(i)
+        nk = array('I')
+        nl = bytearray()
+        nr = array('I')
+        nc = array('I')
         i = 0
         while i < len(dq):
             chunk = dq[i:i + maxd]
             i += maxd
-            ans = rpc('D ' + ' '.join([t[0] or '.' for t in chunk])).split(' ')
+            ans = rpc('D ' + ' '.join([_pfx(fl[x], fk[x]) or '.' for x in chunk])).split(' ')
             if len(ans) != len(chunk):
                 raise SyncError('D: %d answers for %d nodes' % (len(ans), len(chunk)))
             for j in range(len(chunk)):
-                p = chunk[j][0]
+                x = chunk[j]
                 a = ans[j]
                 if a == '+':  # grew since we asked: descend instead
-                    nq.append((p, LEAF + 1))
+                    fr[x] = LEAF + 1
+                    nq.append(x)
                 elif a[:1] == '=':
-                    terms[p] = _leafset(p, a)
+                    terms[_pfx(fl[x], fk[x])] = ',' + a[1:] + ','
                 else:
-                    raise SyncError('D: bad answer for node ' + (p or '.'))
+                    raise SyncError('D: bad answer')
+            ans = None
         i = 0
         while i < len(nq):
             chunk = nq[i:i + maxq]
             i += maxq
-            ps = [t[0] for t in chunk]
-            ans = rpc('N ' + ' '.join([p or '.' for p in ps])).split(' ')
-            if len(ans) != len(ps):
-                raise SyncError('N: %d answers for %d nodes' % (len(ans), len(ps)))
-            loc = _Nodes(_keys(ps), 'N', leaf=False).run(local_source)
-            for j in range(len(ps)):
-                p = ps[j]
+            ans = rpc('N ' + ' '.join([_pfx(fl[x], fk[x]) or '.' for x in chunk])).split(' ')
+            if len(ans) != len(chunk):
+                raise SyncError('N: %d answers for %d nodes' % (len(ans), len(chunk)))
+            loc = _Nodes([(fl[x], fk[x]) for x in chunk], 'N', leaf=False).run(local_source)
+            for j in range(len(chunk)):
+                x = chunk[j]
                 a = ans[j]
                 if a[:1] == '=':
-                    terms[p] = _leafset(p, a)
+                    terms[_pfx(fl[x], fk[x])] = ',' + a[1:] + ','
                 elif a == '*':
+                    p = _pfx(fl[x], fk[x])
                     terms[p] = None
-                    gets.append((p, chunk[j][1]))
+                    gets.append((p, fr[x]))
                 else:
                     es = a.split(',')
                     if len(es) != 16:
-                        raise SyncError('N: bad answer for node ' + (p or '.'))
+                        raise SyncError('N: bad answer')
                     for c in range(16):
                         e = es[c]
                         if e:
@@ -563,12 +575,16 @@ def reconcile(local_source, local_receive, call, maxq=MAXQ, maxd=MAXD, put_bytes
                             rc, rx = 0, '00000000'
                         lc, lx = loc.child(j, c)
                         if rc != lc or rx != lx:
-                            nxt.append((p + _HEX[c], rc, lc))
-        frontier = nxt
+                            nk.append((fk[x] << 4) | c)
+                            nl.append(fl[x] + 1)
+                            nr.append(rc)
+                            nc.append(lc)
+            loc = None
+            ans = None
+        fk, fl, fr, fc = nk, nl, nr, nc
 
     # one pass over the local lines: push what the other side lacks, note
     # which of its leaf digests we hold
-    found = set()
     if terms:
         tg = {}
         for p, t in terms.items():
@@ -577,6 +593,7 @@ def reconcile(local_source, local_receive, call, maxq=MAXQ, maxd=MAXD, put_bytes
                 d = {}
                 tg[len(p)] = d
             d[p] = t
+        terms = None
         tg = list(tg.items())
         buf = []
         size = [2]
@@ -606,8 +623,9 @@ def reconcile(local_source, local_receive, call, maxq=MAXQ, maxd=MAXD, put_bytes
                 t = d.get(hx[:L], miss)
                 if t is miss:
                     continue
-                if t is not None and hx[:DIGLEN] in t:
-                    found.add(hx[:DIGLEN])
+                w = ',' + hx[L:DIGLEN] + ','
+                if t is not None and w in t:
+                    d[hx[:L]] = t.replace(w, ',')  # held: strike it off
                 else:
                     w = esc(line)
                     if buf and size[0] + len(w) + 1 > put_bytes:
@@ -617,11 +635,13 @@ def reconcile(local_source, local_receive, call, maxq=MAXQ, maxd=MAXD, put_bytes
                 break
         if buf:
             flush()
-        for p, t in terms.items():
-            if t:
-                for d in t:
-                    if d not in found:
-                        gets.append((d, 1))
+        # leaf digests not struck off: lines we lack
+        for L, d in tg:
+            for p, t in d.items():
+                if t:
+                    for w in t.split(','):
+                        if w:
+                            gets.append((p + w, 1))
 
     # fetch what we lack, in requests of bounded size and answer length
     i = 0
