@@ -15,7 +15,7 @@ import re
 import sys
 from array import array
 from fnmatch import fnmatchcase
-from itertools import compress
+from itertools import compress, repeat
 from operator import getitem, gt
 
 from sporadic import jobline, merge, plan
@@ -223,7 +223,7 @@ class _Log:
     Index 0 is a sentinel; a party that knows n records of origin h knows
     exactly records 1..n (knowledge of an origin is always a prefix: merge is
     a union of full states, and each record has one author)."""
-    __slots__ = ('RJ', 'RK', 'RO', 'RZ', 'NXT', 'B', 'PM', 'SR', 'LB', 'D', 'last', 'lines')
+    __slots__ = ('RJ', 'RK', 'RO', 'RZ', 'NXT', 'B', 'PM', 'SR', 'SRpos', 'LB', 'D', 'last', 'lines')
 
     def __init__(self, verify):
         self.RJ = array('i', [0])     # job index
@@ -234,6 +234,7 @@ class _Log:
         self.B = array('q', [0])      # bytes of records 1..i
         self.PM = array('i', [0])     # max over 1..i of the previous record of the same job
         self.SR = array('i', [0])     # count of ok records of single (any/one) jobs in 1..i
+        self.SRpos = array('i')       # where those records are
         self.LB = array('q', [0])     # bytes of this origin's lines live in the file after 1..i
         self.D = array('i', [0])      # this origin's lines live in the file after 1..i
         self.last = {}
@@ -446,6 +447,7 @@ class Sim:
         self.SR_all = [lg.SR for lg in self.logs]
         self.prange = range(P)
         self.V = [[0] * P for _ in range(P)]
+        self.Bsum = [0] * P     # bytes of records each party knows (sum over origins of B[V])
         self.inst = {}          # (j, k) -> [[t, x], ...] runs, in order
         self.know = {}          # (j, k) -> [hosts that know it done, time all knew]
         self.kfirst = [max(0, plan.newest(j, self.start)) for j in self.jobs]
@@ -599,7 +601,12 @@ class Sim:
         lg.B.append(lg.B[-1] + size)
         pm = lg.PM[-1]
         lg.PM.append(p if p > pm else pm)
-        lg.SR.append(lg.SR[-1] + (1 if code == OK_C and self.single[j] else 0))
+        if code == OK_C and self.single[j]:
+            lg.SR.append(lg.SR[-1] + 1)
+            lg.SRpos.append(i)
+        else:
+            lg.SR.append(lg.SR[-1])
+        self.Bsum[x] += size
         if p:
             lg.NXT[p] = i
             lg.LB.append(lg.LB[-1] + size - lg.RZ[p])
@@ -631,44 +638,46 @@ class Sim:
 
     # -- syncs --
 
-    def _recv(self, x, old, new, t):
+    def _union(self, U):
+        """What every receiver of U needs, computed once: the bytes known,
+        and per origin the supersession and single-run markers at U."""
+        return (sum(map(getitem, self.B_all, U)), list(map(getitem, self.PM_all, U)),
+                list(map(getitem, self.SR_all, U)))
+
+    def _recv(self, x, old, new, agg, t):
         """Bytes of the lines party x lacked (set difference of the compacted
-        files); records what x learned about single-job runs."""
-        Bs = self.B_all
-        tot = sum(map(getitem, Bs, new)) - sum(map(getitem, Bs, old))
+        files: only the newest record of a job and origin counts); records
+        what x learned about single-job runs."""
+        bnew, pmu, sru = agg
+        tot = bnew - self.Bsum[x]
         if not tot:
             return 0
+        self.Bsum[x] = bnew
         logs = self.logs
         # an origin with a record superseded inside the range sends only the newest
-        for h in compress(self.prange, map(gt, map(getitem, self.PM_all, new), old)):
-            a = old[h]
-            b = new[h]
+        for h in compress(self.prange, map(gt, pmu, old)):
+            a = old[h] + 1
+            b = new[h] + 1
             lg = logs[h]
-            NXT = lg.NXT
-            RZ = lg.RZ
-            ex = 0
-            for i in range(a + 1, b + 1):
-                if NXT[i] > b:
-                    ex += RZ[i]
-            tot += ex - (lg.B[b] - lg.B[a])
+            sup = sum(compress(lg.RZ[a:b], map(gt, repeat(b), lg.NXT[a:b])))
+            tot -= sup
         if x < self.H:
-            SRs = self.SR_all
-            for h in compress(self.prange, map(gt, map(getitem, SRs, new), map(getitem, SRs, old))):
+            for h in compress(self.prange, map(gt, sru, map(getitem, self.SR_all, old))):
                 a = old[h]
                 b = new[h]
                 lg = logs[h]
-                for i in range(a + 1, b + 1):
-                    if lg.RO[i] == OK_C and lg.NXT[i] > b:
-                        j = lg.RJ[i]
-                        if self.single[j]:
-                            self._learn(x, j, lg.RK[i], t)
+                SR = lg.SR
+                for i in lg.SRpos[SR[a]:SR[b]]:
+                    if lg.NXT[i] > b:
+                        self._learn(x, lg.RJ[i], lg.RK[i], t)
         return tot
 
     def _sync(self, x, y, t):
         Vx = self.V[x]
         Vy = self.V[y]
         U = list(map(max, Vx, Vy))
-        n = self._recv(x, Vx, U, t) + self._recv(y, Vy, U, t)
+        agg = self._union(U)
+        n = self._recv(x, Vx, U, agg, t) + self._recv(y, Vy, U, agg, t)
         if self.verify:
             self._check_sync([x, y], U, n)
         self.V[x] = U
@@ -738,13 +747,16 @@ class Sim:
                 continue
             key = tuple(sec[x] for split, heal, sec in self.parts if split <= t < heal)
             groups.setdefault(key, []).append(x)
+        if len(groups) > 1:
+            self.stats['sync_failed_split'] += len(groups) - 1   # rounds cut by a partition
         for key, g in groups.items():
             if len(g) < 2:
                 continue
             U = list(map(max, *[self.V[x] for x in g]))
+            agg = self._union(U)
             n = 0
             for x in g:
-                n += self._recv(x, self.V[x], U, t)
+                n += self._recv(x, self.V[x], U, agg, t)
             if self.verify:
                 self._check_sync(g, U, n)
             for x in g:

@@ -1,0 +1,92 @@
+"""Benchmark: `companion simulate` on a large fleet.
+
+Default (the budget of issue 8): 1,000 hosts, 100 jobs of mixed types
+(each / who / any / one; daily, weekly and monthly), 365 simulated days, a
+companion visiting every host daily (2 h jitter, 2 % failed visits), hosts
+with random outages and 20 ppm clock drift.
+
+    python bench/simulate.py                 # the full budget run
+    python bench/simulate.py --hosts 200 --days 90
+
+Prints wall time and simulated host-days per second; the last line is JSON
+with `wall_s` and `host_days_per_s` (and the counts behind them).
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, '..'))
+sys.path.insert(0, os.path.join(HERE, '..', 'firmware'))
+
+from companion.simulate import simulate  # noqa: E402
+from sporadic.timeutil import format_time, parse_time  # noqa: E402
+
+
+def scenario(hosts, days, jobs=100):
+    start = parse_time('2026-01-01T00:00Z')
+    pumps = hosts * 3 // 5
+    loggers = hosts - pumps
+    lines = []
+    # 100 jobs: 30 each, 20 who, 20 any, 30 one; a spread of periods
+    periods = ['1d'] * 2 + ['7d'] * 4 + ['30d'] * 4      # 10 % daily, 40 % weekly, 50 % monthly
+    for i in range(jobs):
+        kind = ('each', 'who', 'any', 'one')[0 if i < jobs * 3 // 10 else 1 if i < jobs // 2 else
+                                            2 if i < jobs * 7 // 10 else 3]
+        every = periods[i % len(periods)]
+        t0 = format_time(start + 3600 * (i % 24) + 60 * (i % 7))
+        if kind == 'each':
+            opt = ' on=pump' if i % 2 else ''
+            lines.append('each %s job%d run ; every=%s%s' % (t0, i, every, opt))
+        elif kind == 'who':
+            lines.append('who:%s %s job%d run ; every=%s' % (('pump-00', 'logger-1', 'pump-1', 'logger-00')[i % 4],
+                                                          t0, i, every))
+        elif kind == 'any':
+            lines.append('any:0.0005 %s job%d run ; every=%s within=1d tick=1h' % (t0, i, every))
+        else:
+            lines.append('one %s job%d run ; every=%s grace=1h' % (t0, i, every))
+    return {
+        'name': 'bench-%d-hosts-%d-days' % (hosts, days),
+        'start': format_time(start),
+        'end': format_time(start + days * 86400),
+        'jobs': '\n'.join(lines),
+        'hosts': [
+            {'ids': 'pump-{0001..%04d}' % pumps, 'uptime': 'outages 1/w 6h', 'drift_ppm': 20},
+            {'ids': 'logger-{001..%03d}' % loggers, 'uptime': 'always', 'drift_ppm': 20},
+        ],
+        'visit': [{'companion': 'laptop', 'hosts': '*', 'interval': '1d', 'jitter': '2h', 'fail': 0.02}],
+    }
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument('--hosts', type=int, default=1000)
+    p.add_argument('--days', type=int, default=365)
+    p.add_argument('--jobs', type=int, default=100)
+    p.add_argument('--seed', type=int, default=1)
+    a = p.parse_args()
+    scn = scenario(a.hosts, a.days, a.jobs)
+    t = time.perf_counter()
+    rep = simulate(scn, a.seed)
+    wall = time.perf_counter() - t
+    hd = a.hosts * a.days
+    c = rep['counts']
+    print('%d hosts x %d jobs x %d days: %.1f s wall, %.0f host-days/s' % (a.hosts, a.jobs, a.days, wall, hd / wall))
+    print('  %d events, %d wakes, %d decisions (%.0f decisions/s), %d syncs moving %.1f MB'
+          % (c['events'], c['wakes'], c['decisions'], c['decisions'] / wall, rep['sync']['ok'],
+             rep['sync']['bytes'] / 1e6))
+    for k, t2 in rep['by_type'].items():
+        print('  %-4s runs %d of %d expected, duplicate runs %d, missed %d'
+              % (k, t2['runs'], t2['expected_runs'], t2['duplicate_runs'], t2['missed']))
+    f = rep['file_at_end']
+    print('  host file at end: %.0f lines / %.0f kB mean' % (f['host_lines_mean'], f['host_bytes_mean'] / 1e3))
+    print(json.dumps({'bench': 'simulate', 'hosts': a.hosts, 'jobs': a.jobs, 'days': a.days,
+                      'wall_s': round(wall, 2), 'host_days_per_s': round(hd / wall, 1),
+                      'events': c['events'], 'decisions': c['decisions'], 'syncs': rep['sync']['ok'],
+                      'bytes_synced': rep['sync']['bytes']}, sort_keys=True))
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,292 @@
+"""companion simulate: seeded, reproducible, on the real core (docs/simulate.md)."""
+import copy
+import io
+import json
+import math
+import os
+import sys
+from contextlib import redirect_stdout
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, 'firmware'))
+sys.path.insert(0, ROOT)
+
+from companion import simulate as S  # noqa: E402
+from companion.errors import UserError  # noqa: E402
+from sporadic import jobline, plan  # noqa: E402
+
+
+def scn(jobs, hosts, end='2026-01-03T00:00Z', **kw):
+    d = {'name': 't', 'start': '2026-01-01T00:00Z', 'end': end, 'jobs': jobs, 'hosts': hosts}
+    d.update(kw)
+    return d
+
+
+MIXED = scn("""
+each 2026-01-01T06:00Z log rotate ; every=6h
+one 2026-01-01T03:00Z backup ; every=4h grace=30m
+any:0.01 2026-01-01T00:00Z upload ; every=3h within=2h tick=5m
+who:pump-1 2026-01-01T07:00Z relay on ; every=12h
+""", [{'ids': 'pump-{1..6}', 'uptime': 'outages 2/d 3h', 'drift_ppm': 50},
+      {'ids': ['logger-a', 'logger-b'], 'uptime': 'duty 1d 0.5'}],
+    end='2026-01-05T00:00Z',
+    visit=[{'companion': 'laptop', 'hosts': 'pump-*', 'interval': '6h', 'jitter': '1h', 'fail': 0.1}],
+    contact=[{'a': 'pump-{1..3}', 'b': '*', 'rate': '4/d', 'fail': 0.1}],
+    mesh=[{'parties': 'logger-*', 'interval': '30m'}],
+    partition=[{'sections': [['pump-{1..3}', 'laptop'], ['pump-{4..6}', 'logger-*']],
+                'split_at': '2026-01-02T00:00Z', 'heal_at': '2026-01-03T00:00Z'}])
+
+
+def test_patterns():
+    assert S.expand('pump-{1..3}') == ['pump-1', 'pump-2', 'pump-3']
+    assert S.expand('n-{08..10}') == ['n-08', 'n-09', 'n-10']
+    assert S.expand('r{1..2}c{1..2}') == ['r1c1', 'r1c2', 'r2c1', 'r2c2']
+    names = ['pump-1', 'pump-2', 'logger-a', 'laptop']
+    assert S.select('pump-*', names) == ['pump-1', 'pump-2']
+    assert S.select(['logger-a', 'pump-{2..3}'], names) == ['pump-2', 'logger-a']
+    assert S.select(None, names) == names
+
+
+def test_reproducible_byte_identical(tmp_path):
+    a = json.dumps(S.simulate(copy.deepcopy(MIXED), 7), sort_keys=True)
+    b = json.dumps(S.simulate(copy.deepcopy(MIXED), 7), sort_keys=True)
+    assert a == b
+    c = json.dumps(S.simulate(copy.deepcopy(MIXED), 8), sort_keys=True)
+    assert a != c
+    # and through the command, text and JSON
+    import tomllib  # noqa: F401  (the scenario format)
+    p = tmp_path / 's.toml'
+    p.write_text(_toml(MIXED))
+    outs = []
+    for _ in range(2):
+        for js in (False, True):
+            args = _args(str(p), seed=7, json=js)
+            f = io.StringIO()
+            with redirect_stdout(f):
+                assert S.command(args) == 0
+            outs.append(f.getvalue())
+    assert outs[0] == outs[2] and outs[1] == outs[3]
+    assert json.loads(outs[1])['seed'] == 7
+
+
+def test_verify_against_merge():
+    # every sync (pairwise visits, contacts, mesh rounds, across a split) is
+    # checked against merge.merge of the literal line sets: same file, same
+    # bytes; every decision against one made from the literal file
+    rep = S.simulate(copy.deepcopy(MIXED), 3, verify=True)
+    assert rep['counts']['verified_syncs'] > 50
+    assert rep['counts']['decisions'] > 100
+    fast = S.simulate(copy.deepcopy(MIXED), 3)
+    fast['counts'].pop('verified_syncs', None)
+    rep['counts'].pop('verified_syncs')
+    assert json.dumps(fast, sort_keys=True) == json.dumps(rep, sort_keys=True)
+
+
+def test_each_runs_once_per_host_per_instance():
+    s = scn("""
+each 2026-01-01T01:00Z a ; every=1h
+each 2026-01-01T01:30Z b ; every=2h on=pump
+who:log 2026-01-01T00:10Z c ; every=3h
+""", [{'ids': 'pump-{1..4}', 'drift_ppm': 100}, {'ids': 'logger-{1..3}'}],
+        visit=[{'companion': 'c', 'hosts': '*', 'interval': '1d'}])
+    rep = S.simulate(s, 1)
+    a, b, c = rep['jobs']
+    assert (a['eligible_hosts'], b['eligible_hosts'], c['eligible_hosts']) == (7, 4, 3)
+    for r in (a, b, c):
+        assert r['instances'] > 10
+        assert r['runs'] == r['expected_runs'] == r['instances'] * r['eligible_hosts']
+        assert r['duplicate_runs'] == 0 and r['missed'] == 0
+        assert abs(r['delay']['mean_s']) < 60
+
+
+def test_each_misses_when_down():
+    # up half of each day: a job due while down runs late inside its window
+    # or is missed, never run late outside it
+    s = scn('each 2026-01-01T00:00Z a ; every=1h within=10m\n',
+            [{'ids': 'h-{1..4}', 'uptime': 'duty 1d 0.5'}], end='2026-01-11T00:00Z')
+    r = S.simulate(s, 1)['jobs'][0]
+    assert r['runs'] + r['missed'] == r['expected_runs']
+    assert 0.4 < r['missed'] / r['expected_runs'] < 0.6
+    assert r['delay']['max_s'] < 600
+
+
+def _one(mesh, grace='10m', outages=None, hosts=5, days=4):
+    h = {'ids': 'h-{1..%d}' % hosts}
+    if outages:
+        h['uptime'] = outages
+    return scn('one 2026-01-01T00:00Z job ; every=1h grace=%s\n' % grace, [h],
+               end='2026-01-%02dT00:00Z' % (1 + days), mesh=[{'parties': '*', 'interval': mesh, 'offset': '1m'}])
+
+
+def test_one_exactly_once_when_sync_faster_than_grace():
+    r = S.simulate(_one('5m'), 1)['jobs'][0]
+    assert r['instances'] >= 90
+    assert r['duplicate_runs'] == 0 and r['missed'] == 0 and r['runs'] == r['instances']
+    assert r['delay']['max_s'] == 0
+    # slower than the grace: rank 1 starts before it can know
+    r = S.simulate(_one('25m'), 1)['jobs'][0]
+    assert r['duplicate_runs'] > 0
+
+
+def test_one_down_hosts_cost_delay_then_misses():
+    up = S.simulate(_one('5m', grace='10m'), 1)['jobs'][0]
+    down = S.simulate(_one('5m', grace='10m', outages='outages 3/d 4h'), 1)['jobs'][0]
+    assert up['delay']['p95_s'] == 0
+    assert down['delay']['p95_s'] >= 600          # a rank's grace per host down
+    # a short window and few hosts: when every ranked host is down it is missed
+    s = _one('5m', grace='20m', outages='outages 3/d 6h', hosts=2)
+    s['jobs'] = 'one 2026-01-01T00:00Z job ; every=1h within=30m grace=20m\n'
+    r = S.simulate(s, 1)['jobs'][0]
+    assert r['missed'] > 0 and r['runs'] + r['missed'] >= r['instances']
+
+
+def test_rank_matches_plan_rank():
+    s = _one('5m', hosts=9)
+    sim = S.Sim(s, 1)
+    names = [h.name for h in sim.hosts]
+    for x, n in enumerate(names):
+        assert sim._rank(0, x) == plan.rank(sim.jobs[0].id, n, names)
+
+
+def test_any_analytic_agreement():
+    # N always-up hosts, p per tick, all merging every S: the closed form of
+    # docs/simulate.md against the simulator, within 3 sigma
+    s = scn('any:0.02 2026-01-01T00:00Z upload ; every=2h within=2h tick=1m\n',
+            [{'ids': 'h-{1..5}'}], end='2026-01-26T00:00Z',
+            mesh=[{'parties': '*', 'interval': '20m', 'offset': '7m'}])
+    rep = S.simulate(s, 1)
+    a = rep['analytic'][0]
+    assert a['applies'] and a['instances_run'] >= 250
+    assert 0.3 < a['predicted_p_dup'] < 0.6
+    assert abs(a['measured_p_dup'] - a['predicted_p_dup']) <= 3 * a['sigma']
+    assert abs(a['measured_runs_per_run_instance'] - a['predicted_runs_per_run_instance']) < 0.15
+    # faster syncs, fewer duplicates; still within the error
+    s['mesh'][0]['interval'] = '4m'
+    b = S.simulate(s, 2)['analytic'][0]
+    assert b['predicted_p_dup'] < a['predicted_p_dup'] / 2
+    assert abs(b['measured_p_dup'] - b['predicted_p_dup']) <= 3 * b['sigma']
+    # the check says when it does not apply
+    s['mesh'][0]['fail'] = 0.1
+    c = S.simulate(s, 2)['analytic'][0]
+    assert not c['applies'] and 'fail' in c['why_not']
+
+
+def test_predict_any_limits():
+    # no sync inside the window: every host draws the whole window
+    n, p, ticks = 4, 0.01, 60
+    pr, pd, er = S.predict_any(n, p, 60, 3600, 0, 10 ** 9, 10 ** 8)
+    a = 1 - (1 - p) ** ticks
+    assert math.isclose(pr, 1 - (1 - a) ** n)
+    assert math.isclose(er, n * a)
+    assert math.isclose(pd, 1 - (1 - a) ** n - n * a * (1 - a) ** (n - 1))
+    # a sync before every tick: nobody can fire twice... but two can fire at one tick
+    pr, pd, er = S.predict_any(2, 1.0, 60, 3600, 0, 60, 0)
+    assert pr == 1.0 and pd == 1.0 and er == 2.0
+
+
+def test_partition_duplicates_reported_across_sections():
+    s = scn('one 2026-01-01T00:00Z job ; every=1h grace=10m\n',
+            [{'ids': ['a-{1..3}', 'b-{1..3}']}], end='2026-01-04T00:00Z',
+            mesh=[{'parties': '*', 'interval': '5m', 'offset': '1m'}],
+            partition=[{'sections': [['a-*'], ['b-*']],
+                        'split_at': '2026-01-02T00:00Z', 'heal_at': '2026-01-03T00:00Z'}])
+    rep = S.simulate(s, 1)
+    r = rep['jobs'][0]
+    # exactly once per section: one extra run per instance due while split
+    assert r['duplicate_instances'] == r['duplicate_runs'] == 24
+    assert r['cross_section_duplicates'] == 24
+    dups = rep['duplicates']
+    assert len(dups) == 24 and all(d['cross_section'] for d in dups)
+    for d in dups:
+        assert len(d['runs']) == 2
+        assert {x['host'][0] for x in d['runs']} == {'a', 'b'}
+        assert '2026-01-02' <= d['due'] < '2026-01-03'
+    # after the heal every host learns of both runs
+    assert r['all_knew']['never'] == 0
+    assert rep['sync']['failed_split'] > 0
+
+
+def test_file_and_bytes_accounting():
+    s = copy.deepcopy(MIXED)
+    rep = S.simulate(s, 1)
+    f = rep['file_at_end']
+    # jobs + host records + at most one result per (job, host)
+    assert f['host_lines_max'] <= 4 + 8 + 4 * 8
+    assert rep['sync']['bytes'] >= rep['sync']['ok'] * S.SYNC_OVERHEAD
+    s['sync_overhead'] = 0
+    rep0 = S.simulate(s, 1)
+    assert rep0['sync']['bytes'] < rep['sync']['bytes']
+
+
+def test_errors_are_user_errors():
+    with pytest.raises(UserError):
+        S.simulate(scn('each nonsense\n', [{'ids': 'h-1'}]), 1)
+    with pytest.raises(UserError):
+        S.simulate(scn('each 2026-01-01T00:00Z a\n', [{'ids': 'h-1', 'uptime': 'sometimes'}]), 1)
+    with pytest.raises(UserError):
+        S.simulate(scn('each 2026-01-01T00:00Z a\n', [{'ids': 'h 1'}]), 1)
+
+
+def test_sweep_and_plot_message(tmp_path):
+    p = tmp_path / 's.toml'
+    p.write_text(_toml(_one('5m', days=1)))
+    f = io.StringIO()
+    with redirect_stdout(f):
+        S.command(_args(str(p), sweep='mesh.interval=5m,45m', json=True))
+    pts = json.loads(f.getvalue())['points']
+    assert [x['value'] for x in pts] == ['5m', '45m']
+    d = [x['report']['by_type']['one']['duplicate_runs'] for x in pts]
+    assert d[0] == 0 and d[1] > 0
+    assert S.sweep_values('1h..1d', 4) == ['1h', '3h', '8h', '1d']
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        with pytest.raises(UserError, match='matplotlib'):
+            S.command(_args(str(p), sweep='mesh.interval=5m,45m', plot=str(tmp_path / 'x.png')))
+    else:
+        with redirect_stdout(io.StringIO()):
+            S.command(_args(str(p), sweep='mesh.interval=5m,45m', plot=str(tmp_path / 'x.png')))
+        assert (tmp_path / 'x.png').stat().st_size > 1000
+
+
+@pytest.mark.parametrize('name', ['floppy', 'wifi', 'split'])
+def test_examples_load_and_run(name):
+    s = S.load(os.path.join(ROOT, 'examples', name + '.toml'))
+    # a short slice of each example, to keep the suite fast
+    start = S._time(s['start'], 'start')
+    s['end'] = jobline.format_time(start + 3 * 86400)
+    rep = S.simulate(s)
+    assert rep['hosts'] >= 20 and rep['sync']['ok'] > 0
+    assert sum(r['runs'] for r in rep['jobs']) > 0
+
+
+# -- helpers --
+
+def _args(path, seed=None, json=False, sweep=None, plot=None, steps=6, verify=False):
+    import argparse
+    return argparse.Namespace(scenario=path, seed=seed, json=json, sweep=sweep, plot=plot, steps=steps,
+                              verify=verify)
+
+
+def _toml(d):
+    def val(v):
+        if isinstance(v, str):
+            return json.dumps(v)
+        if isinstance(v, bool):
+            return 'true' if v else 'false'
+        if isinstance(v, list):
+            return '[' + ', '.join(val(x) for x in v) + ']'
+        return repr(v)
+    out = []
+    for k, v in d.items():
+        if not (isinstance(v, list) and v and isinstance(v[0], dict)):
+            out.append('%s = %s' % (k, val(v)))
+    for k, v in d.items():
+        if isinstance(v, list) and v and isinstance(v[0], dict):
+            for t in v:
+                out.append('[[%s]]' % k)
+                for kk, vv in t.items():
+                    out.append('%s = %s' % (kk, val(vv)))
+    return '\n'.join(out) + '\n'
