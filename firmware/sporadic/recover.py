@@ -11,7 +11,10 @@ def recover(st):
     st.in_size = size(st.inp)
     if not exists(st.out):
         crashpoint()
-        os.mkdir(st.out)
+        try:
+            os.mkdir(st.out)
+        except OSError:   # LittleFS after a power cut: stat failed, the folder is there
+            pass
     if exists(st.new):
         st.finish()
         st.notes.append('finished an interrupted compaction')

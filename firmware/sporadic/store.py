@@ -120,11 +120,16 @@ class Store:
     def recover(self):
         # the recovery code is loaded for the open only, then dropped from RAM
         import sys
+        import sporadic
         from sporadic import recover
         try:
             recover.recover(self)
         finally:
-            del sys.modules['sporadic.recover']
+            sys.modules.pop('sporadic.recover', None)
+            try:
+                delattr(sporadic, 'recover')
+            except (AttributeError, TypeError):
+                pass
 
     # ---- reading ----
 
