@@ -91,6 +91,8 @@ class SerialLink(Link):
     syncsrv: the device module whose ``h(request)`` answers ``call``.
     """
 
+    stream_threshold = 2048  # requests and files above this many bytes are streamed
+
     def __init__(self, port_url, baud=115200, timeout=20.0, interrupt_timeout=10.0,
                  chunk_size=4096, syncsrv="sporadic.syncsrv"):
         self.port_url = port_url
@@ -102,6 +104,8 @@ class SerialLink(Link):
         self.bytes_received = 0
         self._rx = bytearray()
         self._raw_paste = None  # unknown until the first execution
+        self._window = 128  # the board's raw-paste flow-control window
+        self._helpers = False  # _sp_in defined on the board by this link
         self._binascii = None
         self._in_raw = False
         self._broken = None
@@ -253,6 +257,7 @@ class SerialLink(Link):
     def _paste(self, code):
         hdr = self._read_exact(2)
         window = struct.unpack("<H", hdr)[0]
+        self._window = window
         remain = window
         i = 0
         while i < len(code):
@@ -279,8 +284,12 @@ class SerialLink(Link):
         self._write(b"\x04")
         self._read_until(b"\x04")  # acknowledged (window bytes before it dropped)
 
-    def _exec_raw(self, code, watch_reset=True):
-        """Run code (bytes) at the raw prompt; return (stdout, stderr) bytes."""
+    def _exec_raw(self, code, watch_reset=True, payload=None):
+        """Run code (bytes) at the raw prompt; return (stdout, stderr) bytes.
+
+        payload: bytes the code reads from stdin through ``_sp_in`` (raw-paste
+        boards only), streamed under the board's flow control.
+        """
         self._check()
         if not self._in_raw:
             self.enter_raw_repl()
@@ -303,16 +312,114 @@ class SerialLink(Link):
             ok = self._read_exact(2)
             if ok != b"OK":
                 self._fail(LinkError("%s: board refused the command (%r)" % (self.port_url, ok)))
+        complete = True
+        if payload is not None:
+            complete = self._stream(payload)
         out = self._read_until(b"\x04", watch_reset=watch_reset)[:-1]
         err = self._read_until(b"\x04", watch_reset=watch_reset)[:-1]
         self._read_until(b">")
+        if not complete:
+            self._resync()
+        if payload is not None:
+            out = out.lstrip(b"\x01")  # the board's last window credits
         return out, err
 
-    def _run(self, code):
+    def _stream(self, data):
+        """Send data to ``_sp_in`` running on the board, at most two windows
+        ahead of what it has consumed (as raw-paste does). False if the board
+        stopped reading before the end (it raised)."""
+        w = self._window
+        credit, i, started = 0, 0, False
+        while i < len(data) or not started:
+            silent_until = time.monotonic() + self.timeout
+            while credit == 0 or self._rx or self._waiting():
+                if not self._rx:
+                    if not self._fill():
+                        if time.monotonic() > silent_until:
+                            self._fail(LinkTimeout("%s: board stopped reading the data" % self.port_url))
+                        continue
+                    silent_until = time.monotonic() + self.timeout
+                c = self._rx[0]
+                if c == 0x01:
+                    del self._rx[0]
+                    credit += w if started else 2 * w
+                    started = True
+                elif c == 0x04:  # the board's code ended: leave it to the caller
+                    return i >= len(data)
+                else:
+                    self._fail(LinkError("%s: unexpected byte %r while sending data"
+                                         % (self.port_url, bytes([c]))))
+                if started and i >= len(data):
+                    break
+            if i < len(data):
+                piece = data[i:i + credit]
+                self._write(piece)
+                credit -= len(piece)
+                i += len(piece)
+        return True
+
+    def _resync(self):
+        """After a transfer cut short: clear what reached the raw REPL's line
+        buffer and come back to a fresh raw prompt."""
+        self._write(b"\x03")
+        self._write(b"\r\x01")
+        self._read_until(RAW_BANNER + b">")
+        quiet_until = time.monotonic() + 0.2
+        while time.monotonic() < quiet_until:
+            if self._fill():
+                quiet_until = time.monotonic() + 0.2
+        self._rx.clear()
+
+    # The board end of streamed data. Runs only through raw-paste, where the
+    # unix port keeps its terminal raw, and with Ctrl-C off (kbd_intr(-1)),
+    # so every byte value is data on a board and on a virtual board alike.
+    _HELPERS = (
+        "def _sp_in(n,w,f):\n"
+        " import sys,micropython\n"
+        " r=sys.stdin.buffer\n"
+        " b=bytearray(w)\n"
+        " m=memoryview(b)\n"
+        " micropython.kbd_intr(-1)\n"
+        " try:\n"
+        "  sys.stdout.write('\\x01')\n"
+        "  k=0\n"
+        "  while n:\n"
+        "   j=r.readinto(b,min(n,w))\n"
+        "   if not j:raise OSError(5)\n"
+        "   f(m[:j])\n"
+        "   n-=j\n"
+        "   k+=j\n"
+        "   if k>=w:\n"
+        "    k-=w\n"
+        "    sys.stdout.write('\\x01')\n"
+        " finally:\n"
+        "  micropython.kbd_intr(3)\n"
+        "def _sp_req(n,w):\n"
+        " b=bytearray(n)\n"
+        " p=[0]\n"
+        " def f(c):\n"
+        "  b[p[0]:p[0]+len(c)]=c\n"
+        "  p[0]+=len(c)\n"
+        " _sp_in(n,w,f)\n"
+        " return str(b,'utf-8')\n"
+    )
+
+    def _streaming(self):
+        """True when this board can take streamed data (defines the helpers)."""
+        if self._raw_paste is None:
+            self._run(b"0")  # learn whether the board has raw-paste
+        if not self._raw_paste:
+            return False
+        if not self._helpers:
+            self._run(self._HELPERS)
+            self._helpers = True
+        return True
+
+    def _run(self, code, payload=None):
         """Run code; return stdout bytes; raise LinkExecError on a board exception."""
         if isinstance(code, str):
             code = code.encode("utf-8")
-        out, err = self._exec_raw(code)
+        out, err = self._exec_raw(code, payload=payload)
         if err:
             raise LinkExecError(_text(err), _text(out))
         return out
@@ -328,6 +435,7 @@ class SerialLink(Link):
         if not self._in_raw:
             self.enter_raw_repl()
         self._write(b"\x04")
+        self._helpers = False
         self._read_until(b"soft reboot\r\n")
         self._read_until(RAW_BANNER + b">")
 
@@ -335,8 +443,13 @@ class SerialLink(Link):
     def call(self, request):
         parts = self.syncsrv.split(".")
         target = "__import__(%r)" % self.syncsrv + "".join("." + p for p in parts[1:])
-        code = "print(repr(%s.h(%r)))" % (target, request)
-        out = _text(self._run(code))
+        raw = request.encode("utf-8")
+        if len(raw) > self.stream_threshold and self._streaming():
+            code = "print(repr(%s.h(_sp_req(%d,%d))))" % (target, len(raw), self._window)
+            out = _text(self._run(code, payload=raw))
+        else:
+            code = "print(repr(%s.h(%r)))" % (target, request)
+            out = _text(self._run(code))
         lines = [ln for ln in out.split("\n") if ln.strip()]
         if not lines:
             self._fail(LinkError("%s: empty answer to a request" % self.port_url))
@@ -357,12 +470,22 @@ class SerialLink(Link):
             self._binascii = out.strip().endswith("1")
         return self._binascii
 
+    def _literal(self, chunk):
+        """A Python expression for chunk, shortest on the wire: repr, or
+        base64 through ``_sp_d`` (binascii.a2b_base64) when shorter."""
+        lit = repr(chunk)
+        if len(lit) > len(chunk) * 4 // 3 + 16 and self._has_binascii():
+            return "_sp_d(b'%s')" % base64.b64encode(chunk).decode("ascii")
+        return lit
+
     def put_file(self, path, data):
-        """Write ``data`` to ``path`` on the board (parents made, atomic rename)."""
+        """Write ``data`` to ``path`` on the board: parents made, written to
+        ``path.part`` then renamed over ``path`` (a cut leaves the old file
+        whole), size checked. Big files are streamed raw under the board's
+        flow control; small ones go in one execution."""
         data = bytes(data)
-        b64 = self._has_binascii()
         tmp = path + ".part"
-        self._run(
+        head = (
             "import os\n"
             "def _sp_mk(p):\n"
             " i=p.rfind('/')\n"
@@ -372,28 +495,30 @@ class SerialLink(Link):
             " except OSError:pass\n"
             " _sp_mk(d);os.mkdir(d)\n"
             "_sp_mk(%r)\n"
-            "_sp_f=open(%r,'wb');_sp_w=_sp_f.write\n" % (path, tmp)
-            + ("from binascii import a2b_base64 as _sp_d\n" if b64 else "")
+            "_sp_f=open(%r,'wb')\n" % (path, tmp)
         )
-        n = max(1, int(self.chunk_size))
-        for i in range(0, len(data), n):
-            chunk = data[i:i + n]
-            lit = repr(chunk)
-            if b64:
-                enc = base64.b64encode(chunk)
-                if len(enc) + 10 < len(lit):
-                    self._run(b"_sp_w(_sp_d(b'" + enc + b"'))")
-                    continue
-            self._run("_sp_w(%s)" % lit)
-        out = self.exec(
-            "_sp_f.close()\n"
+        tail = (
             "try:\n os.rename(%r,%r)\n"
             "except OSError:\n os.remove(%r);os.rename(%r,%r)\n"  # FAT: no rename over a file
             "print(os.stat(%r)[6])\n"
-            "del _sp_f,_sp_w,_sp_mk\n" % (tmp, path, path, tmp, path, path)
-            + ("del _sp_d\n" if b64 else "")
+            "del _sp_f,_sp_mk\n" % (tmp, path, path, tmp, path, path)
         )
-        size = out.strip().split("\n")[-1:]
+        if len(data) > self.stream_threshold and self._streaming():
+            body = "try:\n _sp_in(%d,%d,_sp_f.write)\nfinally:\n _sp_f.close()\n" % (len(data), self._window)
+            out = self._run(head + body + tail, payload=data)
+        elif len(data) <= self.chunk_size:
+            lit = self._literal(data)
+            imp = "from binascii import a2b_base64 as _sp_d\n" if lit.startswith("_sp_d") else ""
+            body = "try:\n _sp_f.write(%s)\nfinally:\n _sp_f.close()\n" % lit
+            out = self._run(imp + head + body + tail)
+        else:  # a board without raw-paste: one execution per chunk
+            imp = "from binascii import a2b_base64 as _sp_d\n" if self._has_binascii() else ""
+            self._run(imp + head)
+            n = max(1, int(self.chunk_size))
+            for i in range(0, len(data), n):
+                self._run("_sp_f.write(%s)" % self._literal(data[i:i + n]))
+            out = self._run("_sp_f.close()\n" + tail)
+        size = _text(out).strip().split("\n")[-1:]
         if size != [str(len(data))]:
             self._fail(LinkError("%s: %s has %s bytes on the board, %d sent"
                                  % (self.port_url, path, size[0] if size else "?", len(data))))

@@ -150,7 +150,13 @@ def test_raw_repl_exec_and_call_through_seriallink(board):
         assert link.call("still fine") == "echo:still fine"
         with pytest.raises(LinkExecError):
             link.exec("def broken(:\n")  # a compile error mid raw-paste
-        assert link.call("x" * 5000) == "echo:" + "x" * 5000
+        big = "".join("%05d é\x03\x04\x01 line\n" % i for i in range(200))  # streamed, not inlined
+        assert len(big.encode()) > link.stream_threshold
+        assert link.call(big) == "echo:" + big
+        with pytest.raises(LinkExecError) as exc:
+            link.call("y" * 200000)  # more than the board's heap: refused before streaming
+        assert "MemoryError" in exc.value.traceback
+        assert link.call("small again") == "echo:small again"
 
 
 def test_soft_reboot_keeps_the_pty_and_skips_main(board):
@@ -206,6 +212,9 @@ def test_files_round_trip_exactly(board):
     assert not os.path.exists(os.path.join(vb.flash_dir, "one.bin.part"))
     with pytest.raises(FileNotFoundError):
         link.get_file("nope.txt")
+    with pytest.raises(LinkExecError):
+        link.put_file("one.bin/under_a_file.bin", os.urandom(10000))  # fails before streaming
+    assert link.get_file("one.bin") == b"replaced"  # the link is in step again
     link.close()
 
 
@@ -275,14 +284,18 @@ def test_byte_counters_and_progress(board):
     text = b"".join(b"k%07d each 2026-12-01T06:00Z relay on 2 30 ; within=1h\n" % i for i in range(2000))
     link.reset_counters()
     link.put_file("jobs.txt", text)
-    assert len(text) < link.bytes_sent < len(text) * 1.05
+    assert len(text) < link.bytes_sent < len(text) * 1.02
     link.reset_counters()
     assert link.get_file("jobs.txt") == text
     assert len(text) < link.bytes_received < len(text) * 1.06
     binary = os.urandom(30000)
     link.reset_counters()
     link.put_file("b.bin", binary)
-    assert len(binary) * 4 / 3 < link.bytes_sent < len(binary) * 1.4  # base64, not repr
+    assert len(binary) < link.bytes_sent < len(binary) * 1.02  # streamed raw
+    small = bytes(range(256)) * 4
+    link.reset_counters()
+    link.put_file("s.bin", small)
+    assert len(small) * 4 / 3 < link.bytes_sent < len(small) * 1.4 + 400  # base64, not repr
     link.close()
 
 
