@@ -69,11 +69,14 @@ def main():
     a = p.parse_args()
     scn = scenario(a.hosts, a.days, a.jobs)
     t = time.perf_counter()
+    c0 = time.process_time()
     rep = simulate(scn, a.seed)
     wall = time.perf_counter() - t
+    cpu = time.process_time() - c0
     hd = a.hosts * a.days
     c = rep['counts']
-    print('%d hosts x %d jobs x %d days: %.1f s wall, %.0f host-days/s' % (a.hosts, a.jobs, a.days, wall, hd / wall))
+    print('%d hosts x %d jobs x %d days: %.1f s wall (%.1f s CPU), %.0f host-days/s'
+          % (a.hosts, a.jobs, a.days, wall, cpu, hd / wall))
     print('  %d events, %d wakes, %d decisions (%.0f decisions/s), %d syncs moving %.1f MB'
           % (c['events'], c['wakes'], c['decisions'], c['decisions'] / wall, rep['sync']['ok'],
              rep['sync']['bytes'] / 1e6))
@@ -83,7 +86,7 @@ def main():
     f = rep['file_at_end']
     print('  host file at end: %.0f lines / %.0f kB mean' % (f['host_lines_mean'], f['host_bytes_mean'] / 1e3))
     print(json.dumps({'bench': 'simulate', 'hosts': a.hosts, 'jobs': a.jobs, 'days': a.days,
-                      'wall_s': round(wall, 2), 'host_days_per_s': round(hd / wall, 1),
+                      'wall_s': round(wall, 2), 'cpu_s': round(cpu, 2), 'host_days_per_s': round(hd / wall, 1),
                       'events': c['events'], 'decisions': c['decisions'], 'syncs': rep['sync']['ok'],
                       'bytes_synced': rep['sync']['bytes']}, sort_keys=True))
 

@@ -447,6 +447,7 @@ class Sim:
         self.SR_all = [lg.SR for lg in self.logs]
         self.prange = range(P)
         self.V = [[0] * P for _ in range(P)]
+        self.supmemo = [[-1, None] for _ in range(P)]   # origin -> [b, {a: bytes superseded in (a, b]}]
         self.Bsum = [0] * P     # bytes of records each party knows (sum over origins of B[V])
         self.inst = {}          # (j, k) -> [[t, x], ...] runs, in order
         self.know = {}          # (j, k) -> [hosts that know it done, time all knew]
@@ -655,11 +656,17 @@ class Sim:
         self.Bsum[x] = bnew
         logs = self.logs
         # an origin with a record superseded inside the range sends only the newest
+        memo = self.supmemo
         for h in compress(self.prange, map(gt, pmu, old)):
-            a = old[h] + 1
-            b = new[h] + 1
-            lg = logs[h]
-            sup = sum(compress(lg.RZ[a:b], map(gt, repeat(b), lg.NXT[a:b])))
+            a = old[h]
+            b = new[h]
+            m = memo[h]
+            if m[0] != b:
+                m = memo[h] = [b, {}]
+            sup = m[1].get(a)
+            if sup is None:
+                lg = logs[h]
+                sup = m[1][a] = sum(compress(lg.RZ[a + 1:b + 1], map(gt, repeat(b + 1), lg.NXT[a + 1:b + 1])))
             tot -= sup
         if x < self.H:
             for h in compress(self.prange, map(gt, sru, map(getitem, self.SR_all, old))):
