@@ -1,0 +1,88 @@
+"""Bytes written to flash per job completion by the device store, over 1,000
+completions including its compactions, beside the naive baseline of
+rewriting the whole job file at each record.
+
+    python bench/flash_writes.py
+
+Ten jobs (`each`, every 10 minutes, staggered, action `sleep 0`: the action
+itself writes nothing) on a virtual board with the step clock, until 1,000
+completions. Counted: every byte the store writes (log appends, compaction
+output, quarantine), read from store.bytes_written. A completion is the
+`run` record before the action plus the `ok` record after it. The baseline
+rewrites jobs.txt (at its compacted size) for each of those two records.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, 'firmware'))
+
+from sporadic import jobline  # noqa: E402
+from tests.devutil import make_flash, boot, T0  # noqa: E402
+from tests.mpy import MPY_CROSS  # noqa: E402
+
+N = 1000
+JOBS = ['each 2026-12-01T00:%02dZ sleep 0 ; every=10m' % i for i in range(10)]
+DRIVER = r'''
+import json
+from sporadic import store, runtime
+rt = runtime.get()
+b0 = store.bytes_written
+done = 0
+t = %d
+sizes = 0
+while done < %d:
+    t = rt.step(t)
+    done = 0
+    for l in rt.last:
+        pass
+    done = rt.done
+    sizes += store.size(rt.store.jobs)
+print('RESULT ' + json.dumps({'bytes': store.bytes_written - b0, 'done': done,
+                              'compactions': rt.store.compactions,
+                              'jobs_bytes': store.size(rt.store.jobs), 'steps': rt.steps}))
+'''
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix='flash-')
+    try:
+        d = make_flash(tmp, jobs=JOBS)
+        src = os.path.join(tmp, 'benchdrv.py')
+        code = DRIVER % (T0, N)
+        # count completions without touching the runtime: wrap its recorder
+        code = code.replace('rt = runtime.get()\n', '''rt = runtime.get()
+rt.done = 0
+_rec = rt._record
+def _record(jid, k, at, outcome, attempt, text=''):
+    if outcome == 'ok':
+        rt.done += 1
+    return _rec(jid, k, at, outcome, attempt, text)
+rt._record = _record
+''')
+        with open(src, 'w') as f:
+            f.write(code)
+        subprocess.run([MPY_CROSS, '-o', os.path.join(tmp, 'benchdrv.mpy'), src], check=True)
+        os.remove(src)
+        p = boot(d, 'import benchdrv', start=T0, heap='96K', timeout=600)
+        r = json.loads([l for l in p.stdout.splitlines() if l.startswith('RESULT ')][0][7:])
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    per = r['bytes'] / r['done']
+    # baseline: the whole compacted file rewritten for the run and the ok record
+    base = 2 * r['jobs_bytes']
+    print('%d completions, %d compactions, %d bytes written; jobs.txt %d bytes' % (
+        r['done'], r['compactions'], r['bytes'], r['jobs_bytes']))
+    print('store: %.1f B/completion; naive rewrite: %d B/completion' % (per, base))
+    print(json.dumps({'bytes_per_completion': round(per, 1), 'baseline_bytes_per_completion': base,
+                      'completions': r['done'], 'compactions': r['compactions'],
+                      'jobs_txt_bytes': r['jobs_bytes']}))
+
+
+if __name__ == '__main__':
+    main()
