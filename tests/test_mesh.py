@@ -162,7 +162,8 @@ def fleet_of():
     yield make
     for b in made:
         b.stop()
-    shutil.rmtree(root, ignore_errors=True)
+    if not os.environ.get('SPORADIC_KEEP'):
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def leaders(boards):

@@ -485,7 +485,13 @@ class Node:
         self.drop_path = n.get('drop')
         self._drop = []
         self._drop_t = None
-        self.server = Server(me, handler, self.port, bind, self.keyfor, ticks,
+        def served(req):
+            # lines pushed to this board (P) wake the runtime, as a sync it drives does
+            r = handler(req)
+            if req[:2] == 'P ':
+                self.changed = True
+            return r
+        self.server = Server(me, served, self.port, bind, self.keyfor, ticks,
                              n.get('max_conn', MAX_CONN), n.get('max_req', MAX_REQ),
                              n.get('auth_ms', AUTH_MS), n.get('stall_ms', STALL_MS),
                              n.get('idle_ms', IDLE_MS), self.allowed, self._extra)
