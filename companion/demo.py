@@ -15,8 +15,8 @@ BOARDS = ('pump-1', 'pump-2', 'gate-1')
 JOBS = (
     'each +5m log hello from every board ; every=30m within=10m',
     'who:pump +10m pin 5 on ; within=20m',
-    'any:0.2 +5m log one of you uploads ; every=1h within=30m tick=1m',
-    'one +5m log backup rotate ; every=1h within=40m grace=10m',
+    'any:0.02 +5m log one of you uploads ; every=2h within=1h tick=1m',
+    'one +5m log backup rotate ; every=2h within=2h grace=1h',
 )
 
 
@@ -32,7 +32,7 @@ class DemoClock:
         return self.t0 + int((time.monotonic() - self.r0) * self.scale)
 
 
-def run_demo(workdir=None, scale=600, run_seconds=12, insecure=False, out=print, keep=False):
+def run_demo(workdir=None, scale=600, run_seconds=12, insecure=False, out=print, keep=False, heap='128K'):
     from companion import fleetcmd, syncer
     from companion.vboard import VBoard
     base = workdir or tempfile.mkdtemp(prefix='sporadic-demo-')
@@ -42,9 +42,9 @@ def run_demo(workdir=None, scale=600, run_seconds=12, insecure=False, out=print,
     boards = []
     started = time.monotonic()
     try:
-        out('1. starting %d virtual boards (MicroPython unix port, 64 KB heap, clock x%d)' % (len(BOARDS), scale))
+        out('1. starting %d virtual boards (MicroPython unix port, %s heap, clock x%d)' % (len(BOARDS), heap, scale))
         for name in BOARDS:
-            vb = VBoard(os.path.join(base, name), board_id=name, heap='64K', clock_scale=scale)
+            vb = VBoard(os.path.join(base, name), board_id=name, heap=heap, clock_scale=scale)
             path = vb.start()
             boards.append((name, vb, path))
             out('   %-7s on %s' % (name, path))
@@ -60,14 +60,16 @@ def run_demo(workdir=None, scale=600, run_seconds=12, insecure=False, out=print,
         for name, vb, path in boards:
             rep = syncer.sync(fleet, path, progress=False, now=clock.now())
             out('   %-7s sent %d lines, %d bytes on the wire' % (name, rep['lines_sent'], rep['bytes']))
-        out('5. the boards run on their own for %d s (%d simulated minutes)' % (run_seconds, run_seconds * scale // 60))
-        time.sleep(run_seconds)
-        out('6. syncing twice: results come back and travel on to the other boards')
-        for rnd in (1, 2):
+        visits = max(1, int(run_seconds / 1.5))
+        out('5. the boards run on their own clocks for %d s (%d simulated minutes); the companion comes by'
+            ' %d times: what one board did reaches the others on their next sync' % (
+                run_seconds, run_seconds * scale // 60, visits))
+        for rnd in range(1, visits + 1):
+            time.sleep(run_seconds / visits)
             for name, vb, path in boards:
                 rep = syncer.sync(fleet, path, progress=False, now=clock.now())
-                out('   round %d %-7s received %d lines, %d new results, %d bytes' % (
-                    rnd, name, rep['lines_received'], rep['new_results'], rep['bytes']))
+                out('   visit %d %-7s got %2d lines (%d new results), gave %2d lines, %5d bytes on the wire' % (
+                    rnd, name, rep['lines_received'], rep['new_results'], rep['lines_sent'], rep['bytes']))
         show_results(fleet, out)
         out('done in %.0f s. fleet folder: %s' % (time.monotonic() - started, fleet.dir))
         return fleet
@@ -84,17 +86,19 @@ def show_results(fleet, out=print):
     from rich.table import Table
     jobs = {j.id: j for j in fleet.jobs()}
     t = Table(title='who ran what')
-    for c in ('time', 'instance', 'job', 'host', 'outcome', 'output'):
-        t.add_column(c)
+    for c in ('time', 'type', 'instance', 'host', 'outcome', 'output'):
+        t.add_column(c, no_wrap=True)
     for r in result_rows(fleet):
         if r['outcome'] == 'run':
             continue
         j = jobs.get(r['job'])
-        t.add_row(r['time'], r['instance'], (j.kind + ' ' + ' '.join(j.words)) if j else '?', r['host'],
-                  r['outcome'], r['output'])
-    Console().print(t)
+        t.add_row(r['time'][11:16], j.kind if j else '?', r['instance'], r['host'], r['outcome'], r['output'][:28])
+    Console(width=max(100, Console().width)).print(t)
     d = duplicates(fleet)
-    out('single-run instances that ran twice: %s' % (', '.join(d) if d else 'none'))
+    out('single-run instances that ran on more than one board: %s' % (', '.join(d) if d else 'none'))
+    if d:
+        out('(reported, never hidden: an `any` job fires on each board with its probability until news of a'
+            ' run arrives, so syncs slower than 1/P let two boards fire; `companion simulate` gives the odds)')
 
 
 def cmd_demo(args):

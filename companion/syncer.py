@@ -115,6 +115,7 @@ def deploy(fleet, port, dev_id=None, board=None, wifi=None, sync_port=7370, comp
     own = link is None
     link = link or open_link(port)
     try:
+        fresh_heap(link)
         board = board or detect_board(link)
         if dev_id is None:
             raw = link.exec(ID_PROBE).strip()
@@ -163,7 +164,7 @@ def sync(fleet, port, progress=True, link=None, now=None):
     try:
         with progress_bar(link, 'sync %s' % port, progress):
             return _sync(fleet, port, link, now)
-    except LinkError as e:
+    except (LinkError, recon.SyncError) as e:
         raise UserError('sync with %s broke off: %s (nothing is lost: the next sync completes it)' % (port, e))
     finally:
         if own:
@@ -173,7 +174,17 @@ def sync(fleet, port, progress=True, link=None, now=None):
                 pass
 
 
+def fresh_heap(link):
+    """Soft-reset a serial board into its raw REPL before working with it:
+    the interrupted main loop's modules are freed (a 64 KB board cannot hold
+    the loop and the sync at once), and main.py does not run until close()."""
+    reset = getattr(link, 'soft_reset', None)
+    if reset is not None:
+        reset()
+
+
 def _sync(fleet, port, link, now):
+    fresh_heap(link)
     link.reset_counters()
     now = int(time.time()) if now is None else now
     # 1. the board's clock, from the companion's, over the board's own line

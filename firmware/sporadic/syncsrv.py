@@ -10,26 +10,67 @@
 #   A SEG        -> "n" segments removed: the companion holds them
 #   C            -> "1" after folding received lines into jobs.txt
 #   anything else: recon.Responder (S, N, G, P ...)
-import json
-from sporadic import recon, runtime, clock
+#
+# Memory: a sync runs after a soft reset (the companion's link does one), so
+# only the store and recon are loaded; the runtime (planner, actions) is
+# imported for `I` alone, after recon is let go.
+import gc
+import sys
+from sporadic import clock
 
 _responder = None
+_store = None
+
+
+def store():
+    global _store
+    if _store is None:
+        try:
+            from sporadic import runtime
+            if runtime._rt is not None:   # the loop is running (TCP sync): share its store
+                _store = runtime._rt.store
+        except ImportError:
+            pass
+        if _store is None:
+            from sporadic.store import Store
+            _store = Store()
+    return _store
 
 
 def _refusals(lines):
     # store.receive quarantines what it refuses (with the reason, reported in
     # status); here the refusals travel back to the peer as well.
-    rt = runtime.get()
     refused = []
-    rt.store.receive(lines, 'sync', refused)
+    store().receive(lines, 'sync', refused)
     return refused
 
 
 def responder():
     global _responder
     if _responder is None:
-        _responder = recon.Responder(runtime.get().store.lines, _refusals)
+        from sporadic import recon
+        _responder = recon.Responder(store().lines, _refusals)
     return _responder
+
+
+def _host_id():
+    import json
+    try:
+        with open('/cfg.json') as f:
+            return json.load(f).get('id') or '-'
+    except (OSError, ValueError):
+        return '-'
+
+
+def _status():
+    global _responder
+    import json
+    if 'sporadic.runtime' not in sys.modules:
+        _responder = None
+        sys.modules.pop('sporadic.recon', None)
+        gc.collect()
+    from sporadic import runtime
+    return json.dumps(runtime.status())
 
 
 def h(req):
@@ -37,20 +78,21 @@ def h(req):
     try:
         c = req[:2]
         if req == 'I':
-            return json.dumps(runtime.status())
+            return _status()
         if c == 'T ':
-            rt = runtime.get()
+            if clock.state == 'unknown' and clock.source == '':
+                clock.init()
             before = clock.now()
             clock.set(int(req[2:]), 'companion')
-            return '%s %s' % (rt.id, '-' if before is None else before)
+            return '%s %s' % (_host_id(), '-' if before is None else before)
         if req == 'O':
-            st = runtime.get().store
+            st = store()
             seg = st.seal()
             return str(seg) + '\n' + '\n'.join(st.outbox(seg))
         if c == 'A ':
-            return str(runtime.get().store.ack(int(req[2:])))
+            return str(store().ack(int(req[2:])))
         if req == 'C':
-            runtime.get().store.compact()
+            store().compact()
             return '1'
         return responder().handle(req)
     except Exception as e:
