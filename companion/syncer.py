@@ -13,14 +13,35 @@ from companion import files
 from companion.transport import LinkError
 
 
-def open_link(port, **kw):
-    """A link for PORT: a serial device or pyserial URL, or HOST[:PORT] (TCP)."""
+def open_link(port, fleet=None, **kw):
+    """A link for PORT: a serial device or pyserial URL, or HOST[:PORT] (TCP,
+    where the board asks the companion to prove it holds the board's secret)."""
     if port.startswith(('/dev/', 'COM', 'socket://', 'rfc2217://', 'loop://')) or os.path.exists(port):
         from companion.transport_serial import SerialLink
         return SerialLink(port, **kw)
     from companion.transport_tcp import TcpLink
     host, _, p = port.rpartition(':') if ':' in port else (port, '', '7370')
+    if fleet is not None:
+        kw.setdefault('secret', lambda board_id: device_secret(fleet, board_id))
     return TcpLink(host or port, int(p or 7370), **kw)
+
+
+def fleet_key(fleet):
+    """The fleet's shared peer key (hex): boards prove themselves to each
+    other with it (heartbeats, board-to-board sync). Made on first use."""
+    p = fleet.path('keys', 'peer')
+    try:
+        with open(p) as f:
+            return f.read().strip()
+    except FileNotFoundError:
+        pass
+    import secrets
+    k = secrets.token_hex(32)
+    os.makedirs(os.path.dirname(p), mode=0o700, exist_ok=True)
+    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, 'w') as f:
+        f.write(k + '\n')
+    return k
 
 
 @contextmanager
@@ -113,7 +134,7 @@ def deploy(fleet, port, dev_id=None, board=None, wifi=None, sync_port=7370, comp
     A board already deployed keeps its job state (jobs.txt, logs, outbox)."""
     from companion.fleetcmd import add_host
     own = link is None
-    link = link or open_link(port)
+    link = link or open_link(port, fleet)
     try:
         fresh_heap(link)
         board = board or detect_board(link)
@@ -130,7 +151,7 @@ def deploy(fleet, port, dev_id=None, board=None, wifi=None, sync_port=7370, comp
             from companion import keys
             pub = keys.load_pub(fleet.dir)
         extra = {'board': board, 'sync_port': sync_port, 'fleet': fleet.meta['name'],
-                 'mode': fleet.meta.get('mode', 'signed')}
+                 'mode': fleet.meta.get('mode', 'signed'), 'fleet_key': fleet_key(fleet)}
         if wifi:
             ssid, _, key = wifi.partition(':')
             extra['wifi'] = {'ssid': ssid, 'key': key}
@@ -160,7 +181,7 @@ def _check(resp, what):
 def sync(fleet, port, progress=True, link=None, now=None):
     """Merge both ways with one board; returns a report dict."""
     own = link is None
-    link = link or open_link(port)
+    link = link or open_link(port, fleet)
     try:
         with progress_bar(link, 'sync %s' % port, progress):
             return _sync(fleet, port, link, now)
