@@ -35,14 +35,9 @@ rt = runtime.get()
 b0 = store.bytes_written
 done = 0
 t = %d
-sizes = 0
 while done < %d:
     t = rt.step(t)
-    done = 0
-    for l in rt.last:
-        pass
     done = rt.done
-    sizes += store.size(rt.store.jobs)
 print('RESULT ' + json.dumps({'bytes': store.bytes_written - b0, 'done': done,
                               'compactions': rt.store.compactions,
                               'jobs_bytes': store.size(rt.store.jobs), 'steps': rt.steps}))
