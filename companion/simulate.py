@@ -448,6 +448,7 @@ class Sim:
         self.prange = range(P)
         self.V = [[0] * P for _ in range(P)]
         self.supmemo = [[-1, None] for _ in range(P)]   # origin -> [b, {a: bytes superseded in (a, b]}]
+        self.SRc = [[0] * P for _ in range(self.H)]   # per host: SR of each origin at its V
         self.Bsum = [0] * P     # bytes of records each party knows (sum over origins of B[V])
         self.inst = {}          # (j, k) -> [[t, x], ...] runs, in order
         self.know = {}          # (j, k) -> [hosts that know it done, time all knew]
@@ -505,7 +506,7 @@ class Sim:
             self._push(self._grid(h.up.next_up(t)), _WAKE, _HOSTWAKE, x, h.ver)
             return
         self.stats['wakes'] += 1
-        now = self.local(x, t)
+        now = self.local(x, t) if h.drift else t
         hq = h.hq
         while hq and hq[0][0] <= now:
             j = heapq.heappop(hq)[1]
@@ -605,6 +606,7 @@ class Sim:
         if code == OK_C and self.single[j]:
             lg.SR.append(lg.SR[-1] + 1)
             lg.SRpos.append(i)
+            self.SRc[x][x] += 1
         else:
             lg.SR.append(lg.SR[-1])
         self.Bsum[x] += size
@@ -669,7 +671,9 @@ class Sim:
                 sup = m[1][a] = sum(compress(lg.RZ[a + 1:b + 1], map(gt, repeat(b + 1), lg.NXT[a + 1:b + 1])))
             tot -= sup
         if x < self.H:
-            for h in compress(self.prange, map(gt, sru, map(getitem, self.SR_all, old))):
+            src = self.SRc[x]
+            self.SRc[x] = sru[:]
+            for h in compress(self.prange, map(gt, sru, src)):
                 a = old[h]
                 b = new[h]
                 lg = logs[h]
@@ -1237,6 +1241,13 @@ def sweep_text(key, rows):
             out.append('%-10s %-4s %8d %8d %8d %8d %8d %10s' % (
                 v, k, a['instances'], a['runs'], a['duplicate_runs'], a['duplicate_instances'],
                 a['missed'], _size(rep['sync']['bytes'])))
+    an = [(v, a) for v, rep in rows for a in rep['analytic'] if a['applies']]
+    if an:
+        out.append('')
+        out.append('analytic (any): P(dup | run) predicted vs measured')
+        for v, a in an:
+            out.append('%-10s %s  predicted %.4f  measured %.4f +- %.4f  (n=%d, z=%.2f)' % (
+                v, a['job'], a['predicted_p_dup'], a['measured_p_dup'], a['sigma'], a['instances_run'], a['z']))
     return '\n'.join(out) + '\n'
 
 
