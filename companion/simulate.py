@@ -673,14 +673,18 @@ class Sim:
         if x < self.H:
             src = self.SRc[x]
             self.SRc[x] = sru[:]
+            kn = self.hosts[x].known
             for h in compress(self.prange, map(gt, sru, src)):
-                a = old[h]
                 b = new[h]
                 lg = logs[h]
                 SR = lg.SR
-                for i in lg.SRpos[SR[a]:SR[b]]:
-                    if lg.NXT[i] > b:
-                        self._learn(x, lg.RJ[i], lg.RK[i], t)
+                RJ = lg.RJ
+                RK = lg.RK
+                NXT = lg.NXT
+                for i in lg.SRpos[SR[old[h]]:SR[b]]:
+                    k = RK[i]
+                    if k > kn[RJ[i]] and NXT[i] > b:
+                        self._learn(x, RJ[i], k, t)
         return tot
 
     def _sync(self, x, y, t):
