@@ -37,6 +37,7 @@ byte on the wire, REPL prompts, raw-paste flow control and encodings included.
 
 import ast
 import base64
+import hashlib
 import struct
 import time
 
@@ -53,6 +54,9 @@ RAW_BANNER = b"raw REPL; CTRL-B to exit\r\n"
 # Output that means the board rebooted under a running request.
 _RESET_SIGNS = (b"soft reboot\r\n", RAW_BANNER, b'Type "help()" for more information.')
 _POLL = 0.05  # serial read timeout: the granularity of every wait
+STREAM_IDLE_MS = 1500  # a board streaming data in gives up after this much silence
+RETRY_CTRL_C = 2.5  # seconds between Ctrl-C attempts (> STREAM_IDLE_MS)
+FILLER = 256  # at most this many filler bytes to unstick a cut-off stream (>= a window)
 
 
 class _CountingSerial:
@@ -93,7 +97,7 @@ class SerialLink(Link):
 
     stream_threshold = 2048  # requests and files above this many bytes are streamed
 
-    def __init__(self, port_url, baud=115200, timeout=20.0, interrupt_timeout=10.0,
+    def __init__(self, port_url, baud=115200, timeout=20.0, interrupt_timeout=15.0,
                  chunk_size=4096, syncsrv="sporadic.syncsrv"):
         self.port_url = port_url
         self.timeout = timeout
@@ -105,7 +109,7 @@ class SerialLink(Link):
         self._rx = bytearray()
         self._raw_paste = None  # unknown until the first execution
         self._window = 128  # the board's raw-paste flow-control window
-        self._helpers = False  # _sp_in defined on the board by this link
+        self._helpers = False  # _sp_in defined on the board (None: cannot be)
         self._binascii = None
         self._in_raw = False
         self._broken = None
@@ -221,20 +225,22 @@ class SerialLink(Link):
     def enter_raw_repl(self):
         """Interrupt the board (Ctrl-C) and enter the raw REPL, no soft reset.
 
-        Ctrl-C is sent again every 2 s until a prompt shows, up to
+        Ctrl-C is sent again every 2.5 s until a prompt shows, up to
         ``interrupt_timeout`` (a program may catch one KeyboardInterrupt).
         """
         deadline = time.monotonic() + self.interrupt_timeout
         attempts = 0
         while True:
             attempts += 1
+            if attempts == 2:
+                self._unstick()
             self._write(b"\r\x03")
             if attempts == 1:
                 self._drain()  # stale output: what main.py printed while nobody listened
             self._write(b"\r\x01")
             try:
                 self._read_until(RAW_BANNER + b">", timeout=self.timeout,
-                                 overall=min(deadline, time.monotonic() + 2.0))
+                                 overall=min(deadline, time.monotonic() + RETRY_CTRL_C))
                 break
             except LinkTimeout:
                 if self._broken is not None:
@@ -253,6 +259,30 @@ class SerialLink(Link):
             self._rx.clear()
         self._in_raw = True
         self.transport.in_raw_repl = True
+
+    def _unstick(self):
+        """A board cut off in the middle of a stream (``_sp_in``) blocks
+        until its current window is whole, reading our Ctrl-C as data. Send
+        filler one byte at a time until it answers (a window credit, or the
+        digest failure once the stream is complete), then let it give up
+        (STREAM_IDLE_MS): it is back at its raw prompt, and the filler it took
+        fails the stream's digest, so nothing of it is ever used."""
+        self._drain()
+        for _ in range(FILLER):
+            self._write(b" ")
+            until = time.monotonic() + 0.01
+            while not self._waiting() and time.monotonic() < until:
+                time.sleep(0.0005)
+            if self._waiting():
+                break
+        else:
+            return  # not a stuck stream: on with Ctrl-C
+        try:
+            self._read_until(b"\x04>", overall=time.monotonic() + STREAM_IDLE_MS / 1000 + 1.5)
+        except LinkTimeout:
+            if self._broken is not None:
+                raise
+        self._rx.clear()
 
     def _paste(self, code):
         hdr = self._read_exact(2)
@@ -373,10 +403,20 @@ class SerialLink(Link):
     # The board end of streamed data. Runs only through raw-paste, where the
     # unix port keeps its terminal raw, and with Ctrl-C off (kbd_intr(-1)),
     # so every byte value is data on a board and on a virtual board alike.
+    # If the companion goes away mid-stream, the board gives up after
+    # STREAM_IDLE_MS without data and is back at its raw prompt. Its read of
+    # a window blocks until the window is whole, so a reconnecting companion
+    # sends filler before Ctrl-C when the first Ctrl-C does not answer; the
+    # SHA-256 of the stream, checked before the data is used, makes sure
+    # neither a cut nor filler is ever taken for a request or renamed into a
+    # file.
     _HELPERS = (
-        "def _sp_in(n,w,f):\n"
-        " import sys,micropython\n"
+        "def _sp_in(n,w,d,f):\n"
+        " import sys,micropython,select,hashlib\n"
         " r=sys.stdin.buffer\n"
+        " q=select.poll()\n"
+        " q.register(r,select.POLLIN)\n"
+        " h=hashlib.sha256()\n"
         " b=bytearray(w)\n"
         " m=memoryview(b)\n"
         " micropython.kbd_intr(-1)\n"
@@ -384,9 +424,12 @@ class SerialLink(Link):
         "  sys.stdout.write('\\x01')\n"
         "  k=0\n"
         "  while n:\n"
+        "   if not q.poll(%d):raise OSError(116)\n"
         "   j=r.readinto(b,min(n,w))\n"
         "   if not j:raise OSError(5)\n"
-        "   f(m[:j])\n"
+        "   c=m[:j]\n"
+        "   h.update(c)\n"
+        "   f(c)\n"
         "   n-=j\n"
         "   k+=j\n"
         "   if k>=w:\n"
@@ -394,26 +437,40 @@ class SerialLink(Link):
         "    sys.stdout.write('\\x01')\n"
         " finally:\n"
         "  micropython.kbd_intr(3)\n"
-        "def _sp_req(n,w):\n"
+        " if h.digest()!=d:raise ValueError('stream corrupted')\n"
+        "def _sp_req(n,w,d):\n"
         " b=bytearray(n)\n"
         " p=[0]\n"
         " def f(c):\n"
         "  b[p[0]:p[0]+len(c)]=c\n"
         "  p[0]+=len(c)\n"
-        " _sp_in(n,w,f)\n"
+        " _sp_in(n,w,d,f)\n"
         " return str(b,'utf-8')\n"
-    )
+        "import hashlib\n"
+        "hashlib.sha256\n"
+    ) % STREAM_IDLE_MS
 
     def _streaming(self):
-        """True when this board can take streamed data (defines the helpers)."""
+        """True when this board can take streamed data (defines the helpers):
+        it has raw-paste, select.poll and hashlib.sha256."""
         if self._raw_paste is None:
             self._run(b"0")  # learn whether the board has raw-paste
         if not self._raw_paste:
             return False
+        if self._helpers is None:
+            return False
         if not self._helpers:
-            self._run(self._HELPERS)
+            try:
+                self._run(self._HELPERS)
+            except LinkExecError:
+                self._helpers = None  # no hashlib: files go in chunks
+                return False
             self._helpers = True
         return True
+
+    def _stream_args(self, data):
+        """``n,w,digest`` for _sp_in / _sp_req."""
+        return "%d,%d,%r" % (len(data), self._window, hashlib.sha256(data).digest())
 
     def _run(self, code, payload=None):
         """Run code; return stdout bytes; raise LinkExecError on a board exception."""
@@ -435,7 +492,8 @@ class SerialLink(Link):
         if not self._in_raw:
             self.enter_raw_repl()
         self._write(b"\x04")
-        self._helpers = False
+        if self._helpers:
+            self._helpers = False
         self._read_until(b"soft reboot\r\n")
         self._read_until(RAW_BANNER + b">")
 
@@ -445,7 +503,7 @@ class SerialLink(Link):
         target = "__import__(%r)" % self.syncsrv + "".join("." + p for p in parts[1:])
         raw = request.encode("utf-8")
         if len(raw) > self.stream_threshold and self._streaming():
-            code = "print(repr(%s.h(_sp_req(%d,%d))))" % (target, len(raw), self._window)
+            code = "print(repr(%s.h(_sp_req(%s))))" % (target, self._stream_args(raw))
             out = _text(self._run(code, payload=raw))
         else:
             code = "print(repr(%s.h(%r)))" % (target, request)
@@ -504,7 +562,7 @@ class SerialLink(Link):
             "del _sp_f,_sp_mk\n" % (tmp, path, path, tmp, path, path)
         )
         if len(data) > self.stream_threshold and self._streaming():
-            body = "try:\n _sp_in(%d,%d,_sp_f.write)\nfinally:\n _sp_f.close()\n" % (len(data), self._window)
+            body = "try:\n _sp_in(%s,_sp_f.write)\nfinally:\n _sp_f.close()\n" % self._stream_args(data)
             out = self._run(head + body + tail, payload=data)
         elif len(data) <= self.chunk_size:
             lit = self._literal(data)

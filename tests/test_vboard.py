@@ -260,6 +260,31 @@ def test_reset_button_mid_call_raises_and_board_comes_back(board):
         assert link.call("back") == "echo:back"
 
 
+class CablePulled(Exception):
+    pass
+
+
+def test_companion_gone_mid_stream_leaves_a_usable_board(board):
+    vb = board()
+    old = b"old contents\n" * 10
+    new = os.urandom(200000)
+    with SerialLink(vb.path) as link:
+        link.put_file("data.bin", old)
+    link = SerialLink(vb.path)
+
+    def pull(sent, received):
+        if sent > 50000:
+            raise CablePulled()
+
+    link.progress = pull
+    with pytest.raises(CablePulled):
+        link.put_file("data.bin", new)
+    link.close(resume=False)  # the companion vanishes: nothing more is written
+    with SerialLink(vb.path) as link:  # the board gave up waiting and answers Ctrl-C
+        assert link.get_file("data.bin") == old  # the cut left the old file whole
+        assert link.call("hi") == "echo:hi"
+
+
 def test_silent_board_times_out(board):
     vb = board()
     with SerialLink(vb.path, timeout=1.0) as link:
