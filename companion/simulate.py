@@ -1227,8 +1227,8 @@ def text(rep):
                  a['predicted_runs_per_run_instance'], a['measured_runs_per_run_instance']))
     if rep['duplicates']:
         w('')
-        w('duplicates (%d instances%s):' % (len(rep['duplicates']),
-                                            ', first 20 shown' if len(rep['duplicates']) > 20 else ''))
+        n = sum(a['duplicate_instances'] for a in rep['by_type'].values())
+        w('duplicates (%d instances%s):' % (n, ', first 20 shown' if n > 20 else ''))
         for d in rep['duplicates'][:20]:
             w('  %s due %s: %s%s' % (d['instance'], d['due'],
                                      ', '.join('%s at %s' % (r['host'], r['at']) for r in d['runs']),
