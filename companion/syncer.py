@@ -152,6 +152,13 @@ def deploy(fleet, port, dev_id=None, board=None, wifi=None, sync_port=7370, comp
             pub = keys.load_pub(fleet.dir)
         extra = {'board': board, 'sync_port': sync_port, 'fleet': fleet.meta['name'],
                  'mode': fleet.meta.get('mode', 'signed'), 'fleet_key': fleet_key(fleet)}
+        if pub:
+            # the board's first high-water mark: below the oldest batch the
+            # fleet still holds, so batches compacted away before this deploy
+            # are refused as replays (docs/security.md)
+            from companion import keys
+            live = [int(l[3:11]) for l in fleet.lines() if l[:3] in ('.b ', '.k ')]
+            extra['hwm'] = (min(live) - 1) if live else keys.current_seq(fleet.dir)
         if wifi:
             ssid, _, key = wifi.partition(':')
             extra['wifi'] = {'ssid': ssid, 'key': key}

@@ -6,7 +6,7 @@ import gc
 import json
 import os
 import board
-from sporadic import clock, jobline, plan, store, actions
+from sporadic import clock, jobline, plan, store, actions, hmac
 
 CFG = '/cfg.json'
 MAX_SLEEP = const(3600)       # never sleep longer than this (s): syncs, jumps
@@ -73,12 +73,24 @@ class Runtime:
         self.reset_wanted = False
         self.error = ''
         self._asg = None          # (k, host) of the job being decided (leader.py)
+        self.mkey = None
+        sec = self.cfg.get('secret')
+        if sec:
+            import binascii
+            try:
+                self.mkey = binascii.unhexlify(sec)
+            except ValueError:
+                self.error = 'cfg secret is not hex: results carry no MAC'
 
     # ---- recording ----
 
     def _record(self, jid, k, at, outcome, attempt, text=''):
         r = jobline.Result(jid, self.id, k, at, outcome, attempt if attempt > 1 else 1, '-', text)
         line = r.line()
+        if self.mkey is not None:
+            # the companion checks it (docs/security.md "Device MACs"): one HMAC a record
+            r.mac = hmac.mac_hex(self.mkey, line)
+            line = r.line()
         self.store.append(line)
         self.last.append(line)
         if len(self.last) > LAST_KEPT:
@@ -270,6 +282,13 @@ class Runtime:
                   'next_wake': self.next_wake, 'last': self.last,
                   'store': self.store.health(), 'quarantined': self.store.quarantined,
                   'steps': self.steps, 'error': self.error})
+        tr = self.store.trust()
+        if tr is None:
+            d['trust'] = {'mode': self.cfg.get('mode') or 'none (no key: nothing is checked)'}
+        else:
+            d['trust'] = tr.info()
+        from sporadic import trust
+        d['refusals'] = trust.last_reasons(self.store.root)
         return d
 
 

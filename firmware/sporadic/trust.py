@@ -1,0 +1,281 @@
+# Device ingest under signed batches (docs/security.md "On a board"):
+# Store.receive hands every delivery (a P chunk, a G answer, a file) here
+# first. In a signed fleet a fleet-authored line (batch.needs_batch: jobs,
+# cancels, .h, .t) is kept only when a batch record verified under a trusted
+# key covers it: a .b of the same delivery (one RSA verify per batch, never
+# per line) or a .b the store already holds (verified when it arrived: a
+# digest look-up, no RSA). Device-authored lines (results, assignments) must
+# carry a MAC (the companion checks results; boards lack each other's
+# secrets). Everything refused is quarantined with its reason and returned to
+# the sender; the good lines of the same delivery are kept.
+#
+# State (trust.json, next to the store, written atomically after the
+# accepted lines are durable): hwm (highest SEQ accepted), keys (trusted key
+# texts), retired (key ids retired by .k), cfg_key (cfg.json's pubkey when
+# seeded: a re-deploy with a new key starts over from cfg.json). Held SEQs
+# are not copied: they are the .b/.k records in the store itself.
+try:
+    from micropython import const
+except ImportError:  # CPython (tools that read a board's flash)
+    def const(x):
+        return x
+import json
+import os
+from sporadic import batch, jobline
+
+BACK_MAX = const(3600)   # a signed .t more than this behind a trusted clock is refused
+BUF_MAX = const(64)      # uncovered lines of one delivery looked up in held batches
+REASONS = const(4)       # last refusal reasons reported in status
+
+
+def _load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def load(root=''):
+    """The Trust of the store at root, or None: insecure fleet (cfg mode
+    'insecure') or a board never provisioned with a key (no mode, no pubkey:
+    bench flash; status says so)."""
+    cfg = _load(root + 'cfg.json') or {}
+    mode = cfg.get('mode')
+    pub = cfg.get('pubkey')
+    if mode == 'insecure' or (not mode and not pub):
+        return None
+    return Trust(root, pub, cfg.get('hwm') or 0)
+
+
+class Trust:
+    def __init__(self, root, pub, hwm0=0):
+        self.path = root + 'trust.json'
+        self.tmp = root + 'trust.tmp'
+        self.quar = root + 'quar.txt'
+        st = _load(self.path)
+        if st is None or st.get('cfg_key') != pub:
+            # first ingest, or re-deployed with another key: cfg.json decides
+            st = {'hwm': (st or {}).get('hwm', 0), 'keys': [pub] if pub else [], 'retired': []}
+        self.cfg_key = pub
+        # deploy writes the fleet's SEQ at the time (cfg hwm): a re-flashed
+        # board refuses everything signed before it, as a compacted one would
+        self.hwm = max(st['hwm'], hwm0)
+        self.keys = st['keys']
+        self.retired = st['retired']
+        self.refused = 0          # lines refused by this check (this boot)
+        self.clock_note = ''      # the last refused time record
+        self._v = None
+        self._t = None
+
+    # ---- one delivery ----
+
+    def _refuse(self, st, raw, why, src, refused):
+        st.quarantine(raw, why, src)
+        if refused is not None:
+            refused.append((raw, why))
+        self.refused += 1
+
+    def admit(self, st, lines, src='sync', refused=None):
+        """The lines of one delivery that may be stored (canonical text;
+        unparsable lines are passed through for the store to refuse), and
+        the number refused here."""
+        out = []
+        recs = []
+        ref = 0
+        wait = []     # fleet lines no batch of this delivery covers (yet)
+        for raw in lines:
+            try:
+                c = jobline.canonical(raw)
+            except Exception:
+                out.append(raw)       # the store quarantines it with the parse error
+                continue
+            if c is None:
+                continue
+            k = c[:3]
+            if k == '.b ' or k == '.k ':
+                recs.append(c)
+            elif batch.needs_batch(c):
+                wait.append(c)
+            elif c[jobline.ID_LEN:jobline.ID_LEN + 3] in (' r ', ' a ') and _mac(c) == '-':
+                self._refuse(st, c, 'no MAC: a device record must be authenticated', src, refused)
+                ref += 1
+            else:
+                out.append(c)
+        v = self._v
+        if v is None:
+            v = batch.Verifier(self.keys, self.hwm, self._held(st, recs), self.retired)
+            self._v = v
+        elif recs:
+            v.held = self._held(st, recs)
+        recs.sort(key=batch.ingest_key)
+        for c in recs:
+            why = v.take(c)
+            if why is None:
+                out.append(c)
+            else:
+                self._refuse(st, c, why, src, refused)
+                ref += 1
+        rest = []
+        for c in wait:
+            if v.check(c) is None:
+                out.append(c)
+            elif len(rest) < BUF_MAX:
+                rest.append(c)
+            else:
+                self._refuse(st, c, 'not signed: no verified batch covers this line', src, refused)
+                ref += 1
+        if rest:
+            ok = _held_cover(st, rest)
+            for i in range(len(rest)):
+                if ok[i]:
+                    out.append(rest[i])
+                else:
+                    self._refuse(st, rest[i], 'not signed: no verified batch covers this line',
+                                 src, refused)
+                    ref += 1
+        for c in out:
+            if c[:3] == '.t ':
+                try:
+                    t = int(c[3:])
+                except ValueError:
+                    continue
+                if self._t is None or t > self._t:
+                    self._t = t
+        return out, ref
+
+    def _held(self, st, recs):
+        # SEQs of this delivery's .b/.k records the store already holds
+        # (it may hold them at or below the hwm: they were accepted before)
+        want = []
+        for c in recs:
+            s = c[3:3 + batch.SEQ_W]
+            if s.isdigit() and int(s) <= self.hwm:
+                want.append(c[:3] + s)
+        held = []
+        if want:
+            for line in st.stream():
+                if line[0] != '.':
+                    break
+                if line[:3 + batch.SEQ_W] in want:
+                    held.append(int(line[3:3 + batch.SEQ_W]))
+        return held
+
+    def commit(self, st=None):
+        """After the accepted lines are durable: persist the new state (hwm,
+        keys) atomically, then apply the newest signed time."""
+        v = self._v
+        self._v = None
+        if v is not None:
+            keys = v.keytexts()
+            if v.hwm != self.hwm or keys != self.keys or v.retired != self.retired:
+                self.hwm = v.hwm
+                self.keys = keys
+                self.retired = v.retired
+                self.save()
+        t = self._t
+        self._t = None
+        if t is not None:
+            self._time(st, t)
+
+    def save(self):
+        with open(self.tmp, 'w') as f:
+            json.dump({'hwm': self.hwm, 'keys': self.keys, 'retired': self.retired,
+                       'cfg_key': self.cfg_key}, f)
+        # relative paths: os.rename with two absolute paths fails on a
+        # VfsPosix mounted at / (MicroPython unix port)
+        a = self.tmp
+        b = self.path
+        if a[0] == '/':
+            a = a[1:]
+            b = b[1:]
+        os.rename(a, b)
+
+    def _time(self, st, t):
+        # a signed time record: sets an unknown clock, moves a trusted one
+        # forward; one behind a trusted clock by more than BACK_MAX is
+        # refused and reported (a stale or replayed time, or a push back)
+        from sporadic import clock
+        if clock.state == 'unknown' and clock.source == '':
+            clock.init()
+        now = clock.now()
+        if now is None or t > now:
+            try:
+                clock.set(t, 'signed')
+            except ValueError as e:
+                self.clock_note = str(e)
+            return
+        if t < now - BACK_MAX:
+            why = 'time refused: .t %d is %d s behind the clock (bound %d s)' % (t, now - t, BACK_MAX)
+            self.clock_note = why
+            if st is not None:
+                st.quarantine('.t %d' % t, why, 'clock')
+            self.refused += 1
+
+    def info(self):
+        d = {'mode': 'signed', 'hwm': self.hwm, 'keys': [k[:12] for k in self.keys],
+             'refused': self.refused}
+        if self.clock_note:
+            d['clock_refused'] = self.clock_note
+        return d
+
+
+def _mac(c):
+    # the MAC field of a canonical result (ID r HOST K AT OUTCOME MAC ...) or
+    # assignment (ID a HOST K AT BY MAC)
+    f = c.split(' ', 7)
+    return f[6] if len(f) > 6 else '-'
+
+
+def _held_cover(st, lines):
+    """[bool]: which lines a .b record held in the store covers (they were
+    verified when they arrived; here one sha256 a line, no RSA)."""
+    ds = [batch.line_digest(c) for c in lines]
+    ok = [False] * len(lines)
+    left = len(lines)
+    import binascii
+    for line in st.stream():
+        if line[0] != '.' or line[:3] > '.b ':
+            break
+        if line[:3] != '.b ':
+            continue
+        f = line.split(' ', 4)
+        try:
+            seg = binascii.unhexlify(f[3])
+        except Exception:
+            continue
+        for i in range(len(ds)):
+            if not ok[i] and batch._find(seg, ds[i]):
+                ok[i] = True
+                left -= 1
+        if not left:
+            break
+    return ok
+
+
+def last_reasons(root='', n=REASONS):
+    """The last n quarantine entries (src: reason: line), newest last, from
+    the tail of quar.txt (survives a reboot; no RAM kept for it)."""
+    try:
+        f = open(root + 'quar.txt')
+    except OSError:
+        return []
+    try:
+        try:
+            sz = os.stat(root + 'quar.txt')[6]
+            if sz > 1024:
+                f.seek(sz - 1024)
+                f.readline()
+        except Exception:
+            pass
+        last = []
+        while True:
+            line = f.readline()
+            if not line:
+                break
+            last.append(line.rstrip('\n')[:120])
+            if len(last) > n:
+                last.pop(0)
+        return last
+    finally:
+        f.close()
