@@ -6,7 +6,7 @@ import gc
 import json
 import os
 import board
-from sporadic import clock, jobline, plan, store, actions, hmac
+from sporadic import clock, jobline, plan, store, actions
 
 CFG = '/cfg.json'
 MAX_SLEEP = const(3600)       # never sleep longer than this (s): syncs, jumps
@@ -58,6 +58,8 @@ class Runtime:
                     pass
         self.rnd = plan.hash_rnd(seed)
         self.store = store.Store(root)
+        if self.cfg.get('mode') == 'insecure' or not (self.cfg.get('mode') or self.cfg.get('pubkey')):
+            self.store._tr = None     # nothing to check (trust.load's rule): never load it
         gc.collect()
         actions.user()   # compile /actions.py now, while the heap is least fragmented
         if clock.state == 'unknown' and clock.source == '':
@@ -73,23 +75,18 @@ class Runtime:
         self.reset_wanted = False
         self.error = ''
         self._asg = None          # (k, host) of the job being decided (leader.py)
-        self.mkey = None
-        sec = self.cfg.get('secret')
-        if sec:
-            import binascii
-            try:
-                self.mkey = binascii.unhexlify(sec)
-            except ValueError:
-                self.error = 'cfg secret is not hex: results carry no MAC'
+        self.mac = None           # hmac.mac_hex under the board's secret (docs/security.md)
+        if self.cfg.get('secret'):
+            from sporadic import hmac
+            self.mac = hmac.mac_result
 
     # ---- recording ----
 
     def _record(self, jid, k, at, outcome, attempt, text=''):
         r = jobline.Result(jid, self.id, k, at, outcome, attempt if attempt > 1 else 1, '-', text)
         line = r.line()
-        if self.mkey is not None:
-            # the companion checks it (docs/security.md "Device MACs"): one HMAC a record
-            r.mac = hmac.mac_hex(self.mkey, line)
+        if self.mac is not None:   # one HMAC a record; the companion checks it
+            r.mac = self.mac(self.cfg['secret'], line)
             line = r.line()
         self.store.append(line)
         self.last.append(line)
@@ -283,12 +280,7 @@ class Runtime:
                   'store': self.store.health(), 'quarantined': self.store.quarantined,
                   'steps': self.steps, 'error': self.error})
         tr = self.store.trust()
-        if tr is None:
-            d['trust'] = {'mode': self.cfg.get('mode') or 'none (no key: nothing is checked)'}
-        else:
-            d['trust'] = tr.info()
-        from sporadic import trust
-        d['refusals'] = trust.last_reasons(self.store.root)
+        d['trust'] = tr.info() if tr else {'mode': self.cfg.get('mode') or 'none (no key)'}
         return d
 
 

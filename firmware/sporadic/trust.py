@@ -21,7 +21,9 @@ except ImportError:  # CPython (tools that read a board's flash)
         return x
 import json
 import os
-from sporadic import batch, jobline
+from sporadic import jobline
+
+batch = None   # sporadic.batch (and rsa), imported by the first signed store
 
 BACK_MAX = const(3600)   # a signed .t more than this behind a trusted clock is refused
 BUF_MAX = const(64)      # uncovered lines of one delivery looked up in held batches
@@ -44,6 +46,14 @@ def load(root=''):
     mode = cfg.get('mode')
     pub = cfg.get('pubkey')
     if mode == 'insecure' or (not mode and not pub):
+        # nothing to check: let this module go (a 64K heap recovering a store)
+        import sys
+        import sporadic
+        sys.modules.pop('sporadic.trust', None)
+        try:
+            delattr(sporadic, 'trust')
+        except (AttributeError, TypeError):
+            pass
         return None
     return Trust(root, pub, cfg.get('hwm') or 0)
 
@@ -80,6 +90,10 @@ class Trust:
         """The lines of one delivery that may be stored (canonical text;
         unparsable lines are passed through for the store to refuse), and
         the number refused here."""
+        global batch
+        if batch is None:
+            from sporadic import batch as b   # and rsa: only once lines arrive
+            batch = b
         out = []
         recs = []
         ref = 0
@@ -214,7 +228,7 @@ class Trust:
 
     def info(self):
         d = {'mode': 'signed', 'hwm': self.hwm, 'keys': [k[:12] for k in self.keys],
-             'refused': self.refused}
+             'refused': self.refused, 'refusals': last_reasons(self.quar[:-8])}
         if self.clock_note:
             d['clock_refused'] = self.clock_note
         return d
