@@ -225,7 +225,7 @@ class SerialLink(Link):
     def enter_raw_repl(self):
         """Interrupt the board (Ctrl-C) and enter the raw REPL, no soft reset.
 
-        Ctrl-C is sent again every 2.5 s until a prompt shows, up to
+        Ctrl-C is sent again (after 5 s, then every 2.5 s) until a prompt shows, up to
         ``interrupt_timeout`` (a program may catch one KeyboardInterrupt).
         """
         deadline = time.monotonic() + self.interrupt_timeout
@@ -239,8 +239,10 @@ class SerialLink(Link):
                 self._drain()  # stale output: what main.py printed while nobody listened
             self._write(b"\r\x01")
             try:
-                self._read_until(RAW_BANNER + b">", timeout=self.timeout,
-                                 overall=min(deadline, time.monotonic() + RETRY_CTRL_C))
+                # A board still booting takes the first Ctrl-C late: wait longer for it.
+                wait = RETRY_CTRL_C * (2 if attempts == 1 else 1)
+                self._read_until(RAW_BANNER + b">", timeout=max(self.timeout, wait),
+                                 overall=min(deadline, time.monotonic() + wait))
                 break
             except LinkTimeout:
                 if self._broken is not None:

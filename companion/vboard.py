@@ -189,6 +189,7 @@ class Relay:
         self._raw_sent = False
         self.wakeup_fd = None  # read end of a signal.set_wakeup_fd pipe
         self.parent_pid = None  # stop when this process is no longer our parent
+        self.trace = False  # log every byte through self.log
 
     # -- pty A ---------------------------------------------------------
     def open(self):
@@ -398,6 +399,8 @@ class Relay:
                 if self._ma in r:
                     try:
                         data = os.read(self._ma, 65536)
+                        if self.trace:
+                            self.log("user> %r" % data)
                         self._to_dev += data
                     except BlockingIOError:
                         pass
@@ -412,6 +415,8 @@ class Relay:
                     except OSError:  # EIO: the interpreter is gone
                         data = b""
                     if data:
+                        if self.trace:
+                            self.log("dev> %r" % data)
                         self._from_dev(data)
                     elif data == b"":
                         self._reap()
@@ -419,6 +424,8 @@ class Relay:
                 if n and self._mb is not None and self._mb in w:
                     try:
                         k = os.write(self._mb, bytes(self._to_dev[:n]))
+                        if self.trace:
+                            self.log(">dev %r" % bytes(self._to_dev[:k]))
                         del self._to_dev[:k]
                     except BlockingIOError:
                         pass
@@ -594,12 +601,18 @@ def _run_args(args):
         env["SPORADIC_CLOCK_SCALE"] = "%g" % args.clock_scale
     flash = args.flash or ("vboard-" + args.board_id if args.board_id else "vboard")
 
+    trace = os.environ.get("SPORADIC_VBOARD_TRACE")  # debugging: a file to log every byte to
+
     def log(msg):
         if args.verbose:
             sys.stderr.write("vboard: %s\n" % msg)
             sys.stderr.flush()
+        if trace:
+            with open(trace, "a") as f:
+                f.write("%.4f %s\n" % (time.monotonic(), msg))
 
     relay = Relay(flash, heap=args.heap, env=env, cooked=not args.raw_output, log=log)
+    relay.trace = bool(trace)
     if args.with_parent:
         relay.parent_pid = os.getppid()
     path = relay.open()

@@ -14,19 +14,31 @@
 #                          from the raw REPL: boot.py only)
 
 
-def _vboard_boot(g):
+# Mounting the flash must not be interrupted (a Ctrl-C would leave the host's
+# file system at '/'), so Ctrl-C is off until main.py starts: the relay keeps
+# the byte meanwhile. The unix port turns it on as this script starts, so a
+# Ctrl-C may land before it is off again: remember it, and act on it as a
+# board interrupted at boot does (no main.py, the REPL).
+_vboard_ki = False
+while True:
+    try:
+        import micropython
+        micropython.kbd_intr(-1)
+        for _vboard_i in range(3):  # let a pending KeyboardInterrupt land here
+            pass
+        break
+    except KeyboardInterrupt:
+        _vboard_ki = True
+
+
+def _vboard_boot(g, interrupted):
     import micropython
     import os
     import sys
 
-    # Mounting the flash must not be interrupted (a Ctrl-C would leave the
-    # host's file system at '/'): with the interrupt off the relay keeps the
-    # byte until main.py can take it.
-    micropython.kbd_intr(-1)
-
     # Leave the REPL's globals as a board has them: only what main.py defines.
-    g.pop('_vboard_boot', None)
-    g.pop('__file__', None)
+    for name in ('_vboard_boot', '__file__', '_vboard_ki', '_vboard_i', 'micropython'):
+        g.pop(name, None)
 
     flash = os.getenv('SPORADIC_VBOARD_FLASH')
     kind = os.getenv('SPORADIC_VBOARD_BOOT') or 'main'
@@ -42,6 +54,9 @@ def _vboard_boot(g):
     names = ['boot.py']
     if kind != 'raw':
         names.append('main.py')
+    if interrupted:
+        print('KeyboardInterrupt: ')
+        names = []
     micropython.kbd_intr(3)
     for name in names:
         try:
@@ -131,5 +146,5 @@ def _vboard_traceback(e):
             print(line)
 
 
-_vboard_boot(globals())
+_vboard_boot(globals(), _vboard_ki)
 del _vboard_traceback, _vboard_flash

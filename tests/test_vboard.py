@@ -129,7 +129,8 @@ def test_ctrl_c_interrupts_main_in_sleep(board):
 
 
 def test_exception_in_main_falls_to_repl_with_its_globals(board):
-    vb = board(main="x = 41\nraise ValueError('bad main')\n")
+    vb = board(main="x = 41\nopen('ran.txt', 'w').close()\nraise ValueError('bad main')\n")
+    wait_for(lambda: os.path.exists(os.path.join(vb.flash_dir, "ran.txt")), what="main.py")
     with SerialLink(vb.path) as link:
         assert link.exec("print(x + 1)").strip() == "42"
 
@@ -328,12 +329,14 @@ def test_main_that_swallows_one_ctrl_c_is_interrupted_again(board):
     main = (
         "import time\n"
         "try:\n"
+        "    open('sleeping.txt', 'w').close()\n"
         "    time.sleep(1000)\n"
         "except KeyboardInterrupt:\n"
         "    open('swallowed.txt', 'w').write('1')\n"
         "time.sleep(1000)\n"
     )
     vb = board(main=main)
+    wait_for(lambda: os.path.exists(os.path.join(vb.flash_dir, "sleeping.txt")), what="main.py to sleep")
     with SerialLink(vb.path) as link:
         assert link.call("ok") == "echo:ok"
     assert read_file(os.path.join(vb.flash_dir, "swallowed.txt")) == "1"
