@@ -3,36 +3,54 @@
 ``SerialLink(port_url)`` opens ``port_url`` with mpremote's ``SerialTransport``
 (as a library: pyserial URLs such as ``/dev/ttyUSB0``, ``/dev/pts/N``,
 ``COM3``, ``socket://host:port``), interrupts whatever the board runs
-(Ctrl-C; main.py stops, also inside ``time.sleep``) and enters the raw REPL
-*without* a soft reset, so nothing on the board restarts. The raw REPL
-protocol itself is spoken here, with bulk reads and raw-paste (flow-controlled
-by the board) when the board has it, because mpremote reads a byte at a time.
+(Ctrl-C; main.py stops, also inside ``time.sleep``; Ctrl-C is repeated if a
+program swallows one) and enters the raw REPL *without* a soft reset, so
+nothing on the board restarts. The raw REPL protocol itself is spoken here,
+with bulk reads and raw-paste (flow-controlled by the board) when the board
+has it, because mpremote reads a byte at a time and sends 256-byte chunks.
 
-The sync request (``call``) is one raw-REPL execution of::
+Requests. ``call(request)`` is one raw-REPL execution of::
 
     print(repr(__import__('sporadic.syncsrv').syncsrv.h('<request>')))
 
 where ``'<request>'`` is ``repr(request)`` (a Python ``str`` literal) and
 ``h(req: str) -> str`` is the device end of sync. The board prints the
 ``repr`` of the response on one line, so the response crosses the line
-exactly whatever the board does to newlines (boards print ``\\r\\n``); the
-last line of the output is parsed with ``ast.literal_eval``. Anything raised
-on the board comes back as ``LinkExecError`` with the board's traceback.
+exactly whatever the board does to newlines (boards print ``\r\n``); the
+last line of the output is parsed with ``ast.literal_eval``. Requests longer
+than ``stream_threshold`` (2 KiB) are streamed instead (below), as
+``h(_sp_req(n, window, sha256))``. Anything raised on the board comes back
+as ``LinkExecError`` with the board's traceback.
 
-Files move in chunks of ``chunk_size`` bytes (default 4 KiB): each chunk is
-one raw-paste execution ``w(d(b'<base64>'))`` or ``w(b'<repr>')``, whichever
-is shorter on the wire (text files go as ``repr``, binary as base64), into
-``PATH.part``, renamed over ``PATH`` at the end (a pulled cable leaves the
-old file whole) and checked by size. Reading runs one loop on the board that
-prints each chunk as ``repr`` or base64, again whichever is shorter.
-mpremote's ``fs cp`` sends 256-byte ``repr`` chunks, one execution each.
+Streams (big requests, files over 2 KiB). One execution reads the raw bytes
+from stdin with Ctrl-C off, under the same flow control as raw-paste: the
+board grants two windows (its raw-paste window, 128 bytes on most ports) and
+one more each time it has consumed one, so no UART buffer overflows. The
+SHA-256 of the stream is checked on the board before the data is used: a
+cut, or the filler a reconnecting companion sends to unstick a board left
+mid-stream, is never taken for data. A board whose companion vanished gives
+up after 1.5 s of silence and is back at its raw prompt. Needs raw-paste,
+``select.poll`` and ``hashlib.sha256`` (every current port); without them
+files go as one execution per ``chunk_size`` bytes.
 
+Files. ``put_file`` writes ``PATH.part`` (parent folders made) and renames it
+over ``PATH`` once complete and checked by size: a pulled cable leaves the
+old file whole. Small files go in one execution as a ``repr`` or base64
+literal, whichever is shorter. ``get_file`` runs one loop on the board that
+prints the file in 1.5 KiB lines, each as ``repr`` (text) or base64
+(binary), whichever is shorter, after the file's size.
+
+``soft_reset()`` is Ctrl-D in the raw REPL: the board reboots without
+running main.py and comes back to the raw REPL (fresh heap, modules reloaded).
 ``close()`` (and ``resume()``) leaves the raw REPL (Ctrl-B) and soft-resets
 from the friendly REPL (Ctrl-D): the board reboots and main.py runs again,
-as after any interruption.
+as after any interruption; ``close(resume=False)`` just lets go of the port.
 
 Bytes are counted by wrapping the serial object's ``read``/``write``: every
-byte on the wire, REPL prompts, raw-paste flow control and encodings included.
+byte on the wire, REPL prompts, flow control and encodings included.
+Failures raise ``LinkError`` subclasses (see transport.py), never hang: every
+wait has a silence timeout (``timeout``, 20 s) or a deadline. After a
+``LinkError`` the link refuses further use; open a new one.
 """
 
 import ast
