@@ -283,11 +283,13 @@ def mpy_lib(tmp_path_factory):
     lib = tmp_path_factory.mktemp('lib')
     os.mkdir(str(lib / 'sporadic'))
     open(str(lib / 'sporadic' / '__init__.py'), 'w').close()
-    src = os.path.join(FIRMWARE, 'sporadic', 'recon.py')
-    if shutil.which('mpy-cross'):
-        subprocess.check_call(['mpy-cross', '-o', str(lib / 'sporadic' / 'recon.mpy'), src])
-    else:
-        shutil.copy(src, str(lib / 'sporadic' / 'recon.py'))
+    # recondrv.py: the driving side (recon.reconcile), loaded on first use
+    for name in ('recon', 'recondrv'):
+        src = os.path.join(FIRMWARE, 'sporadic', name + '.py')
+        if shutil.which('mpy-cross'):
+            subprocess.check_call(['mpy-cross', '-o', str(lib / 'sporadic' / (name + '.mpy')), src])
+        else:
+            shutil.copy(src, str(lib / 'sporadic' / (name + '.py')))
     return str(lib)
 
 

@@ -50,6 +50,13 @@ SEQ_W = const(8)
 DEVICE_KINDS = ".s"
 
 
+def __getattr__(name):
+    # the sender's side (make_batch_record, make_key_record, digests_of,
+    # covers: the companion) lives in batchx.py, loaded on first use
+    from sporadic import batchx
+    return getattr(batchx, name)
+
+
 def _b(line):
     if isinstance(line, str):
         line = line.encode()
@@ -119,7 +126,7 @@ def _sig(s):
         raise ValueError("signature is not base64")
     if len(sig) < 256:
         raise ValueError("signature too short")
-    if _b64(sig) != s:
+    if binascii.b2a_base64(sig).decode().strip() != s:
         raise ValueError("signature is not canonical base64")
     return sig
 
@@ -175,53 +182,11 @@ def parse_key(line):
     return seq, kid, f[3], sig, len(line) - len(f[4]) - 1
 
 
-def _b64(sig):
-    return binascii.b2a_base64(sig).decode().strip()
-
-
-def make_batch_record(seq, keyid, digests, sign_fn):
-    """The .b line covering digests (8-byte line_digest values, any order).
-
-    sign_fn(sha256_digest_bytes) -> signature bytes (the desktop holds the key).
-    """
-    ds = sorted(set(bytes(d) for d in digests))
-    if not ds or len(ds) > MAX_LINES:
-        raise ValueError("a batch covers 1..%d lines, not %d" % (MAX_LINES, len(ds)))
-    for d in ds:
-        if len(d) != DIGEST:
-            raise ValueError("digest is not %d bytes" % DIGEST)
-    if seq <= 0 or seq >= 10 ** SEQ_W:
-        raise ValueError("seq out of range")
-    body = ".b %08d %s %s" % (seq, keyid, binascii.hexlify(b"".join(ds)).decode())
-    sig = sign_fn(hashlib.sha256(body.encode()).digest())
-    return body + " " + _b64(sig)
-
-
-def make_key_record(seq, old_keyid, new_pub_text, sign_fn):
-    """The .k line announcing new_pub_text, signed with the old key by sign_fn."""
-    rsa.parse_pubkey(new_pub_text)
-    if seq <= 0 or seq >= 10 ** SEQ_W:
-        raise ValueError("seq out of range")
-    body = ".k %08d %s %s" % (seq, old_keyid, new_pub_text.strip())
-    sig = sign_fn(hashlib.sha256(body.encode()).digest())
-    return body + " " + _b64(sig)
-
-
 def _body_digest(line, body_len):
     if isinstance(line, str):
         line = line.encode()
     h = hashlib.sha256(memoryview(line)[:body_len])
     return h.digest()
-
-
-def digests_of(record):
-    """The covered digests (bytes, 8 a line) of a .b record, without checking its signature."""
-    return parse_batch(record)[2]
-
-
-def covers(digests, line):
-    """True when line's digest is among digests (from digests_of / parse_batch)."""
-    return _find(digests, line_digest(line))
 
 
 def _find(seg, d):

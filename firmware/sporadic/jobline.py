@@ -1,23 +1,20 @@
 # The job-line format: one record a line (docs/jobline.md). Parse a line into
 # a record, write a record back as its one canonical line. Portable: runs
 # unchanged on MicroPython and CPython.
-import hashlib
-
 try:
     from micropython import const
 except ImportError:  # CPython
     def const(x):
         return x
 
-from sporadic.timeutil import parse_time, format_time, parse_duration, format_duration
+from sporadic.timeutil import parse_time, parse_duration
 
 ID_LEN = const(8)
 OUTPUT_MAX = const(60)
 HOST_MAX = const(32)
 _B32 = '0123456789abcdefghijklmnopqrstuv'
 _HOST_CHARS = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:-'
-_OPTS = ('every', 'within', 'on', 'tick', 'grace', 'retry')
-_OPT_FOR = {'on': 'each', 'tick': 'any', 'grace': 'one'}
+_OPTS = ' every within on tick grace retry '
 _OUTCOMES = ('run', 'err', 'miss', 'ok')  # rank order: a later one settles more
 FLEET_KINDS = 'htbk'
 DEFAULT_WITHIN_ONCE = const(86400)
@@ -30,15 +27,27 @@ class ParseError(ValueError):
     pass
 
 
-def make_id(text):
-    """8 characters of base32hex (40 bits) of sha256(text)."""
-    h = hashlib.sha256(text.encode()).digest()
-    n = int.from_bytes(h[:5], 'big')
-    out = ''
-    for _ in range(ID_LEN):
-        out = _B32[n & 31] + out
-        n >>= 5
-    return out
+# Rarely used code lives in jobx.py, loaded on first use (a board's heap
+# holds only the parser): the error messages, job text formatting, ids,
+# assignments. Its names are read through this module as well.
+_x = None
+
+
+def _jx():
+    global _x
+    if _x is None:
+        from sporadic import jobx
+        _x = jobx
+    return _x
+
+
+def __getattr__(name):
+    return getattr(_jx(), name)
+
+
+def _err(n, a=()):
+    # ParseError with message n of jobx.msg
+    return ParseError(_jx().msg(n, a))
 
 
 def is_id(s):
@@ -52,10 +61,10 @@ def is_id(s):
 
 def check_host(h):
     if not h or len(h) > HOST_MAX:
-        raise ParseError('bad host id ' + repr(h) + ' (1..32 characters)')
+        raise _err(0, repr(h))
     for c in h:
         if c not in _HOST_CHARS:
-            raise ParseError('bad host id ' + repr(h) + ' (letters, digits, _ . : -)')
+            raise _err(1, repr(h))
     return h
 
 
@@ -84,18 +93,18 @@ def tokens(s):
         if c == '"':
             j = s.find('"', i + 1)
             if j < 0:
-                raise ParseError('unterminated quote in command')
+                raise _err(2)
             out.append(s[i:j + 1])
             i = j + 1
             if i < n and s[i] not in ' \t':
-                raise ParseError('text right after a closing quote')
+                raise _err(3)
             continue
         j = i
         while j < n and s[j] not in ' \t':
             j += 1
         w = s[i:j]
         if '"' in w:
-            raise ParseError('quote inside a word: ' + repr(w))
+            raise _err(4, repr(w))
         out.append(w)
         i = j
     return out
@@ -113,12 +122,12 @@ def parse_prob(s):
         s = '0' + s
     whole, _, frac = s.partition('.')
     if not whole.isdigit() or (frac and not frac.isdigit()) or len(frac) > 9:
-        raise ParseError('bad probability ' + repr(s) + ' (0<P<=1, e.g. 0.01)')
+        raise _err(5, repr(s))
     frac = frac.rstrip('0')
     num = int(whole + frac) if (whole + frac) else 0
     den = 10 ** len(frac)
     if num <= 0 or num > den:
-        raise ParseError('P out of range: ' + s + ' (0<P<=1)')
+        raise _err(6, s)
     text = str(int(whole)) + ('.' + frac if frac else '')
     return text, (num * P_ONE) // den
 
@@ -129,29 +138,7 @@ class Job:
 
     def text(self):
         """Canonical job text without the id: type time command [; options]."""
-        t = self.kind
-        if self.kind in ('who', 'any'):
-            t += ':' + self.arg
-        s = t + ' ' + format_time(self.t0) + ' ' + ' '.join(self.words)
-        o = []
-        if self.every:
-            o.append('every=' + format_duration(self.every))
-        if self._within_given():
-            o.append('within=' + format_duration(self.within))
-        if self.on:
-            o.append('on=' + self.on)
-        if self.kind == 'any' and self.tick != DEFAULT_TICK:
-            o.append('tick=' + format_duration(self.tick))
-        if self.kind == 'one' and self.grace != DEFAULT_GRACE:
-            o.append('grace=' + format_duration(self.grace))
-        if self.retry:
-            o.append('retry=' + str(self.retry))
-        if o:
-            s += ' ; ' + ' '.join(o)
-        return s
-
-    def _within_given(self):
-        return self.within != default_within(self.every)
+        return _jx().job_text(self)
 
     def line(self):
         return self.id + ' ' + self.text()
@@ -212,40 +199,6 @@ class Cancel:
         return self.id + ' cancel'
 
 
-class Assign:
-    """ID a HOST K AT BY MAC: the section leader BY assigned instance K of a
-    single-run (any/one) job to HOST at epoch second AT (docs/wifi.md)."""
-    __slots__ = ('id', 'host', 'k', 'at', 'by', 'mac')
-
-    def __init__(self, jid, host, k, at, by, mac='-'):
-        self.id = jid
-        self.host = host
-        self.k = k
-        self.at = at
-        self.by = by
-        self.mac = mac
-
-    def body(self):
-        return '%s a %s %d %d %s' % (self.id, self.host, self.k, self.at, self.by)
-
-    def line(self):
-        return self.body() + ' ' + self.mac
-
-
-def parse_assign(jid, rest):
-    f = rest.split()
-    if len(f) != 5:
-        raise ParseError('assignment needs: host k at leader mac')
-    host = check_host(f[0])
-    k = _int(f[1], 'instance number')
-    at = _int(f[2], 'time')
-    by = check_host(f[3])
-    mac = f[4]
-    if mac != '-' and (len(mac) != 16 or not _is_hex(mac)):
-        raise ParseError('bad mac ' + repr(mac))
-    return Assign(jid, host, k, at, by, mac)
-
-
 class Fleet:
     __slots__ = ('kind', 'rest')
 
@@ -277,26 +230,27 @@ def _parse_outcome(tok):
                 return o, 1
             if rest.isdigit() and int(rest) > 1:
                 return o, int(rest)
-    raise ParseError('bad outcome ' + repr(tok) + ' (run err miss ok)')
+    raise _err(7, repr(tok))
 
 
 def _int(s, what):
+    # what: 0 instance number, 1 time, 2 retry count (jobx.msg 8)
     if not s.isdigit():
-        raise ParseError('bad ' + what + ' ' + repr(s))
+        raise _err(8, (what, repr(s)))
     return int(s)
 
 
 def parse_result(jid, rest):
     f = rest.split(None, 5)
     if len(f) < 5:
-        raise ParseError('result needs: host k at outcome mac [output]')
+        raise _err(9)
     host = check_host(f[0])
-    k = _int(f[1], 'instance number')
-    at = _int(f[2], 'time')
+    k = _int(f[1], 0)
+    at = _int(f[2], 1)
     outcome, attempt = _parse_outcome(f[3])
     mac = f[4]
     if mac != '-' and (len(mac) != 16 or not _is_hex(mac)):
-        raise ParseError('bad mac ' + repr(mac))
+        raise _err(10, repr(mac))
     return Result(jid, host, k, at, outcome, attempt, mac, f[5] if len(f) > 5 else '')
 
 
@@ -317,22 +271,22 @@ def parse_job(s, jid=None, salt=None):
     kind, colon, arg = typ.partition(':')
     if kind == 'each' or kind == 'one':
         if colon:
-            raise ParseError('type ' + kind + ' takes no argument')
+            raise _err(11, kind)
     elif kind == 'who':
         if not arg:
-            raise ParseError('who: needs a substring, e.g. who:pump')
+            raise _err(12)
         check_host(arg)
         j.arg = arg
     elif kind == 'any':
         if not arg:
-            raise ParseError('any: needs a probability, e.g. any:0.01')
+            raise _err(13)
         j.arg, j.threshold = parse_prob(arg)
     else:
-        raise ParseError('unknown type ' + repr(typ) + ' (each who:S any:P one)')
+        raise _err(14, repr(typ))
     j.kind = kind
     ts, rest = _split1(rest)
     if not ts:
-        raise ParseError('missing time')
+        raise _err(15)
     try:
         j.t0 = parse_time(ts)
     except ValueError as e:
@@ -344,7 +298,7 @@ def parse_job(s, jid=None, salt=None):
         opts = words[i + 1:]
         words = words[:i]
     if not words:
-        raise ParseError('missing command')
+        raise _err(16)
     j.words = words
     j.every = 0
     j.on = ''
@@ -356,15 +310,15 @@ def parse_job(s, jid=None, salt=None):
     for o in opts:
         key, eq, val = o.partition('=')
         if not eq or not val:
-            raise ParseError('bad option ' + repr(o) + ' (key=value)')
-        if key not in _OPTS:
-            raise ParseError('unknown option ' + repr(key))
+            raise _err(17, repr(o))
+        if not key or ' ' in key or ' ' + key + ' ' not in _OPTS:
+            raise _err(18, repr(key))
         if key in seen:
-            raise ParseError('option ' + key + ' given twice')
+            raise _err(19, key)
         seen.append(key)
-        need = _OPT_FOR.get(key)
+        need = 'each' if key == 'on' else 'any' if key == 'tick' else 'one' if key == 'grace' else None
         if need and need != kind:
-            raise ParseError('option ' + key + ' is only for ' + need + ' jobs')
+            raise _err(20, (key, need))
         try:
             if key == 'every':
                 j.every = parse_duration(val)
@@ -377,13 +331,13 @@ def parse_job(s, jid=None, salt=None):
             elif key == 'on':
                 j.on = check_host(val)
             elif key == 'retry':
-                j.retry = _int(val, 'retry count')
+                j.retry = _int(val, 2)
         except ValueError as e:
             raise ParseError(str(e))
     j.within = within if within is not None else default_within(j.every)
     if jid is None:
         t = j.text()
-        jid = make_id(t if salt is None else t + '\n' + salt)
+        jid = _jx().make_id(t if salt is None else t + '\n' + salt)
     j.id = jid
     return j
 
@@ -397,7 +351,7 @@ def parse(line, salt=None):
     first, rest = _split1(s)
     if first[0] == '.':
         if len(first) != 2 or first[1] not in FLEET_KINDS:
-            raise ParseError('unknown fleet record ' + repr(first))
+            raise _err(21, repr(first))
         if first[1] == 'h':
             check_host(rest)
         return Fleet(first[1], rest)
@@ -405,14 +359,14 @@ def parse(line, salt=None):
         kind, rest2 = _split1(rest)
         if kind == 'cancel':
             if rest2:
-                raise ParseError('cancel takes no arguments')
+                raise _err(22)
             return Cancel(first)
         if kind == 'r':
             return parse_result(first, rest2)
         if kind == 'a':
-            return parse_assign(first, rest2)
+            return _jx().parse_assign(first, rest2)
         if not kind:
-            raise ParseError('id without a record')
+            raise _err(23)
         return parse_job(rest, first)
     return parse_job(s, None, salt)
 
@@ -426,25 +380,3 @@ def canonical(line, salt=None):
 def group(line):
     """The group a canonical line belongs to: a job id, or '.' for fleet records."""
     return line[:ID_LEN] if line[0] != '.' else '.'
-
-
-# An accelerator, not a second parser: on CPython a result, cancel or host
-# line already in canonical form is recognised by one regular expression
-# (tests check it accepts exactly what parse() writes back unchanged); all
-# other lines go through parse(). Boards (no full `re`) always parse.
-fast_canonical = None
-try:
-    import sys
-    if sys.implementation.name == 'cpython':
-        import re
-        _CANON = re.compile(
-            r'(?:[0-9a-v]{8} r [A-Za-z0-9_.:-]{1,32} (?:0|[1-9][0-9]*) (?:0|[1-9][0-9]*)'
-            r' (?:run|err|miss|ok)(?:[2-9]|[1-9][0-9]+)? (?:-|[0-9a-f]{16})(?: [!-~](?:[ -~]{0,58}[!-~])?)?'
-            r'|[0-9a-v]{8} cancel|\.h [A-Za-z0-9_.:-]{1,32})\n?')
-
-        def fast_canonical(line, _m=_CANON.fullmatch):
-            if _m(line) is not None:
-                return line.rstrip('\n')
-            return None
-except ImportError:
-    pass

@@ -2,7 +2,15 @@
 # Compaction streams over lines in byte order, one group (job id) at a time,
 # holding at most one pending job line and one result line: constant memory,
 # so the device runs the same code over a file larger than its heap.
-from sporadic.jobline import parse, ParseError, ID_LEN, fast_canonical
+from sporadic.jobline import ID_LEN
+
+
+def __getattr__(name):
+    # merge(), canonical_lines() (the companion's, a board's sync never
+    # parses here) live in mergex.py, loaded on first use
+    from sporadic import mergex
+    return getattr(mergex, name)
+
 
 # A result's rank, read straight from its canonical text:
 #   ID r HOST K AT OUTCOME MAC [OUTPUT]
@@ -118,46 +126,6 @@ def compact(lines, conflicts=None):
         yield job
     if best is not None and not cancelled:
         yield best
-
-
-def canonical_lines(lines, name='-', errors=None, start=1):
-    """Parse lines; yield canonical text of the good ones. Each bad one adds
-    'NAME:LINE: reason' to errors (if given) and is skipped, never fatal."""
-    n = start - 1
-    fast = fast_canonical
-    for raw in lines:
-        n += 1
-        if fast is not None:
-            line = fast(raw)
-            if line is not None:
-                yield line
-                continue
-        try:
-            r = parse(raw)
-        except ParseError as e:
-            if errors is not None:
-                errors.append('%s:%d: %s' % (name, n, e))
-            continue
-        except Exception as e:  # a parser bug must not stop the good lines
-            if errors is not None:
-                errors.append('%s:%d: unreadable (%s)' % (name, n, e))
-            continue
-        if r is not None:
-            yield r.line()
-
-
-def merge(*sources, errors=None, conflicts=None):
-    """Union of any number of line sources, compacted: a sorted list of lines.
-    Each source is (name, iterable of lines) or an iterable of lines."""
-    s = set()
-    for src in sources:
-        if isinstance(src, tuple):
-            name, it = src
-        else:
-            name, it = '-', src
-        for line in canonical_lines(it, name, errors):
-            s.add(line)
-    return list(compact(sorted(s), conflicts))
 
 
 def merge_sorted(a, b):

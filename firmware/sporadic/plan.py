@@ -11,7 +11,13 @@ except ImportError:  # CPython
     def const(x):
         return x
 
-from sporadic.jobline import P_ONE
+
+def __getattr__(name):
+    # schedule() and expected_fire() (companion plan, simulator) live in
+    # planx.py, loaded on first use
+    from sporadic import planx
+    return getattr(planx, name)
+
 
 RUN = 'run'      # run instance k now (attempt n)
 MISS = 'miss'    # record instance k as missed (covers older unsettled ones too)
@@ -155,52 +161,3 @@ def _any(job, host, now, k, end, rnd):
         j += 1
     t = d + j * job.tick
     return WAIT, k, t if t < end else end, 0
-
-
-def expected_fire(job, k):
-    """Expected first fire time of one host for an `any` instance (geometric)."""
-    fails = (P_ONE - job.threshold) // job.threshold
-    return due(job, k) + fails * job.tick
-
-
-def schedule(job, hosts, t_from, t_until, limit=100000):
-    """What would run where and when if every host were up and synced:
-    dicts with job, instance, host, at, state (run | candidate | standby)
-    and rank for `one`. Instances due in [t_from, t_until)."""
-    k = newest(job, t_from - 1) + 1 if t_from > job.t0 else 0
-    if not job.every and k > 0:
-        return
-    ranked = None
-    if job.kind == 'one':
-        ranked = sorted(hosts, key=lambda h: score(job.id, h), reverse=True)
-    n = 0
-    while True:
-        d = due(job, k)
-        if d >= t_until:
-            return
-        inst = job.id + '.' + str(k)
-        if ranked is not None:
-            for r in range(len(ranked)):
-                t = d + r * job.grace
-                row = {'job': job.id, 'instance': inst, 'host': ranked[r], 'at': t,
-                       'state': 'run' if r == 0 else 'standby', 'rank': r}
-                if r and t >= d + job.within:
-                    row['note'] = 'outside window'
-                yield row
-                n += 1
-        else:
-            for h in hosts:
-                if not eligible(job, h):
-                    continue
-                if job.kind == 'any':
-                    yield {'job': job.id, 'instance': inst, 'host': h,
-                           'at': min(expected_fire(job, k), d + job.within - 1),
-                           'state': 'candidate', 'p': job.arg}
-                else:
-                    yield {'job': job.id, 'instance': inst, 'host': h, 'at': d, 'state': 'run'}
-                n += 1
-        if n >= limit:
-            raise ValueError('plan too long: more than %d rows; narrow --from/--until' % limit)
-        if not job.every:
-            return
-        k += 1

@@ -2,8 +2,23 @@
 # `time` module, so every port (epoch 1970 or 2000) and CPython agree.
 # The port's own epoch is converted once, in clock.py.
 
-_UNITS = {'s': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}
-_ORDER = ('w', 'd', 'h', 'm', 's')
+
+def __getattr__(name):
+    # format_time, format_duration and the error messages live in timex.py,
+    # loaded on first use (a board's loop only parses)
+    from sporadic import timex
+    return getattr(timex, name)
+
+
+def _unit(c):
+    # seconds in a duration unit (s m h d w), 0 for anything else
+    i = 'smhdw'.find(c) if len(c) == 1 else -1
+    return (1, 60, 3600, 86400, 604800)[i] if i >= 0 else 0
+
+
+def _err(n, a=()):
+    from sporadic import timex
+    return ValueError(timex.msg(n, a))
 
 
 def days_from_civil(y, m, d):
@@ -35,17 +50,17 @@ def civil_from_days(z):
 
 def _num(s, lo, hi, what):
     if not s.isdigit():
-        raise ValueError('bad time: ' + what)
+        raise _err(0, what)
     n = int(s)
     if n < lo or n > hi:
-        raise ValueError('bad time: ' + what + ' out of range')
+        raise _err(1, what)
     return n
 
 
 def parse_time(s):
     """'2026-12-01T06:00Z' or '...T06:00:30Z' -> Unix epoch seconds (UTC)."""
     if len(s) < 17 or s[-1] != 'Z' or s[4] != '-' or s[7] != '-' or s[10] != 'T' or s[13] != ':':
-        raise ValueError('bad time: expected YYYY-MM-DDTHH:MM[:SS]Z (UTC), got ' + repr(s))
+        raise _err(2, repr(s))
     y = _num(s[0:4], 1970, 9999, 'year')
     mo = _num(s[5:7], 1, 12, 'month')
     d = _num(s[8:10], 1, 31, 'day')
@@ -55,39 +70,18 @@ def parse_time(s):
     if len(s) == 20 and s[16] == ':':
         sec = _num(s[17:19], 0, 59, 'second')
     elif len(s) != 17:
-        raise ValueError('bad time: expected YYYY-MM-DDTHH:MM[:SS]Z (UTC), got ' + repr(s))
+        raise _err(2, repr(s))
     days = days_from_civil(y, mo, d)
     if civil_from_days(days) != (y, mo, d):
-        raise ValueError('bad time: no such date ' + s[:10])
+        raise _err(3, s[:10])
     return days * 86400 + h * 3600 + mi * 60 + sec
-
-
-def format_time(t):
-    """Unix epoch seconds -> canonical ISO text (seconds only when non-zero)."""
-    t = int(t)
-    days = t // 86400
-    rem = t - days * 86400
-    y, mo, d = civil_from_days(days)
-    s = '%04d-%02d-%02dT%02d:%02d' % (y, mo, d, rem // 3600, (rem // 60) % 60)
-    if rem % 60:
-        s += ':%02d' % (rem % 60)
-    return s + 'Z'
 
 
 def parse_duration(s):
     """'30s 10m 2h 1d 1w' -> seconds (> 0)."""
-    if len(s) < 2 or s[-1] not in _UNITS or not s[:-1].isdigit():
-        raise ValueError('bad duration: ' + repr(s) + ' (use 30s 10m 2h 1d 1w)')
-    n = int(s[:-1]) * _UNITS[s[-1]]
+    if len(s) < 2 or not _unit(s[-1]) or not s[:-1].isdigit():
+        raise _err(4, repr(s))
+    n = int(s[:-1]) * _unit(s[-1])
     if n <= 0:
-        raise ValueError('bad duration: ' + repr(s) + ' must be positive')
+        raise _err(5, repr(s))
     return n
-
-
-def format_duration(n):
-    """Seconds -> the largest unit that divides them exactly."""
-    for u in _ORDER:
-        q = _UNITS[u]
-        if n % q == 0:
-            return str(n // q) + u
-    return str(n) + 's'
