@@ -209,6 +209,9 @@ def status_rows(fleet, now=None):
             'duplicates': sorted(i for i, hs in dups.items() if d['id'] in hs),
             'unverified_records': len(unverified),
             'quarantined': st.get('quarantined'),
+            'trust': (st.get('trust') or {}).get('mode'),
+            'refusals': (st.get('trust') or {}).get('refusals') or [],
+            'clock_refused': (st.get('trust') or {}).get('clock_refused'),
         })
     return rows
 
@@ -236,6 +239,13 @@ def cmd_status(args):
                   str(r['ok']), str(r['failed']), str(r['missed']), str(len(r['duplicates'])),
                   ('[red]%d[/]' % r['unverified_records']) if r['unverified_records'] else '0')
     c.print(t)
+    for r in rows:
+        if r['quarantined']:
+            c.print('[yellow]%s refused %d line(s)[/] (trust: %s); last:' % (r['id'], r['quarantined'], r['trust'] or '-'))
+            for q in r['refusals']:
+                c.print('  ' + q, markup=False)
+        if r['clock_refused']:
+            c.print('[yellow]%s[/] %s' % (r['id'], r['clock_refused']), markup=True)
     dups = duplicates(f)
     if dups:
         c.print('[yellow]duplicates detected[/] (single-run instances that ran on more than one board):')

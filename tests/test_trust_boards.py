@@ -306,6 +306,8 @@ def test_record_from_unknown_board(fleet, boards):
     assert any('unverified result from ghost-9' in x for x in rep['flagged']), rep['flagged']
     assert any('no MAC' in r for r in rep['status']['trust']['refusals'])
     assert syncer.verify_result(fleet, jobline.parse(ghost)) is False
+    row = fleetcmd.status_rows(fleet, T0 + 120)[0]             # `companion status`
+    assert row['quarantined'] >= 1 and any('no MAC' in q for q in row['refusals'])
 
 
 def test_board_forges_another_boards_done_record(fleet, boards):
