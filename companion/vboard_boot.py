@@ -8,7 +8,9 @@
 # friendly REPL. It is MicroPython code: no f-strings, no typing.
 #
 # Environment (set by the relay in vboard.py):
-#   SPORADIC_VBOARD_FLASH  absolute host path of the flash folder
+#   SPORADIC_VBOARD_FLASH  absolute host path of the flash folder, or
+#   SPORADIC_VBOARD_IMAGE  a LittleFS v2 image file (a board's flash region;
+#                          SPORADIC_VBOARD_BLOCK bytes a block, default 4096)
 #   SPORADIC_VBOARD_BOOT   'main' (power-on / soft reboot from the friendly
 #                          REPL: boot.py then main.py) or 'raw' (soft reboot
 #                          from the raw REPL: boot.py only)
@@ -41,8 +43,12 @@ def _vboard_boot(g, interrupted):
         g.pop(name, None)
 
     flash = os.getenv('SPORADIC_VBOARD_FLASH')
+    image = os.getenv('SPORADIC_VBOARD_IMAGE')
     kind = os.getenv('SPORADIC_VBOARD_BOOT') or 'main'
-    if flash:
+    if image:
+        os.mount(_vboard_lfs(os, image), '/')
+        os.chdir('/')
+    elif flash:
         os.mount(_vboard_flash(os, flash), '/')
         os.chdir('/')
     sys.path[:] = ['', '.frozen', '/lib']
@@ -135,6 +141,40 @@ def _vboard_flash(os, root):
     return Flash()
 
 
+def _vboard_lfs(os, path):
+    # The flash as a board has it: LittleFS v2 on a block device, here the
+    # host file `path` (its size / block size blocks), formatted if blank.
+    bs = int(os.getenv('SPORADIC_VBOARD_BLOCK') or '4096')
+    f = open(path, 'r+b')
+    f.seek(0, 2)
+    count = f.tell() // bs
+
+    class Dev:
+        def readblocks(self, n, buf, off=0):
+            f.seek(n * bs + off)
+            f.readinto(buf)
+
+        def writeblocks(self, n, buf, off=None):
+            f.seek(n * bs + (off or 0))
+            f.write(buf)
+
+        def ioctl(self, op, arg):
+            if op == 4:  # block count
+                return count
+            if op == 5:  # block size
+                return bs
+            if op == 3:  # sync
+                f.flush()
+            return 0
+
+    dev = Dev()
+    try:
+        return os.VfsLfs2(dev, readsize=32, progsize=32, lookahead=32)
+    except OSError:
+        os.VfsLfs2.mkfs(dev, readsize=32, progsize=32, lookahead=32)
+        return os.VfsLfs2(dev, readsize=32, progsize=32, lookahead=32)
+
+
 def _vboard_traceback(e):
     # Print the traceback a board prints: without this shim's own frames.
     import io
@@ -147,4 +187,4 @@ def _vboard_traceback(e):
 
 
 _vboard_boot(globals(), _vboard_ki)
-del _vboard_traceback, _vboard_flash
+del _vboard_traceback, _vboard_flash, _vboard_lfs

@@ -379,3 +379,31 @@ def test_cli_prints_the_path_and_stops_on_sigterm(tmp_path):
     finally:
         p.send_signal(signal.SIGTERM)
         assert p.wait(10) == 0
+
+
+def test_littlefs_image_as_flash(tmp_path):
+    image = str(tmp_path / "flash.img")
+    with VBoard(image=image, board_id="lfs-1", flash_size="512K") as vb:
+        assert os.path.getsize(image) == 512 * 1024
+        with SerialLink(vb.path) as link:  # a blank image: formatted at first boot
+            assert link.exec("import os; print(os.statvfs('/')[:3])").strip() == "(4096, 4096, 128)"
+            link.put_file("lib/sporadic/__init__.py", b"")
+            link.put_file("lib/sporadic/syncsrv.py", SYNCSRV.encode())
+            # (LittleFS commits a file when it is closed, as on a board)
+            link.put_file("main.py", b"with open('ran.txt', 'w') as f:\n    f.write('yes')\n")
+            link.put_file("big.bin", bytes(range(256)) * 100)
+        with serial.Serial(vb.path, timeout=0.05) as ser:  # close() rebooted the board
+            ser.write(b"\r")
+            read_until(ser, b">>> ")  # the REPL answers once main.py is done
+        with SerialLink(vb.path) as link:
+            assert link.get_file("ran.txt") == b"yes"
+            assert link.call("lfs") == "echo:lfs"
+            assert link.get_file("big.bin") == bytes(range(256)) * 100
+    from littlefs import LittleFS  # the desktop reads what the board wrote
+
+    fs = LittleFS(block_size=4096, block_count=128, read_size=32, prog_size=32, lookahead_size=32, mount=False)
+    with open(image, "rb") as f:
+        fs.context.buffer = bytearray(f.read())
+    fs.mount()
+    with fs.open("ran.txt", "r") as f:
+        assert f.read() == "yes"
