@@ -7,8 +7,8 @@ with random outages and 20 ppm clock drift. The default runs 60 of the 365
 days (the cost per simulated day is flat, so the rate holds); --full runs
 the year.
 
-    python bench/simulate.py                 # 1,000 hosts x 100 jobs x 60 days (about a minute)
-    python bench/simulate.py --full          # the budget: 365 days (several minutes, see docs/simulate.md)
+    python bench/simulate.py                 # 1,000 hosts x 100 jobs x 60 days (about 2 CPU-minutes)
+    python bench/simulate.py --full          # the budget: 365 days (about 10 CPU-minutes, see docs/simulate.md)
     python bench/simulate.py --hosts 200 --days 90
 
 Prints wall time and simulated host-days per second; the last line is JSON
