@@ -211,6 +211,9 @@ def fresh_heap(link):
         reset()
 
 
+GET_LINES = 128   # lines in one G answer at most (about 9 KB on the board)
+
+
 def _sync(fleet, port, link, now):
     fresh_heap(link)
     link.reset_counters()
@@ -237,7 +240,9 @@ def _sync(fleet, port, link, now):
         fleet.merge_in(good, port)
         return []
 
-    stats = recon.reconcile(fleet.lines, local_receive, link.call)
+    # get_lines: a board builds each G answer in RAM; a first sync of a big
+    # file would otherwise ask for all of it at once (G .) and run out of memory
+    stats = recon.reconcile(fleet.lines, local_receive, link.call, get_lines=GET_LINES)
     # 3. the board's own results history (outbox), then acknowledge it
     out = _check(link.call('O'), 'the outbox')
     seg, _, body = out.partition('\n')
@@ -249,7 +254,8 @@ def _sync(fleet, port, link, now):
     new_results = fleet.add_results(outbox + [l for l in received if ' r ' in l[8:11]])
     if int(seg):
         _check(link.call('A %s' % seg), 'the acknowledgement')
-    _check(link.call('C'), 'compaction')
+    if stats['lines_in'] or stats['lines_out'] or int(seg):
+        _check(link.call('C'), 'compaction')   # (nothing moved: nothing to fold, one round trip saved)
     status = json.loads(_check(link.call('I'), 'the status'))
     info = fleet.device(dev_id) or {'id': dev_id}
     info.update({'port': port, 'last_sync': now, 'drift': drift, 'status': status,

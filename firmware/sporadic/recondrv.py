@@ -55,7 +55,9 @@ def reconcile(local_source, local_receive, call, maxq=MAXQ, maxd=MAXD, put_bytes
             rc = fr[i]
             if rc == 0:
                 terms[_pfx(fl[i], fk[i])] = None
-            elif fc[i] == 0:
+            elif fc[i] == 0 and rc <= get_lines:
+                # (a bigger node is split first: the responder builds one G
+                # answer in RAM, and a board's heap bounds it)
                 gets.append((_pfx(fl[i], fk[i]), rc))
             elif rc <= LEAF:
                 dq.append(i)
