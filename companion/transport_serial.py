@@ -261,7 +261,7 @@ class SerialLink(Link):
             try:
                 # A board still booting takes the first Ctrl-C late: wait longer for it.
                 wait = RETRY_CTRL_C * (2 if attempts == 1 else 1)
-                self._read_until(RAW_BANNER + b">", timeout=max(self.timeout, wait),
+                self._read_until(RAW_BANNER + b">", timeout=max(self.timeout, wait) + 1,
                                  overall=min(deadline, time.monotonic() + wait))
                 break
             except LinkTimeout:
