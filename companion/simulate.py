@@ -9,7 +9,6 @@ import bisect
 import heapq
 import json
 import math
-import os
 import random
 import re
 import sys
