@@ -22,7 +22,8 @@ def mpy_lib():
         out = tempfile.mkdtemp(prefix='sporadic-mpy-')
         os.mkdir(os.path.join(out, 'sporadic'))
         for f, _ in stamp:
-            subprocess.run([MPY_CROSS, '-o', os.path.join(out, 'sporadic', f[:-3] + '.mpy'),
+            # -O3 as deploy compiles (companion/files.py): no line-number tables
+            subprocess.run([MPY_CROSS, '-O3', '-o', os.path.join(out, 'sporadic', f[:-3] + '.mpy'),
                             os.path.join(src, f)], check=True)
         _built['stamp'] = stamp
         _built['dir'] = out

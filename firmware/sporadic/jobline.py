@@ -45,6 +45,23 @@ def __getattr__(name):
     return getattr(_jx(), name)
 
 
+def unload():
+    """A board lets jobx and timex go again once a rare path is done (the
+    loop calls this each pass); CPython keeps them."""
+    global _x
+    import sys
+    if sys.implementation.name == 'cpython':
+        return
+    _x = None
+    import sporadic
+    for n in ('jobx', 'timex'):
+        sys.modules.pop('sporadic.' + n, None)
+        try:
+            delattr(sporadic, n)
+        except (AttributeError, TypeError, KeyError):
+            pass
+
+
 def _err(n, a=()):
     # ParseError with message n of jobx.msg
     return ParseError(_jx().msg(n, a))

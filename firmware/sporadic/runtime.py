@@ -163,6 +163,7 @@ class Runtime:
         unknown, nothing dated runs). Returns the next wake (Unix time), or
         None when the clock is unknown."""
         self.steps += 1
+        jobline.unload()   # jobx/timex, if a rare path loaded them (docs/device.md#memory)
         gc.collect()
         if now is None:
             self.next_wake = None

@@ -130,6 +130,7 @@ class Store:
                 delattr(sporadic, 'recover')
             except (AttributeError, TypeError):
                 pass
+            jobline.unload()   # a re-import may have needed jobx/timex
 
     # ---- reading ----
 

@@ -25,12 +25,11 @@ _store = None
 def store():
     global _store
     if _store is None:
-        try:
-            from sporadic import runtime
-            if runtime._rt is not None:   # the loop is running (TCP sync): share its store
-                _store = runtime._rt.store
-        except ImportError:
-            pass
+        # the loop is running (TCP sync): share its store; never import the
+        # runtime for this (a sync session after a soft reset has no loop)
+        runtime = sys.modules.get('sporadic.runtime')
+        if runtime is not None and runtime._rt is not None:
+            _store = runtime._rt.store
         if _store is None:
             from sporadic.store import Store
             _store = Store()
