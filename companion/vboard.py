@@ -41,10 +41,22 @@ board that a real one does not do:
 * output nobody reads is buffered up to 256 KiB, then the oldest is dropped
   (a board's UART does not block its program when no cable is attached).
 
+The boot shim (vboard_boot.py) hides two more: a Ctrl-C landing as the
+interpreter starts acts as a board interrupted at boot (no main.py, REPL),
+and the flash folder is mounted through a thin Python VFS over
+``os.VfsPosix`` because the unix port's ``VfsPosix.rename`` of two absolute
+paths renames the wrong file. With ``image=`` the flash is instead a LittleFS
+v2 image on a file-backed block device, as a board's (files are committed
+when closed, sizes are finite).
+
 Known differences: code run through raw-paste runs with the terminal in raw
 mode on the unix port, so Ctrl-C cannot interrupt it (mpremote and SerialLink
 execute through raw-paste); there is no machine.reset/deepsleep; ``-X
-heapsize`` bounds the heap but the C stack and speed are those of the host.
+heapsize`` bounds the heap but the C stack and speed are those of the host; a
+folder flash has no size limit (use an image for that).
+
+Debugging: ``SPORADIC_VBOARD_TRACE=FILE`` logs every byte both ways and every
+boot to FILE; ``companion vboard -v`` logs boots to stderr.
 
 Library use::
 
