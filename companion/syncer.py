@@ -221,6 +221,10 @@ def _sync(fleet, port, link, now):
     # 1. the board's clock, from the companion's, over the board's own line
     dev_id, before = _check(link.call('T %d' % now), 'the time').split()
     drift = None if before == '-' else int(before) - now
+    prev = fleet.device(dev_id) or {'id': dev_id}
+    was_complete = prev.get('complete', False)
+    prev['complete'] = False          # until this sync has acknowledged the outbox
+    fleet.save_device(prev)
     # 2. set reconciliation of the merged job-line files
     received = []
     flagged = []
@@ -243,22 +247,29 @@ def _sync(fleet, port, link, now):
     # get_lines: a board builds each G answer in RAM; a first sync of a big
     # file would otherwise ask for all of it at once (G .) and run out of memory
     stats = recon.reconcile(fleet.lines, local_receive, link.call, get_lines=GET_LINES)
-    # 3. the board's own results history (outbox), then acknowledge it
-    out = _check(link.call('O'), 'the outbox')
-    seg, _, body = out.partition('\n')
-    outbox = [l for l in body.split('\n') if l]
-    for l in outbox:
-        r = jobline.parse(l)
-        if isinstance(r, jobline.Result) and verify_result(fleet, r) is False:
-            flagged.append('unverified result in outbox of %s: %s' % (dev_id, l[:80]))
-    new_results = fleet.add_results(outbox + [l for l in received if ' r ' in l[8:11]])
-    if int(seg):
-        _check(link.call('A %s' % seg), 'the acknowledgement')
-    if stats['lines_in'] or stats['lines_out'] or int(seg):
-        _check(link.call('C'), 'compaction')   # (nothing moved: nothing to fold, one round trip saved)
-    status = json.loads(_check(link.call('I'), 'the status'))
+    moved = stats['lines_in'] or stats['lines_out']
+    new_results = []
+    status = prev.get('status')
+    if moved or not was_complete or status is None:
+        # 3. the board's own results history (outbox), then acknowledge it.
+        # Skipped when nothing moved after a complete sync: the board wrote
+        # nothing since (its records are in the reconciled set), so an
+        # unchanged pair costs T and S only.
+        out = _check(link.call('O'), 'the outbox')
+        seg, _, body = out.partition('\n')
+        outbox = [l for l in body.split('\n') if l]
+        for l in outbox:
+            r = jobline.parse(l)
+            if isinstance(r, jobline.Result) and verify_result(fleet, r) is False:
+                flagged.append('unverified result in outbox of %s: %s' % (dev_id, l[:80]))
+        new_results = fleet.add_results(outbox + [l for l in received if ' r ' in l[8:11]])
+        if int(seg):
+            _check(link.call('A %s' % seg), 'the acknowledgement')
+        if moved or int(seg):
+            _check(link.call('C'), 'compaction')
+        status = json.loads(_check(link.call('I'), 'the status'))
     info = fleet.device(dev_id) or {'id': dev_id}
-    info.update({'port': port, 'last_sync': now, 'drift': drift, 'status': status,
+    info.update({'port': port, 'last_sync': now, 'drift': drift, 'status': status, 'complete': True,
                  'bytes_last_sync': link.bytes_sent + link.bytes_received})
     fleet.save_device(info)
     refused = ['%s (%s)' % (l[:80], why) for l, why in stats.get('refused_remote', [])]
