@@ -189,6 +189,29 @@ def cmd_results(args):
     return 0
 
 
+def pending_for(fleet, host, now):
+    """Jobs this host still has an instance of to run, decided by the core
+    planner on the fleet's copy (the same file the board holds after a sync)."""
+    hosts = fleet.hosts()
+    mine, done = {}, {}
+    for l in fleet.lines():
+        r = jobline.parse(l)
+        if isinstance(r, jobline.Result):
+            if r.host == host:
+                if r.id not in mine or r.rank() > mine[r.id][0]:
+                    mine[r.id] = (r.rank(), (r.k, r.outcome, r.attempt))
+            elif r.outcome != 'miss':
+                done[r.id] = max(done.get(r.id, -1), r.k)
+    n = 0
+    for j in fleet.jobs():
+        m = mine.get(j.id)
+        act = plan.decide(j, host, now, m[1] if m else None, done.get(j.id, -1),
+                          plan.rank(j.id, host, hosts), plan.hash_rnd(host))
+        if act[0] != plan.IDLE:
+            n += 1
+    return n
+
+
 def status_rows(fleet, now=None):
     from companion import syncer
     now = int(time.time()) if now is None else now
@@ -203,7 +226,8 @@ def status_rows(fleet, now=None):
             'id': d['id'], 'port': d.get('port'), 'board': d.get('board'),
             'last_sync': d.get('last_sync'), 'clock_drift_s': d.get('drift'),
             'clock': st.get('clock'),
-            'pending': st.get('pending'), 'failed': sum(1 for r in mine if r.outcome == 'err'),
+            'pending': st['pending'] if st.get('pending') is not None else pending_for(fleet, d['id'], now),
+            'failed': sum(1 for r in mine if r.outcome == 'err'),
             'missed': sum(1 for r in mine if r.outcome == 'miss'),
             'ok': sum(1 for r in mine if r.outcome == 'ok'),
             'duplicates': sorted(i for i, hs in dups.items() if d['id'] in hs),

@@ -191,7 +191,9 @@ def sync(fleet, port, progress=True, link=None, now=None):
     link = link or open_link(port, fleet)
     try:
         with progress_bar(link, 'sync %s' % port, progress):
-            return _sync(fleet, port, link, now)
+            # opening the port (the interrupt, what the board printed) counts
+            # when this sync opened it
+            return _sync(fleet, port, link, now, 0 if own else link.bytes_sent + link.bytes_received)
     except (LinkError, recon.SyncError) as e:
         raise UserError('sync with %s broke off: %s (nothing is lost: the next sync completes it)' % (port, e))
     finally:
@@ -214,9 +216,8 @@ def fresh_heap(link):
 GET_LINES = 128   # lines in one G answer at most (about 9 KB on the board)
 
 
-def _sync(fleet, port, link, now):
+def _sync(fleet, port, link, now, base=0):
     fresh_heap(link)
-    link.reset_counters()
     now = int(time.time()) if now is None else now
     # 1. the board's clock, from the companion's, over the board's own line
     dev_id, before = _check(link.call('T %d' % now), 'the time').split()
@@ -246,7 +247,10 @@ def _sync(fleet, port, link, now):
 
     # get_lines: a board builds each G answer in RAM; a first sync of a big
     # file would otherwise ask for all of it at once (G .) and run out of memory
-    stats = recon.reconcile(fleet.lines, local_receive, link.call, get_lines=GET_LINES)
+    # a link that streams answers (serial, syncsrv.w) takes a whole node in
+    # one pass over the board's file, however large
+    get_lines = 1000000 if getattr(link, 'stream_answers', False) else GET_LINES
+    stats = recon.reconcile(fleet.lines, local_receive, link.call, get_lines=get_lines)
     moved = stats['lines_in'] or stats['lines_out']
     new_results = []
     status = prev.get('status')
@@ -269,11 +273,12 @@ def _sync(fleet, port, link, now):
             _check(link.call('C'), 'compaction')
         status = json.loads(_check(link.call('I'), 'the status'))
     info = fleet.device(dev_id) or {'id': dev_id}
+    wire = link.bytes_sent + link.bytes_received - base
     info.update({'port': port, 'last_sync': now, 'drift': drift, 'status': status, 'complete': True,
-                 'bytes_last_sync': link.bytes_sent + link.bytes_received})
+                 'bytes_last_sync': wire})
     fleet.save_device(info)
     refused = ['%s (%s)' % (l[:80], why) for l, why in stats.get('refused_remote', [])]
     return {'id': dev_id, 'drift': drift or 0, 'lines_sent': stats['lines_out'],
             'lines_received': stats['lines_in'], 'new_results': len(new_results),
-            'bytes': link.bytes_sent + link.bytes_received, 'rounds': stats['rounds'],
+            'bytes': wire, 'rounds': stats['rounds'],
             'refused': refused, 'flagged': flagged, 'status': status}

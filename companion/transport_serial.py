@@ -116,6 +116,7 @@ class SerialLink(Link):
     """
 
     stream_threshold = 2048  # requests and files above this many bytes are streamed
+    stream_answers = True    # answers come framed as they are made (syncsrv.w)
 
     def __init__(self, port_url, baud=115200, timeout=20.0, interrupt_timeout=15.0,
                  chunk_size=4096, syncsrv="sporadic.syncsrv"):
@@ -524,6 +525,25 @@ class SerialLink(Link):
         parts = self.syncsrv.split(".")
         target = "__import__(%r)" % self.syncsrv + "".join("." + p for p in parts[1:])
         raw = request.encode("utf-8")
+        if self.stream_answers:
+            # The board writes the answer between STX and ETX as it makes it
+            # (syncsrv.w): no repr, no answer held whole in the board's RAM.
+            try:
+                if len(raw) > self.stream_threshold and self._streaming():
+                    out = _text(self._run("%s.w(_sp_req(%s))" % (target, self._stream_args(raw)), payload=raw))
+                else:
+                    out = _text(self._run("%s.w(%r)" % (target, request)))
+            except LinkExecError as e:
+                if "'w'" not in e.traceback:
+                    raise
+                self.stream_answers = False   # older firmware: the repr form below
+            else:
+                start = out.rfind("\x02")
+                end = out.find("\x03", start + 1)
+                if start < 0 or end < 0:
+                    self._fail(LinkError("%s: no framed answer to a request (board printed %r)"
+                                         % (self.port_url, out[-80:])))
+                return out[start + 1:end]
         if len(raw) > self.stream_threshold and self._streaming():
             code = "print(repr(%s.h(_sp_req(%s))))" % (target, self._stream_args(raw))
             out = _text(self._run(code, payload=raw))

@@ -241,7 +241,9 @@ def run_point(base, i, budget, mode):
 
 def test_cable_pulled_at_many_points(base):
     total, rep = reference_bytes(base)
-    budgets = [int(total * (k + 0.5) / POINTS) for k in range(POINTS)]
+    # spread over the first 90% of the reference session: a session's length
+    # varies by a few percent (what the board printed before it was stopped)
+    budgets = [int(0.9 * total * (k + 0.5) / POINTS) for k in range(POINTS)]
     with concurrent.futures.ThreadPoolExecutor(4) as ex:
         futs = [ex.submit(run_point, base, k, b, 'kill' if k % 2 else 'close') for k, b in enumerate(budgets)]
         cuts = [f.result() for f in futs]

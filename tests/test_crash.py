@@ -39,9 +39,10 @@ rt.store.receive(['.h dev-2', 'each 2026-12-01T00:07Z log c ; every=1h'], 'peer'
 runtime.main(until=%d)
 ''' % END
 CRASH = 77
-# 64K, the budget: the 64-bit unix port keeps ~42 KB of loaded code in the
-# heap (docs/device.md#memory); these tests are about the flash, not RAM.
-HEAP = '64K'
+# These tests are about the flash, not RAM. The crash workload (a dozen
+# jobs, compactions while the log holds a whole day of records) peaks above 64K on this 64-bit port once signature checks
+# are in the store; the loop's own 64K budget is bench/device_heap.py's.
+HEAP = '96K'
 
 
 def complete_lines(path):

@@ -6,7 +6,9 @@ import gc
 import json
 import os
 import board
-from sporadic import clock, jobline, plan, store, actions
+from sporadic import clock, jobline, merge, plan, store
+
+actions = None   # sporadic.actions, imported once the store is open (see Runtime)
 
 CFG = '/cfg.json'
 MAX_SLEEP = const(3600)       # never sleep longer than this (s): syncs, jumps
@@ -57,7 +59,16 @@ class Runtime:
                 except OSError:
                     pass
         self.rnd = plan.hash_rnd(seed)
+        # Open the store (recovery may re-import a hand-written jobs.txt, the
+        # heaviest moment of a boot) before the actions are loaded, then let
+        # the parser's rare parts go again.
         self.store = store.Store(root)
+        jobline.unload()
+        gc.collect()
+        global actions
+        if actions is None:
+            from sporadic import actions as a
+            actions = a
         if self.cfg.get('mode') == 'insecure' or not (self.cfg.get('mode') or self.cfg.get('pubkey')):
             self.store._tr = None     # nothing to check (trust.load's rule): never load it
         gc.collect()
@@ -218,11 +229,10 @@ class Runtime:
                 if len(f) < 6:
                     continue
                 if f[2] == me:
-                    att, out = _rkey(f[5])
-                    key = (int(f[3]), att, _OUT_RANK[out])
+                    key = merge.result_key(line)   # the merge's own order of results
                     if mkey is None or key > mkey:
                         mkey = key
-                        mine = (key[0], out, att)
+                        mine = (key[0], _OUTCOMES[key[2]], key[1])
                 elif not f[5].startswith('miss'):
                     k = int(f[3])
                     if k > done_k:
@@ -262,6 +272,11 @@ class Runtime:
     def _group(self, jtext, mine, done_k, hosts, now):
         try:
             job = jobline.parse(jtext)
+        except MemoryError:
+            # not the line's fault: never quarantine a good job for it; the
+            # next pass tries again
+            self.error = jtext[:jobline.ID_LEN] + ': out of memory'
+            return None, 1
         except Exception as e:
             self.store.quarantine(jtext, 'job line: ' + str(e), 'jobs.txt')
             return None, 1
@@ -285,16 +300,7 @@ class Runtime:
         return d
 
 
-_OUT_RANK = {'run': 0, 'err': 1, 'miss': 2, 'ok': 3}
-
-
-def _rkey(tok):
-    # 'ok2' -> (attempt 2, 'ok'), ordered as the merge orders results
-    i = 0
-    while i < len(tok) and not tok[i].isdigit():
-        i += 1
-    att = int(tok[i:]) if i < len(tok) else 1
-    return (att, tok[:i]) if tok[:i] in _OUT_RANK else (att, 'run')
+_OUTCOMES = ('run', 'err', 'miss', 'ok')   # merge.result_key's outcome ranks
 
 
 def get():

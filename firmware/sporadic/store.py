@@ -187,6 +187,8 @@ class Store:
             for raw in lines:
                 try:
                     c = jobline.canonical(raw)
+                except MemoryError:
+                    raise       # not the line's fault: the sender sends it again
                 except Exception as e:
                     self.quarantine(raw, str(e), src)
                     if refused is not None:

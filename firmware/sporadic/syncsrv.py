@@ -62,14 +62,34 @@ def _host_id():
 
 
 def _status():
-    global _responder
+    """The board's status for the companion. In a sync session (no loop
+    running) it is built from the store, clock and trust state alone: the
+    runtime is not loaded for it (the companion computes what is pending
+    from its own copy with the same planner). A running loop adds its own
+    figures (pending, next wake, last results)."""
     import json
-    if 'sporadic.runtime' not in sys.modules:
-        _responder = None
-        sys.modules.pop('sporadic.recon', None)
-        gc.collect()
-    from sporadic import runtime
-    return json.dumps(runtime.status())
+    st = store()
+    if clock.state == 'unknown' and clock.source == '':
+        clock.init()      # an RTC that kept its time across the reset
+    d = clock.info()
+    d['id'] = _host_id()
+    try:
+        import board
+        d['board'] = board.NAME
+    except ImportError:
+        pass
+    d['store'] = st.health()
+    d['quarantined'] = st.quarantined
+    tr = st.trust()
+    d['trust'] = tr.info() if tr else {'mode': 'insecure or no key'}
+    runtime = sys.modules.get('sporadic.runtime')
+    rt = runtime._rt if runtime is not None else None
+    if rt is not None:
+        d.update({'pending': rt.pending, 'jobs': rt.jobs, 'next_wake': rt.next_wake,
+                  'last': rt.last, 'error': rt.error, 'loop': True})
+    else:
+        d['loop'] = False
+    return json.dumps(d)
 
 
 def h(req):
@@ -96,3 +116,22 @@ def h(req):
         return responder().handle(req)
     except Exception as e:
         return '!error %s: %s' % (type(e).__name__, e)
+
+
+def w(req):
+    """Answer one request by writing it out as it is made: STX, the answer
+    in pieces, ETX (the serial link reads between the two). A long G answer
+    (a first sync) then streams in one pass over the store instead of being
+    built in RAM, so its size is not bounded by the heap."""
+    out = sys.stdout
+    out.write('\x02')
+    c = req[:1]
+    if c in 'SNDGP' and req[1:2] in (' ', ''):
+        try:
+            for piece in responder().handle_iter(req):
+                out.write(piece)
+        except Exception as e:
+            out.write('!error %s: %s' % (type(e).__name__, e))
+    else:
+        out.write(h(req))
+    out.write('\x03')

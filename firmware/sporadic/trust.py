@@ -101,6 +101,8 @@ class Trust:
         for raw in lines:
             try:
                 c = jobline.canonical(raw)
+            except MemoryError:
+                raise                 # not the line's fault: nothing is quarantined
             except Exception:
                 out.append(raw)       # the store quarantines it with the parse error
                 continue
