@@ -150,6 +150,7 @@ BAD = [
     ('each 2026-12-01T06:00Z log "open', 'unterminated quote'),
     ('abcdefgh r pump 1 2 done -', 'bad outcome'),
     ('.z foo', 'unknown fleet record'),
+    ('each 2026-12-01T06:00Z x ; every=1h within=2h', 'longer than every'),
 ]
 
 

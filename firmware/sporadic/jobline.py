@@ -352,6 +352,8 @@ def parse_job(s, jid=None, salt=None):
         except ValueError as e:
             raise ParseError(str(e))
     j.within = within if within is not None else default_within(j.every)
+    if j.every and j.within > j.every:
+        raise _err(25, (_jx().format_duration(j.within), _jx().format_duration(j.every)))
     if jid is None:
         t = j.text()
         jid = _jx().make_id(t if salt is None else t + '\n' + salt)

@@ -35,7 +35,8 @@ _MSG = (
     'unknown fleet record %s\n'
     'cancel takes no arguments\n'
     'id without a record\n'
-    'assignment needs: host k at leader mac')
+    'assignment needs: host k at leader mac\n'
+    'within=%s is longer than every=%s: two instances would be open at once (the newest wins); use within <= every')
 
 
 def msg(n, a=()):
