@@ -67,6 +67,7 @@ class Fleet:
             from companion import keys
             pub = keys.init_keys(self.dir)
         _atomic(self.path('fleet.json'), json.dumps(meta, indent=1) + '\n')
+        self._meta = meta
         for f in (JOBS, RESULTS):
             if not os.path.exists(self.path(f)):
                 _atomic(self.path(f), '')
@@ -76,8 +77,12 @@ class Fleet:
 
     @property
     def meta(self):
-        with open(self.path('fleet.json')) as f:
-            return json.load(f)
+        # read once per Fleet object (a sync asks for every line it verifies)
+        m = self.__dict__.get('_meta')
+        if m is None:
+            with open(self.path('fleet.json')) as f:
+                m = self._meta = json.load(f)
+        return m
 
     @property
     def insecure(self):

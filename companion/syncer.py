@@ -68,10 +68,14 @@ def secret_path(fleet, dev_id):
 
 
 def device_secret(fleet, dev_id, create=False):
+    cache = fleet.__dict__.setdefault('_secrets', {})
+    if dev_id in cache:
+        return cache[dev_id]
     p = secret_path(fleet, dev_id)
     try:
         with open(p) as f:
-            return f.read().strip()
+            cache[dev_id] = f.read().strip()
+            return cache[dev_id]
     except FileNotFoundError:
         if not create:
             return None
@@ -231,22 +235,23 @@ def _sync(fleet, port, link, now, base=0):
     flagged = []
 
     def local_receive(lines):
-        good = []
-        for l in lines:
-            try:
-                r = jobline.parse(l)
-            except jobline.ParseError as e:
-                flagged.append('%s: %s' % (l[:80], e))
-                continue
-            if isinstance(r, jobline.Result) and verify_result(fleet, r) is False:
-                flagged.append('unverified result from %s: %s' % (r.host, l[:80]))
-            good.append(l)
-        received.extend(good)
-        fleet.merge_in(good, port)
+        # the merge parses (and reports bad lines); results from signed
+        # boards also have their MAC checked here
+        errors = []
+        fleet.merge_in(lines, port, errors=errors)
+        flagged.extend(errors)
+        received.extend(lines)
+        if not fleet.insecure:
+            for l in lines:
+                if l[8:11] == ' r ':
+                    try:
+                        r = jobline.parse(l)
+                    except jobline.ParseError:
+                        continue
+                    if verify_result(fleet, r) is False:
+                        flagged.append('unverified result from %s: %s' % (r.host, l[:80]))
         return []
 
-    # get_lines: a board builds each G answer in RAM; a first sync of a big
-    # file would otherwise ask for all of it at once (G .) and run out of memory
     # a link that streams answers (serial, syncsrv.w) takes a whole node in
     # one pass over the board's file, however large
     get_lines = 1000000 if getattr(link, 'stream_answers', False) else GET_LINES

@@ -127,6 +127,10 @@ def _clean(line):
 
 def esc(s):
     """Line -> wire form: no tab, newline, '%', '!' or non-ASCII inside."""
+    # the common case (a canonical line is printable ASCII) without a loop
+    # over its characters: min/max/in run in C on both interpreters
+    if s and min(s) >= ' ' and max(s) <= '~' and '%' not in s and '!' not in s:
+        return s
     b = s.encode()
     for c in b:
         if c < 32 or c > 126 or c == 37 or c == 33:

@@ -18,6 +18,13 @@ import gc
 import sys
 from sporadic import clock
 
+try:
+    from micropython import const
+except ImportError:
+    def const(x):
+        return x
+
+OUT_CHUNK = const(1024)   # characters gathered before one write of a streamed answer
 _responder = None
 _store = None
 
@@ -127,11 +134,19 @@ def w(req):
     out.write('\x02')
     c = req[:1]
     if c in 'SNDGP' and req[1:2] in (' ', ''):
+        buf = []
+        n = 0
         try:
             for piece in responder().handle_iter(req):
-                out.write(piece)
+                buf.append(piece)
+                n += len(piece)
+                if n >= OUT_CHUNK:       # few large writes, not one per line
+                    out.write(''.join(buf))
+                    buf = []
+                    n = 0
         except Exception as e:
-            out.write('!error %s: %s' % (type(e).__name__, e))
+            buf.append('!error %s: %s' % (type(e).__name__, e))
+        out.write(''.join(buf))
     else:
         out.write(h(req))
     out.write('\x03')
