@@ -159,6 +159,12 @@ def main(argv=None):
             f.write(text)
         vb = VBoard(flash, board_id=BOARD, heap=args.heap)
         path = vb.start()
+        # a board in the field has been running before the companion comes:
+        # wait until its loop has opened the store once (the store then
+        # stamps jobs.txt as checked, see docs/device.md)
+        deadline = time.monotonic() + 60
+        while not os.path.exists(os.path.join(flash, 'jobs.ok')) and time.monotonic() < deadline:
+            time.sleep(0.05)
         print('board %s on %s: %d records, jobs.txt %d bytes' % (BOARD, path, len(lines), len(text)))
 
         # 1. first full sync: the fleet holds nothing

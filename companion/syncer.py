@@ -254,7 +254,7 @@ def _sync(fleet, port, link, now, base=0):
 
     # a link that streams answers (serial, syncsrv.w) takes a whole node in
     # one pass over the board's file, however large
-    get_lines = 1000000 if getattr(link, 'stream_answers', False) else GET_LINES
+    get_lines = recon.WHOLE if getattr(link, 'stream_answers', False) else GET_LINES
     stats = recon.reconcile(fleet.lines, local_receive, link.call, get_lines=get_lines)
     moved = stats['lines_in'] or stats['lines_out']
     new_results = []
@@ -274,7 +274,7 @@ def _sync(fleet, port, link, now, base=0):
         new_results = fleet.add_results(outbox + [l for l in received if ' r ' in l[8:11]])
         if int(seg):
             _check(link.call('A %s' % seg), 'the acknowledgement')
-        if moved or int(seg):
+        if stats['lines_out'] or int(seg):    # the board received lines or sealed its log
             _check(link.call('C'), 'compaction')
         status = json.loads(_check(link.call('I'), 'the status'))
     info = fleet.device(dev_id) or {'id': dev_id}
