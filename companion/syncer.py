@@ -254,8 +254,15 @@ def _sync(fleet, port, link, now, base=0):
 
     # a link that streams answers (serial, syncsrv.w) takes a whole node in
     # one pass over the board's file, however large
-    get_lines = recon.WHOLE if getattr(link, 'stream_answers', False) else GET_LINES
-    stats = recon.reconcile(fleet.lines, local_receive, link.call, get_lines=get_lines)
+    if getattr(link, 'stream_answers', False):
+        get_lines = recon.WHOLE
+
+        def call(req):
+            return link.call(req, stream=True)
+    else:
+        get_lines = GET_LINES
+        call = link.call
+    stats = recon.reconcile(fleet.lines, local_receive, call, get_lines=get_lines)
     moved = stats['lines_in'] or stats['lines_out']
     new_results = []
     status = prev.get('status')

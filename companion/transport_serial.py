@@ -521,11 +521,14 @@ class SerialLink(Link):
         self._read_until(RAW_BANNER + b">")
 
     # -- requests -------------------------------------------------------------
-    def call(self, request):
+    def call(self, request, stream=False):
+        """One request. stream=True: the answer comes framed as the board
+        makes it (syncsrv.w), for answers that never hold bytes 0x02-0x04
+        (the reconciliation's: printable ASCII); otherwise as a repr."""
         parts = self.syncsrv.split(".")
         target = "__import__(%r)" % self.syncsrv + "".join("." + p for p in parts[1:])
         raw = request.encode("utf-8")
-        if self.stream_answers:
+        if stream and self.stream_answers:
             # The board writes the answer between STX and ETX as it makes it
             # (syncsrv.w): no repr, no answer held whole in the board's RAM.
             try:

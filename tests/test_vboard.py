@@ -29,6 +29,9 @@ def h(req):
     if req == 'boom':
         raise ValueError('boom')
     return 'echo:' + req
+def w(req):
+    import sys
+    sys.stdout.write('\x02' + h(req) + '\x03')
 """
 
 SLEEPY_MAIN = """\
@@ -158,6 +161,9 @@ def test_raw_repl_exec_and_call_through_seriallink(board):
             link.call("y" * 200000)  # more than the board's heap: refused before streaming
         assert "MemoryError" in exc.value.traceback
         assert link.call("small again") == "echo:small again"
+        # framed answers (syncsrv.w): written between STX and ETX as made
+        assert link.call("framed", stream=True) == "echo:framed"
+        assert link.call("x" * 5000, stream=True) == "echo:" + "x" * 5000
 
 
 def test_soft_reboot_keeps_the_pty_and_skips_main(board):
