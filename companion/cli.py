@@ -13,6 +13,7 @@ from sporadic.timeutil import parse_time, format_time, parse_duration
 
 
 from companion.errors import UserError
+from companion.fleet import atomic_write
 
 
 def read_lines(path):
@@ -62,19 +63,10 @@ def cmd_merge(args):
         print(e, file=sys.stderr)
     text = ''.join(line + '\n' for line in out)
     if args.output:
-        write_atomic(args.output, text)
+        atomic_write(args.output, text)
     else:
         sys.stdout.write(text)
     return 1 if errors else 0
-
-
-def write_atomic(path, text):
-    tmp = path + '.tmp'
-    with open(tmp, 'w', encoding='utf-8') as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def jobs_of(lines, errors, name='-'):

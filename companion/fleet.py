@@ -21,7 +21,8 @@ JOBS = 'jobs.txt'
 RESULTS = 'results.txt'
 
 
-def _atomic(path, text):
+def atomic_write(path, text):
+    """Write a whole file or nothing: a temporary file, fsync, rename."""
     tmp = path + '.tmp'
     with open(tmp, 'w', encoding='utf-8') as f:
         f.write(text)
@@ -66,12 +67,12 @@ class Fleet:
         if not insecure:
             from companion import keys
             pub = keys.init_keys(self.dir)
-        _atomic(self.path('fleet.json'), json.dumps(meta, indent=1) + '\n')
+        atomic_write(self.path('fleet.json'), json.dumps(meta, indent=1) + '\n')
         self._meta = meta
         for f in (JOBS, RESULTS):
             if not os.path.exists(self.path(f)):
-                _atomic(self.path(f), '')
-        _atomic(self.path('.gitattributes'),
+                atomic_write(self.path(f), '')
+        atomic_write(self.path('.gitattributes'),
                 'jobs.txt merge=sporadic\nresults.txt merge=union\n')
         return meta, pub
 
@@ -94,7 +95,7 @@ class Fleet:
         return _lines(self.path(JOBS))
 
     def write_lines(self, lines):
-        _atomic(self.path(JOBS), ''.join(l + '\n' for l in lines))
+        atomic_write(self.path(JOBS), ''.join(l + '\n' for l in lines))
 
     def merge_in(self, new_lines, name='incoming', errors=None, conflicts=None):
         """Merge lines into jobs.txt; returns the lines that were new."""
@@ -146,7 +147,7 @@ class Fleet:
                 have.add(l)
                 new.append(l)
         if new:
-            _atomic(self.path(RESULTS), ''.join(l + '\n' for l in sorted(have)))
+            atomic_write(self.path(RESULTS), ''.join(l + '\n' for l in sorted(have)))
         return new
 
     # -- devices ------------------------------------------------------------------
@@ -170,4 +171,4 @@ class Fleet:
 
     def save_device(self, info):
         os.makedirs(self.path('devices'), exist_ok=True)
-        _atomic(self.path('devices', info['id'] + '.json'), json.dumps(info, indent=1, sort_keys=True) + '\n')
+        atomic_write(self.path('devices', info['id'] + '.json'), json.dumps(info, indent=1, sort_keys=True) + '\n')

@@ -17,8 +17,8 @@ def _pfx(L, k):
 WHOLE = 1000000   # get_lines from a link whose answers stream (no RAM bound on the answering side)
 
 
-def _get_all(rpc, st, local_receive):
-    r = rpc('G .')
+def _take(r, st, local_receive):
+    # one G answer: tab-separated escaped lines, in-band '!' errors
     if not r:
         return
     lines = []
@@ -54,7 +54,7 @@ def reconcile(local_source, local_receive, call, maxq=MAXQ, maxd=MAXD, put_bytes
     if lroot[0] == 0 and get_lines >= WHOLE:
         # an empty side takes everything in one streamed pass (a first sync):
         # no summaries; the next sync's first S checks the result
-        _get_all(rpc, st, local_receive)
+        _take(rpc('G .'), st, local_receive)
         return st
     rroot = _parse_summary(rpc('S'))
     if rroot == lroot:
@@ -219,18 +219,7 @@ def reconcile(local_source, local_receive, call, maxq=MAXQ, maxd=MAXD, put_bytes
             n += c
             size += len(it) + 1
             i += 1
-        r = rpc('G ' + ' '.join(items))
-        if not r:
-            continue
-        lines = []
-        for w in r.split('\t'):
-            if w[:1] == '!':
-                raise SyncError('G: ' + unesc(w[1:]))
-            lines.append(unesc(w))
-        st['lines_in'] += len(lines)
-        ref = local_receive(lines)
-        if ref:
-            st['refused_local'].extend(ref)
+        _take(rpc('G ' + ' '.join(items)), st, local_receive)
 
     if verify:
         lnow = summaries(local_source, [''])[0]

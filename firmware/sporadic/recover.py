@@ -108,22 +108,6 @@ def _jobs_ok(st):
 def _import_bad(st):
     # a jobs.txt that was not sorted/canonical (hand-written, torn):
     # every line goes through receive(), then the bad copy goes
-    st.receive(_all_lines(st.bad), 'jobs.txt')
+    st.receive(read_lines(st.bad, True), 'jobs.txt')
     st.compact()
     _remove(st.bad)
-
-
-def _all_lines(path):
-    """Every line of a file, a torn last one included (for imports)."""
-    try:
-        f = open(path)
-    except OSError:
-        return
-    try:
-        while True:
-            line = f.readline()
-            if not line:
-                break
-            yield line.rstrip('\n')
-    finally:
-        f.close()

@@ -78,9 +78,9 @@ def _remove(path):
     os.remove(path)
 
 
-def read_lines(path):
-    """Stream the complete lines of a file (without '\\n'); a last line
-    without its newline (torn) is not yielded."""
+def read_lines(path, torn=False):
+    """Stream the lines of a file (without '\\n'); a last line without its
+    newline (torn) is yielded only when `torn` (imports), else dropped."""
     try:
         f = open(path)
     except OSError:
@@ -91,6 +91,8 @@ def read_lines(path):
             if not line:
                 break
             if line[-1] != '\n':
+                if torn:
+                    yield line
                 break
             yield line[:-1]
     finally:
