@@ -135,6 +135,7 @@ class NeoPixel:
 
 BOARD_DRIVE = r'''
 import sys
+sys.path.insert(0, sys.argv[3])   # the firmware (board modules use sporadic.mboard)
 sys.path.insert(0, sys.argv[1])
 sys.path.insert(0, sys.argv[2])
 import machine, board, json
@@ -157,7 +158,8 @@ print(json.dumps(out))
 def test_board_module_runs_on_the_unix_port(name, tmp_path):
     (tmp_path / "machine.py").write_text(FAKE_MACHINE)
     (tmp_path / "neopixel.py").write_text(FAKE_NEOPIXEL)
-    out = json.loads(run_micropython(BOARD_DRIVE, str(tmp_path), files.boards().folder(name)))
+    out = json.loads(run_micropython(BOARD_DRIVE, str(tmp_path), files.boards().folder(name),
+                                     os.path.join(ROOT, "firmware")))
     data = files.boards().load(name)
     log = [tuple(x) for x in out["log"]]
     assert out["name"] == name and out["uid"] == "0102ab"
