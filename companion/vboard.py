@@ -35,6 +35,11 @@ board that a real one does not do:
   a command and the next prompt) the byte waits, where it would kill the
   process. Two Ctrl-C less than 0.1 s apart while code runs are spaced out
   (the unix port exits on a second SIGINT before the first was handled).
+* the unix port raises KeyboardInterrupt from its SIGINT handler, wherever
+  the interpreter is; one that lands while it holds its qstr mutex
+  deadlocks it for good (a board raises it between bytecodes). An
+  interpreter found waiting on itself after a Ctrl-C is booted again as a
+  board interrupted in main.py (the REPL, no boot.py or main.py).
 * output: a ``\\n`` not preceded by ``\\r`` is sent as ``\\r\\n``, as a board's
   cooked stdout does for ``print`` (disable with ``cooked=False`` /
   ``--raw-output``).
@@ -97,6 +102,9 @@ FRIENDLY_BANNER = b'Type "help()" for more information.\r\n'
 SOFT_REBOOT = b"MPY: soft reboot\r\n"
 OUT_BUFFER_MAX = 256 * 1024
 SIGINT_SPACING = 0.1  # seconds between two SIGINTs delivered while code runs
+DEADLOCK_WATCH = 30.0  # seconds after a SIGINT during which a self-deadlock is looked for
+DEADLOCK_S = 0.3  # seconds an interpreter waits on itself before it counts as deadlocked
+AFTER_SIGINT_MAX = 4096  # bytes sent after a SIGINT kept for a deadlocked interpreter's successor
 
 _LAUNCH = (
     # CPython's own SIGINT handler would turn an early Ctrl-C into a CPython
@@ -166,6 +174,19 @@ def _sigint_caught(pid):
     return False
 
 
+def _self_deadlocked(pid):
+    """True when process pid has one thread and it waits on a futex: nobody
+    is left to wake it (the unix port's qstr or GC mutex, held by code that a
+    KeyboardInterrupt left: see Relay._watch_deadlock)."""
+    try:
+        if len(os.listdir("/proc/%d/task" % pid)) != 1:
+            return False
+        with open("/proc/%d/wchan" % pid) as f:
+            return "futex" in f.read()
+    except OSError:
+        return False
+
+
 def _mapped(pid, name):
     """True when process pid has a file whose path contains name mapped."""
     try:
@@ -203,6 +224,10 @@ class Relay:
         self._last_cr = False
         self._raw_boot = None  # bytearray while suppressing a friendly banner
         self._last_sigint = 0.0
+        self._stuck_since = None  # interpreter seen waiting on itself since (see _watch_deadlock)
+        self._deadlock_kill = False  # the interpreter was killed for it: boot as interrupted
+        self._sigint_sent = False  # the next byte written is a SIGINT
+        self._after_sigint = bytearray()  # bytes written since the last SIGINT (None: too many)
         self._boots = []
         self._configured = False  # pty B has the termios the child sets
         # Through the PyPI package the interpreter is CPython running
@@ -300,11 +325,15 @@ class Relay:
         if self._stop:
             return
         signalled = os.WIFSIGNALED(status)
-        if self._reset_requested or signalled:
+        deadlocked, self._deadlock_kill = self._deadlock_kill, False
+        if self._reset_requested or (signalled and not deadlocked):
             # Reset button / crash: a power-on boot runs main.py.
             self._reset_requested = False
             kind = "main"
             self.log("hard reset (status %#x)" % status)
+        elif deadlocked:
+            # A board interrupted by Ctrl-C: no boot.py, no main.py, the REPL.
+            kind = "interrupted"
         else:
             kind = "raw" if self._mode == "raw" else "main"
             self._emit(SOFT_REBOOT)
@@ -363,7 +392,7 @@ class Relay:
     # -- input (user -> interpreter) ---------------------------------------
     def _deliverable(self):
         """How many bytes of _to_dev may go to the interpreter now."""
-        if self._mb is None or self._raw_boot is not None:
+        if self._mb is None or self._raw_boot is not None or self._deadlock_kill:
             return 0
         if not self._configured:
             try:
@@ -392,7 +421,41 @@ class Relay:
         if time.monotonic() - self._last_sigint < SIGINT_SPACING:
             return 0
         self._last_sigint = time.monotonic()
+        self._sigint_sent = True
         return 1
+
+    def _watch_deadlock(self):
+        """The unix port raises KeyboardInterrupt from its SIGINT handler
+        (MICROPY_ASYNC_KBD_INTR), wherever the interpreter is: a Ctrl-C that
+        lands while it holds its qstr (or GC) mutex leaves that mutex locked,
+        and the next new qstr (the traceback's ``import io``, any REPL input)
+        waits on it forever; every later Ctrl-C lands back in the same wait.
+        A board raises KeyboardInterrupt only between bytecodes and never
+        hangs so. After a Ctrl-C, an interpreter that waits on a futex with
+        no other thread to release it for DEADLOCK_S is killed and booted
+        again as a board interrupted in main.py is: no boot.py or main.py,
+        'KeyboardInterrupt', the REPL, which then reads what was sent after
+        the Ctrl-C (the deadlocked interpreter never read it)."""
+        if not self._pid or time.monotonic() - self._last_sigint > DEADLOCK_WATCH:
+            self._stuck_since = None
+            return
+        if not _self_deadlocked(self._pid):
+            self._stuck_since = None
+            return
+        now = time.monotonic()
+        if self._stuck_since is None:
+            self._stuck_since = now
+        elif now - self._stuck_since >= DEADLOCK_S:
+            self.log("interpreter deadlocked after a Ctrl-C (unix port: asynchronous "
+                     "KeyboardInterrupt); booting it again as interrupted")
+            self._stuck_since = None
+            self._deadlock_kill = True
+            self._kill_child()
+            # what followed the Ctrl-C was never read: a board's UART still
+            # holds it for its REPL
+            if self._after_sigint is not None:
+                self._to_dev[:0] = self._after_sigint
+            self._after_sigint = bytearray()
 
     # -- the loop ------------------------------------------------------------
     def run(self):
@@ -405,6 +468,8 @@ class Relay:
                     break  # whoever started us is gone: so is the board
                 if self._reset_requested and self._pid:
                     self._kill_child()
+                if self._pid and not self._deadlock_kill and time.monotonic() - self._last_sigint < DEADLOCK_WATCH:
+                    self._watch_deadlock()
                 rl, wl = [self._ma], []
                 if self.wakeup_fd is not None:
                     rl.append(self.wakeup_fd)
@@ -416,6 +481,8 @@ class Relay:
                 if self._to_user:
                     wl.append(self._ma)
                 timeout = 0.005 if (self._to_dev and not n) else 0.5
+                if self._pid and time.monotonic() - self._last_sigint < DEADLOCK_WATCH:
+                    timeout = min(timeout, 0.1)
                 try:
                     r, w, _ = select.select(rl, wl, [], timeout)
                 except InterruptedError:
@@ -456,6 +523,13 @@ class Relay:
                         k = os.write(self._mb, bytes(self._to_dev[:n]))
                         if self.trace:
                             self.log(">dev %r" % bytes(self._to_dev[:k]))
+                        if self._sigint_sent:
+                            self._sigint_sent = False
+                            self._after_sigint = bytearray()
+                        elif self._after_sigint is not None:
+                            self._after_sigint += self._to_dev[:k]
+                            if len(self._after_sigint) > AFTER_SIGINT_MAX:
+                                self._after_sigint = None  # too much to replay
                         del self._to_dev[:k]
                     except BlockingIOError:
                         pass

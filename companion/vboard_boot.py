@@ -12,8 +12,10 @@
 #   SPORADIC_VBOARD_IMAGE  a LittleFS v2 image file (a board's flash region;
 #                          SPORADIC_VBOARD_BLOCK bytes a block, default 4096)
 #   SPORADIC_VBOARD_BOOT   'main' (power-on / soft reboot from the friendly
-#                          REPL: boot.py then main.py) or 'raw' (soft reboot
-#                          from the raw REPL: boot.py only)
+#                          REPL: boot.py then main.py), 'raw' (soft reboot
+#                          from the raw REPL: boot.py only) or 'interrupted'
+#                          (the relay restarted an interpreter that a Ctrl-C
+#                          deadlocked: as a board after Ctrl-C, the REPL only)
 
 
 # Mounting the flash must not be interrupted (a Ctrl-C would leave the host's
@@ -60,7 +62,7 @@ def _vboard_boot(g, interrupted):
     names = ['boot.py']
     if kind != 'raw':
         names.append('main.py')
-    if interrupted:
+    if interrupted or kind == 'interrupted':
         print('KeyboardInterrupt: ')
         names = []
     micropython.kbd_intr(3)
