@@ -12,7 +12,7 @@ from sporadic import jobline, merge, plan
 from sporadic.timeutil import parse_time, format_time, parse_duration
 
 
-from companion.errors import UserError
+from companion.errors import UserError, console
 from companion.fleet import atomic_write
 
 
@@ -108,7 +108,6 @@ def cmd_plan(args):
             r['time'] = format_time(r['at'])
         print(json.dumps(rows, indent=1))
         return 0
-    from rich.console import Console
     from rich.table import Table
     t = Table(title='plan %s .. %s for %s' % (format_time(t_from), format_time(t_until), ','.join(hosts)))
     for c in ('time', 'instance', 'host', 'state', 'command'):
@@ -120,7 +119,7 @@ def cmd_plan(args):
         elif state == 'candidate':
             state = 'candidate p=%s' % r['p']
         t.add_row(format_time(r['at']), r['instance'], r['host'], state, r['command'])
-    Console().print(t)
+    console().print(t)
     return 0
 
 

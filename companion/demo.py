@@ -9,6 +9,7 @@ import tempfile
 import time
 
 from sporadic.timeutil import format_time
+from companion.errors import console
 from companion.fleet import Fleet
 
 BOARDS = ('pump-1', 'pump-2', 'gate-1')
@@ -82,7 +83,6 @@ def run_demo(workdir=None, scale=600, run_seconds=12, insecure=False, out=print,
 
 def show_results(fleet, out=print):
     from companion.fleetcmd import result_rows, duplicates
-    from rich.console import Console
     from rich.table import Table
     jobs = {j.id: j for j in fleet.jobs()}
     t = Table(title='who ran what')
@@ -93,7 +93,7 @@ def show_results(fleet, out=print):
             continue
         j = jobs.get(r['job'])
         t.add_row(r['time'][11:16], j.kind if j else '?', r['instance'], r['host'], r['outcome'], r['output'][:28])
-    Console(width=max(100, Console().width)).print(t)
+    console().print(t)
     d = duplicates(fleet)
     out('single-run instances that ran on more than one board: %s' % (', '.join(d) if d else 'none'))
     if d:

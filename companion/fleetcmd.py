@@ -8,7 +8,7 @@ import time
 
 from sporadic import jobline, merge, plan
 from sporadic.timeutil import format_time, parse_duration
-from companion.errors import UserError
+from companion.errors import UserError, console
 from companion.fleet import Fleet
 
 
@@ -135,7 +135,6 @@ def cmd_jobs(args):
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
-    from rich.console import Console
     from rich.table import Table
     t = Table(title='jobs in %s' % f.meta['name'])
     t.add_column('id')
@@ -144,7 +143,7 @@ def cmd_jobs(args):
     for r in rows:
         devs = ', '.join('%s: %s' % (h, v.get('instance', '') + ' ' + v['outcome']) for h, v in sorted(r['devices'].items()))
         t.add_row(r['job'], r['line'] or '(cancelled)', devs)
-    Console().print(t)
+    console().print(t)
     return 0
 
 
@@ -177,7 +176,6 @@ def cmd_results(args):
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
-    from rich.console import Console
     from rich.table import Table
     t = Table(title='results')
     for c in ('time', 'instance', 'host', 'outcome', 'output'):
@@ -185,7 +183,7 @@ def cmd_results(args):
     for r in rows:
         flag = '' if r['verified'] is not False else ' [UNVERIFIED]'
         t.add_row(r['time'], r['instance'], r['host'], r['outcome'] + flag, r['output'])
-    Console().print(t)
+    console().print(t)
     return 0
 
 
@@ -248,9 +246,8 @@ def cmd_status(args):
         print(json.dumps({'fleet': f.meta['name'], 'mode': f.meta.get('mode'), 'devices': rows,
                           'duplicates': duplicates(f)}, indent=1))
         return 0
-    from rich.console import Console
     from rich.table import Table
-    c = Console()
+    c = console()
     if insecure:
         c.print('[bold red]INSECURE FLEET: records are not signed; any peer can inject jobs.[/]')
     t = Table(title='devices of %s' % f.meta['name'])

@@ -116,6 +116,9 @@ _LAUNCH = (
 )
 
 
+DEFAULT_HEAP = "128K"
+
+
 class VBoardError(Exception):
     pass
 
@@ -575,11 +578,13 @@ class VBoard:
                a missing one is made blank (``flash_size`` bytes) and
                formatted by the board at its first boot.
     board_id:  passed as ``SPORADIC_ID`` in the board's environment.
-    heap:      ``-X heapsize=`` of the unix port (``64K``: ESP8266 class).
+    heap:      ``-X heapsize=`` of the unix port. The default, ``128K``, stands
+               for an ESP32-class board: this 64-bit port needs about twice a
+               32-bit board's heap for the same objects (docs/device.md#memory).
     env:       more environment for the interpreter (``SPORADIC_CLOCK_SCALE``...).
     """
 
-    def __init__(self, flash_dir=None, board_id=None, heap="64K", env=None, clock_scale=None, cooked=True,
+    def __init__(self, flash_dir=None, board_id=None, heap=DEFAULT_HEAP, env=None, clock_scale=None, cooked=True,
                  image=None, flash_size="2M"):
         self.image = os.path.abspath(image) if image else None
         self.flash_size = flash_size
@@ -697,7 +702,9 @@ def _add_arguments(p):
     p.add_argument("--image", help="a LittleFS v2 image file as the flash instead of a folder "
                    "(made blank and formatted if missing)")
     p.add_argument("--flash-size", default="2M", help="size of a new --image (default 2M)")
-    p.add_argument("--heap", default="64K", help="MicroPython heap size (default 64K)")
+    p.add_argument("--heap", default=DEFAULT_HEAP,
+                   help="MicroPython heap size (default %s: an ESP32-class board on this 64-bit port; "
+                        "64K runs the loop but not a signed sync)" % DEFAULT_HEAP)
     p.add_argument("--clock-scale", type=float, help="board clock speed-up (SPORADIC_CLOCK_SCALE)")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                    help="more environment for the board's interpreter")
