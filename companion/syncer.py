@@ -208,6 +208,23 @@ def sync(fleet, port, progress=True, link=None, now=None):
                 pass
 
 
+def board_view(fleet, dev_id):
+    """The fleet's lines as board dev_id needs them: everything but other
+    boards' results of `each`/`who` jobs, which change nothing a board
+    decides (they would make every board hold jobs x hosts results). The
+    companion keeps them all; results of single-run jobs (any/one) travel,
+    since they stop others running the instance."""
+    per_host = {j.id for j in fleet.jobs() if j.kind in ('each', 'who')}
+    tail = ' r ' + dev_id + ' '
+
+    def source():
+        for l in fleet.lines():
+            if l[8:11] == ' r ' and l[:8] in per_host and l[8:8 + len(tail)] != tail:
+                continue
+            yield l
+    return source
+
+
 def fresh_heap(link):
     """Soft-reset a serial board into its raw REPL before working with it:
     the interrupted main loop's modules are freed (a 64 KB board cannot hold
@@ -262,7 +279,7 @@ def _sync(fleet, port, link, now, base=0):
     else:
         get_lines = GET_LINES
         call = link.call
-    stats = recon.reconcile(fleet.lines, local_receive, call, get_lines=get_lines)
+    stats = recon.reconcile(board_view(fleet, dev_id), local_receive, call, get_lines=get_lines)
     moved = stats['lines_in'] or stats['lines_out']
     new_results = []
     status = prev.get('status')

@@ -79,3 +79,4 @@ def test_two_clones_merge_through_git_without_markers_or_loss(tmp_path):
     assert any(l.startswith('%s r pump-2 1 ' % j1.id) for l in jobs)
     got = {(r.host, r.k) for r in Fleet(a_dir).results()}
     assert got == {('pump-1', 0), ('pump-1', 1), ('pump-1', 2), ('pump-1', 3), ('pump-2', 0), ('pump-2', 1)}
+

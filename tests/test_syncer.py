@@ -1,0 +1,21 @@
+"""The companion's sync library on its own (no board): what a board is sent."""
+from companion.fleet import Fleet
+from companion import fleetcmd, syncer
+from tests.test_git_merge import board_reports
+
+
+def test_board_view_leaves_out_other_boards_each_results(tmp_path):
+    """A board is sent its own results and every single-run result, not the
+    other boards' results of each/who jobs (the companion keeps all)."""
+    f = Fleet(tmp_path)
+    f.init('v', insecure=True)
+    each = fleetcmd.add_job(f, 'each 2026-12-01T06:00Z log hi ; every=1h', now=1796000000)
+    one = fleetcmd.add_job(f, 'one 2026-12-01T06:00Z log backup ; every=1h', now=1796000001)
+    for host in ('pump-1', 'pump-2'):
+        board_reports(f, host, each.id, [0])
+        board_reports(f, host, one.id, [1])
+    view = list(syncer.board_view(f, 'pump-1')())
+    assert any(l.startswith('%s r pump-1 ' % each.id) for l in view)
+    assert not any(l.startswith('%s r pump-2 ' % each.id) for l in view)
+    assert any(l.startswith('%s r pump-2 ' % one.id) for l in view)
+    assert len(view) == len(f.lines()) - 1
