@@ -2,7 +2,6 @@
 # Facts and their MicroPython sources: boards/esp32s3/board.json.
 from micropython import const
 import machine
-from sporadic import mboard
 
 NAME = "esp32s3"
 LED_PIN = const(48)  # WS2812 on DevKitC-1 v1.0 (v1.1: 38)
@@ -15,24 +14,8 @@ DEEP_MAX_MS = const(0)  # deep sleep of any length
 LIGHT = True  # machine.lightsleep; False: time.sleep_ms (keeps USB/UART alive)
 DEEP_MS = 1800000  # sleeps at least this long use deepsleep (reboot); 0 = never
 
-unique_id = mboard.unique_id
-time_s = mboard.time_s
-set_time = mboard.set_time
-pin = mboard.pin
-pin_toggle = mboard.pin_toggle
-reset = mboard.reset
-
-
-def wdt_feed():
-    mboard.wdt_feed(WDT_MS)
-
-
-def sleep_ms(ms):
-    mboard.sleep_ms(ms, LIGHT, DEEP_MS, DEEP_MAX_MS, CHUNK_MS, WDT_MS)
-
-
-def rtc_memory(data=None):
-    return mboard.rtc_memory(data, RTC_MEM)
+from sporadic.mboard import (unique_id, time_s, set_time, pin, pin_toggle, reset,  # noqa: E402
+                             wdt_feed, sleep_ms, rtc_memory)
 
 
 _np = None

@@ -1,7 +1,6 @@
 # sporadic board module: ESP8266 with 2 MiB+ flash. Copied to /lib/board.py.
 # Facts and their MicroPython sources: boards/esp8266/board.json.
 from micropython import const
-from sporadic import mboard
 
 NAME = "esp8266"
 LED_PIN = const(2)  # ESP-12 blue LED, lit when low
@@ -14,24 +13,8 @@ CHUNK_MS = const(3600000)
 LIGHT = True  # machine.lightsleep (idles the CPU); False: time.sleep_ms
 DEEP_MS = 0  # deepsleep needs GPIO16 wired to RST: set it only then; 0 = never
 
-unique_id = mboard.unique_id
-time_s = mboard.time_s
-set_time = mboard.set_time
-pin = mboard.pin
-pin_toggle = mboard.pin_toggle
-reset = mboard.reset
-
-
-def wdt_feed():
-    mboard.wdt_feed(WDT_MS)
-
-
-def sleep_ms(ms):
-    mboard.sleep_ms(ms, LIGHT, DEEP_MS, DEEP_MAX_MS, CHUNK_MS, WDT_MS)
-
-
-def rtc_memory(data=None):
-    return mboard.rtc_memory(data, RTC_MEM)
+from sporadic.mboard import (unique_id, time_s, set_time, pin, pin_toggle, reset,  # noqa: E402
+                             wdt_feed, sleep_ms, rtc_memory)
 
 
 def led(on):

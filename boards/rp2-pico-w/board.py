@@ -1,7 +1,6 @@
 # sporadic board module: Raspberry Pi Pico W (RP2040). Copied to /lib/board.py.
 # Facts and their MicroPython sources: boards/rp2-pico-w/board.json.
 from micropython import const
-from sporadic import mboard
 
 NAME = "rp2-pico-w"
 LED_PIN = "LED"  # on the CYW43 Wi-Fi chip (WL_GPIO0)
@@ -14,24 +13,8 @@ DEEP_MAX_MS = const(0)  # (no deep sleep: DEEP_MS is 0)
 LIGHT = True  # machine.lightsleep; False: time.sleep_ms (keeps USB alive)
 DEEP_MS = 0  # deepsleep here is lightsleep + reset: never worth it
 
-unique_id = mboard.unique_id
-time_s = mboard.time_s
-set_time = mboard.set_time
-pin = mboard.pin
-pin_toggle = mboard.pin_toggle
-reset = mboard.reset
-
-
-def wdt_feed():
-    mboard.wdt_feed(WDT_MS)
-
-
-def sleep_ms(ms):
-    mboard.sleep_ms(ms, LIGHT, DEEP_MS, DEEP_MAX_MS, CHUNK_MS, WDT_MS)
-
-
-def rtc_memory(data=None):
-    return mboard.rtc_memory(data, RTC_MEM)
+from sporadic.mboard import (unique_id, time_s, set_time, pin, pin_toggle, reset,  # noqa: E402
+                             wdt_feed, sleep_ms, rtc_memory)
 
 
 def led(on):

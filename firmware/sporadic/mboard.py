@@ -1,9 +1,15 @@
 # What every board with MicroPython's `machine` module does the same way
-# (ESP32, ESP32-S3, ESP8266, Pico W): each boards/<name>/board.py keeps its
-# own facts (pins, watchdog and sleep limits, RTC memory) and passes them in.
-# Not used on the unix port.
+# (ESP32, ESP32-S3, ESP8266, Pico W). Each boards/<name>/board.py holds its
+# facts as constants (WDT_MS, RTC_MEM, CHUNK_MS, DEEP_MAX_MS and the
+# tunables LIGHT, DEEP_MS) and imports these functions, which read them from
+# the `board` module when called. Not used on the unix port.
 import machine
+import sys
 import time
+
+
+def _b():
+    return sys.modules['board']
 
 _wdt = None
 _pins = {}
@@ -44,23 +50,24 @@ def reset():
     machine.reset()
 
 
-def wdt_feed(timeout_ms):
+def wdt_feed():
     global _wdt
     if _wdt is None:
-        _wdt = machine.WDT(timeout=timeout_ms)
+        _wdt = machine.WDT(timeout=_b().WDT_MS)
     _wdt.feed()
 
 
-def sleep_ms(ms, light, deep_ms, deep_max_ms, chunk_ms, wdt_ms):
-    """Sleep ms: deep sleep (the board boots again on wake) when deep_ms is
-    set and ms reaches it, else light sleep (or time.sleep_ms when light is
+def sleep_ms(ms):
+    """Sleep ms: deep sleep (the board boots again on wake) when DEEP_MS is
+    set and ms reaches it, else light sleep (or time.sleep_ms when LIGHT is
     False) in chunks short enough to feed a running watchdog."""
+    b = _b()
     ms = int(ms)
-    if deep_ms and ms >= deep_ms:
-        machine.deepsleep(min(ms, deep_max_ms) if deep_max_ms else ms)
+    if b.DEEP_MS and ms >= b.DEEP_MS:
+        machine.deepsleep(min(ms, b.DEEP_MAX_MS) if b.DEEP_MAX_MS else ms)
     while ms > 0:
-        step = min(ms, chunk_ms if _wdt is None else wdt_ms // 2)
-        if light:
+        step = min(ms, b.CHUNK_MS if _wdt is None else b.WDT_MS // 2)
+        if b.LIGHT:
             machine.lightsleep(step)
         else:
             time.sleep_ms(step)
@@ -69,7 +76,8 @@ def sleep_ms(ms, light, deep_ms, deep_max_ms, chunk_ms, wdt_ms):
         ms -= step
 
 
-def rtc_memory(data, size):
+def rtc_memory(data=None):
+    size = _b().RTC_MEM
     if not size:
         return b''
     rtc = machine.RTC()
