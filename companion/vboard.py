@@ -569,6 +569,19 @@ class Relay:
 # The library handle (runs the relay in a child process)
 
 
+def _descendants(pid):
+    out = []
+    try:
+        for t in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/children" % (pid, t)) as f:
+                for c in f.read().split():
+                    out.append(int(c))
+                    out += _descendants(int(c))
+    except OSError:
+        pass
+    return out
+
+
 class VBoard:
     """A virtual board in its own process; ``start()`` returns its device path.
 
@@ -639,6 +652,11 @@ class VBoard:
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
+
+    def interpreter_pids(self):
+        """Pids of the processes below the board's relay (its interpreter),
+        for tests that look at what the board is doing (Linux /proc)."""
+        return _descendants(self.pid) if self.pid else []
 
     def reset(self):
         """Press the reset button: the interpreter dies and boots (main.py runs)."""

@@ -114,19 +114,6 @@ def check_fleet(fleet):
         assert isinstance(jobline.parse(l), jobline.Result), l
 
 
-def interpreters(pid):
-    out = []
-    try:
-        for t in os.listdir('/proc/%d/task' % pid):
-            with open('/proc/%d/task/%s/children' % (pid, t)) as f:
-                for c in f.read().split():
-                    out.append(int(c))
-                    out += interpreters(int(c))
-    except OSError:
-        pass
-    return out
-
-
 def gone(pids):
     return all(not os.path.exists('/proc/%d' % p) or
                open('/proc/%d/stat' % p).read().split()[2] == 'Z' for p in pids)
@@ -191,7 +178,7 @@ def run_point(base, i, budget, mode):
 
         def cut(link):
             if mode == 'kill':
-                pids.extend(interpreters(vb.pid))
+                pids.extend(vb.interpreter_pids())
                 vb.kill()
                 return False            # the link finds out by itself (EIO)
             link.transport.serial.close()

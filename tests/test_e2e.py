@@ -132,22 +132,9 @@ def board_lines(vb):
     return out
 
 
-def interpreter_pids(pid):
-    out = []
-    try:
-        for t in os.listdir('/proc/%d/task' % pid):
-            with open('/proc/%d/task/%s/children' % (pid, t)) as f:
-                for c in f.read().split():
-                    out.append(int(c))
-                    out += interpreter_pids(int(c))
-    except OSError:
-        pass
-    return out
-
-
 def asleep(vb):
     """The board's interpreter is in time.sleep (nanosleep), not running."""
-    for p in interpreter_pids(vb.pid):
+    for p in vb.interpreter_pids():
         try:
             with open('/proc/%d/wchan' % p) as f:
                 if 'nanosleep' in f.read():

@@ -183,9 +183,9 @@ class Runtime:
             clock.note_jump(now, now - self.last_now, 'observed')
         self.last_now = now
         me = self.id
-        wake = now + MAX_SLEEP
-        jobs = 0
-        bad = 0
+        self.next_wake = now + MAX_SLEEP   # _group lowers it; jobs and bad_jobs count up
+        self.jobs = 0
+        self.bad_jobs = 0
         self.pending = 0
         hosts = []
         gid = None
@@ -201,11 +201,7 @@ class Runtime:
             g = '.' if line[0] == '.' else line[:jobline.ID_LEN]
             if g != gid:
                 if jtext is not None and not cancelled:
-                    w, b = self._group(jtext, mine, done_k, hosts, now)
-                    jobs += 1
-                    bad += b
-                    if w is not None and w < wake:
-                        wake = w
+                    self._group(jtext, mine, done_k, hosts, now)
                 gid = g
                 jtext = None
                 cancelled = False
@@ -253,40 +249,40 @@ class Runtime:
             if jtext is None:
                 jtext = line
         if jtext is not None and not cancelled:
-            w, b = self._group(jtext, mine, done_k, hosts, now)
-            jobs += 1
-            bad += b
-            if w is not None and w < wake:
-                wake = w
-        self.jobs = jobs
-        self.bad_jobs = bad
+            self._group(jtext, mine, done_k, hosts, now)
         if self.store.needs_compaction():
             self.store.compact()
         self.store.release()
-        self.next_wake = wake
         if self.reset_wanted:
             self.reset_wanted = False
             board.reset()
-        return wake
+        return self.next_wake
 
     def _group(self, jtext, mine, done_k, hosts, now):
+        # one job at the end of its group: counted, decided, its wake taken
+        self.jobs += 1
         try:
             job = jobline.parse(jtext)
         except MemoryError:
             # not the line's fault: never quarantine a good job for it; the
             # next pass tries again
             self.error = jtext[:jobline.ID_LEN] + ': out of memory'
-            return None, 1
+            self.bad_jobs += 1
+            return
         except Exception as e:
             self.store.quarantine(jtext, 'job line: ' + str(e), 'jobs.txt')
-            return None, 1
+            self.bad_jobs += 1
+            return
         try:
-            return self._job(job, mine, done_k, hosts, now), 0
+            w = self._job(job, mine, done_k, hosts, now)
         except SystemExit:
             raise
         except Exception as e:  # a planner/record failure: never stop the loop
             self.error = '%s: %s: %s' % (jtext[:jobline.ID_LEN], type(e).__name__, e)
-            return None, 1
+            self.bad_jobs += 1
+            return
+        if w is not None and w < self.next_wake:
+            self.next_wake = w
 
     def status(self):
         d = clock.info()
