@@ -29,7 +29,7 @@ BOARDS = ["esp8266", "esp32", "esp32s3", "rp2-pico-w", "unix"]
 def prepare(name, tmp):
     lib = os.path.join(tmp, "host")
     os.makedirs(lib)
-    for n in ("lfsboot.py", "standin/machine.py", "standin/neopixel.py"):
+    for n in ("lfsboot.py", "fileblockdev.py", "standin/machine.py", "standin/neopixel.py"):
         src = os.path.join(ROOT, "tests", n)
         with open(os.path.join(lib, os.path.basename(n)[:-3] + ".mpy"), "wb") as f:
             f.write(files.compile_mpy(src))

@@ -6,31 +6,7 @@
 # vfs.VfsLfs2; HOSTDIR (compiled stand-ins for `machine`...) at /host.
 # Then the runtime loads /cfg.json, runs STEPS passes of its loop and returns.
 import os, sys, vfs
-
-
-class FileBlockDevice:
-    def __init__(self, path, block_size, count):
-        self.f = open(path, "r+b")
-        self.bs = block_size
-        self.count = count
-
-    def readblocks(self, n, buf, off=0):
-        self.f.seek(n * self.bs + off)
-        self.f.readinto(buf)
-
-    def writeblocks(self, n, buf, off=None):
-        self.f.seek(n * self.bs + (off or 0))
-        self.f.write(buf)
-
-    def ioctl(self, op, arg):
-        if op == 4:
-            return self.count
-        if op == 5:
-            return self.bs
-        if op == 3:
-            self.f.flush()
-        return 0
-
+from fileblockdev import FileBlockDevice  # beside this script (sys.path[0])
 
 a = sys.argv[1:]
 dev = FileBlockDevice(a[0], int(a[1]), int(a[2]))

@@ -187,28 +187,8 @@ def test_board_module_runs_on_the_unix_port(name, tmp_path):
 MOUNT = r'''
 import os, sys, vfs, hashlib, binascii
 
-class FileBlockDevice:
-    """A board's flash region, as MicroPython's flashbdev sees it."""
-    def __init__(self, path, block_size, count):
-        self.f = open(path, "r+b")
-        self.bs = block_size
-        self.count = count
-    def readblocks(self, n, buf, off=0):
-        self.f.seek(n * self.bs + off)
-        self.f.readinto(buf)
-    def writeblocks(self, n, buf, off=None):
-        if off is None:
-            off = 0
-        self.f.seek(n * self.bs + off)
-        self.f.write(buf)
-    def ioctl(self, op, arg):
-        if op == 4:
-            return self.count
-        if op == 5:
-            return self.bs
-        if op == 3:
-            self.f.flush()
-        return 0
+sys.path.insert(0, sys.argv[5])
+from fileblockdev import FileBlockDevice
 
 path, bs, count, prog = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 dev = FileBlockDevice(path, bs, count)
@@ -247,7 +227,8 @@ def test_image_mounts_in_the_unix_port(name, tmp_path):
     assert any(p.endswith(".mpy") for p in expect)
     if name != "unix":
         assert "/lib/board.py" in expect
-    text = run_micropython(MOUNT, out, str(g["block_size"]), str(g["block_count"]), str(g["prog_size"]))
+    text = run_micropython(MOUNT, out, str(g["block_size"]), str(g["block_count"]), str(g["prog_size"]),
+                           os.path.join(ROOT, "tests"))
     seen = {}
     for line in text.splitlines():
         if line.startswith("F "):
