@@ -6,9 +6,12 @@ places.
         /main.py                 firmware/main.py (always source: it boots)
         /lib/sporadic/*.mpy      firmware/sporadic/*.py through mpy-cross
                                  (for the board's -march), __init__ stays .py
-        /lib/board.py            boards/<name>/board.py
+        /lib/board.mpy           boards/<name>/board.py (through mpy-cross too)
     config_files(board_id, secret, pubkey, extra=None) -> [("/cfg.json", bytes)]
-    jobs_file(text) -> [("/jobs.txt", bytes)]
+    jobs_file(text) -> [("/jobs.txt", bytes), ("/jobs.ok", size stamp)]
+                                the job file as the board's store keeps it:
+                                canonical lines, sorted, compacted (the core's
+                                merge), so a fresh board never re-imports it
     package_json() -> str       firmware/package.json for `mpremote mip install`
                                 (python -m companion.files --package-json rewrites it)
 
@@ -114,7 +117,10 @@ def firmware_files(board, compile=True):
             files.append(("/lib/sporadic/" + name, _read(src)))
     board_py = boards().board_py(data["name"])
     if board_py:
-        files.append(("/lib/board.py", _read(board_py)))
+        if use_mpy:
+            files.append(("/lib/board.mpy", compile_mpy(board_py, arch, "board.py")))
+        else:
+            files.append(("/lib/board.py", _read(board_py)))
     return files
 
 
@@ -141,11 +147,20 @@ def config_files(board_id, secret=None, pubkey=None, extra=None):
 
 
 def jobs_file(text):
-    if isinstance(text, str):
-        text = text.encode()
-    if text and not text.endswith(b"\n"):
-        text += b"\n"
-    return [("/jobs.txt", text or b"")]
+    """The job file as a board's store writes it: the lines through the
+    core's merge (canonical, sorted, compacted) and the jobs.ok size stamp
+    (docs/device.md), so the board's first boot opens it without the
+    re-import that a hand-written file costs (the heaviest moment of a
+    boot for heap). Raises ValueError naming every bad line."""
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode()
+    from sporadic import merge
+    errors = []
+    lines = merge.merge(("jobs", (text or "").splitlines()), errors=errors)
+    if errors:
+        raise ValueError("job file: " + "; ".join(errors))
+    body = "".join(l + "\n" for l in lines).encode()
+    return [("/jobs.txt", body), ("/jobs.ok", str(len(body)).encode())]
 
 
 def all_files(board, board_id, jobs_text="", secret=None, pubkey=None, extra=None, compile=True):

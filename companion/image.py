@@ -273,7 +273,7 @@ def image_command(args):
     try:
         s = build_image(args.board, args.board_id, args.output, jobs_text, secret, pubkey, extra,
                         flash_size=args.flash_size, compile=not args.no_compile)
-    except (GeometryError, KeyError) as e:
+    except (GeometryError, KeyError, ValueError) as e:
         raise SystemExit("error: %s" % e)
     print("%s: %d files, %d bytes, LittleFS %d x %d-byte blocks = 0x%x bytes for flash offset 0x%x"
           % (s["path"], len(s["files"]), s["used_bytes"], s["block_count"], s["block_size"],

@@ -171,6 +171,12 @@ def deploy(fleet, port, dev_id=None, board=None, wifi=None, sync_port=7370, comp
         with progress_bar(link, 'deploy %s' % dev_id, progress):
             for path, data in todo:
                 link.put_file(path, data)
+            # MicroPython imports NAME.py before NAME.mpy: drop the other
+            # form an earlier deploy (--no-compile, an older release) left
+            stale = [p[:-4] + '.py' if p.endswith('.mpy') else p[:-3] + '.mpy'
+                     for p, _ in todo if p.startswith('/lib/') and p.endswith(('.py', '.mpy'))
+                     and not p.endswith('__init__.py')]
+            link.exec('import os\nfor p in %r:\n try: os.remove(p)\n except OSError: pass\n' % stale)
         add_host(fleet, dev_id)
         info = fleet.device(dev_id) or {'id': dev_id}
         info.update({'port': port, 'board': board, 'deployed': int(time.time())})

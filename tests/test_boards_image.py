@@ -28,12 +28,15 @@ from esptool.bin_image import (ESP32FirmwareImage, ESP32S3FirmwareImage,
                                ESP8266ROMFirmwareImage, ImageSegment)
 
 from companion import files, flash, image
+from sporadic import jobline
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MICROPYTHON = shutil.which("micropython")
 BOARDS = ["esp32", "esp32s3", "esp8266", "rp2-pico-w", "unix"]
 DEVICE_BOARDS = ["esp32", "esp32s3", "esp8266", "rp2-pico-w"]
 JOBS = "each 2026-12-01T06:00Z led blink 3 ; every=1d within=2h\n"
+# what a board's store keeps of it: the machine line the image carries
+JOBS_FILE = files.jobs_file(JOBS)[0][1]
 needs_mpy = pytest.mark.skipif(MICROPYTHON is None, reason="micropython unix port not installed")
 
 
@@ -226,7 +229,7 @@ def test_image_mounts_in_the_unix_port(name, tmp_path):
     assert "/main.py" in expect and "/cfg.json" in expect and "/jobs.txt" in expect
     assert any(p.endswith(".mpy") for p in expect)
     if name != "unix":
-        assert "/lib/board.py" in expect
+        assert "/lib/board.mpy" in expect
     text = run_micropython(MOUNT, out, str(g["block_size"]), str(g["block_count"]), str(g["prog_size"]),
                            os.path.join(ROOT, "tests"))
     seen = {}
@@ -265,7 +268,7 @@ def standins(folder):
 @pytest.mark.parametrize("name", BOARDS)
 def test_firmware_boots_from_the_image_and_runs_a_job(name, tmp_path):
     """The board's image, mounted as its root in the unix port,
-    boots /lib/sporadic + /lib/board.py + /cfg.json and runs a due job."""
+    boots /lib/sporadic + /lib/board.mpy + /cfg.json and runs a due job."""
     if not os.path.exists(os.path.join(ROOT, "firmware", "sporadic", "runtime.py")):
         pytest.skip("firmware/sporadic/runtime.py (issue #3) not written yet")
     import time as _time
@@ -301,7 +304,8 @@ def test_wrong_geometry_is_refused_before_writing(tmp_path):
     with pytest.raises(image.GeometryError, match="512 blocks"):
         image.build_image("esp32", "x", str(out), block_count=1024)
     with pytest.raises(image.GeometryError, match="do not fit"):
-        image.build_image("esp8266", "x", str(out), "each 2026-12-01T06:00Z log x\n" * 40000)
+        image.build_image("esp8266", "x", str(out),
+                          "".join("each 2026-12-01T06:00Z log x%d\n" % i for i in range(40000)))
     bad = dict(files.boards().load("esp32"))
     bad["fs"] = dict(bad["fs"], size=0x200000 + 4096)
     with pytest.raises(image.GeometryError, match="runs past"):
@@ -384,7 +388,7 @@ def test_flash_cli_writes_a_merged_image_without_a_chip(tmp_path):
     assert p.returncode == 0, p.stderr
     data = out.read_bytes()
     assert data[:len(fw)] == fw and len(data) == 0x800000
-    assert image.read_image(data[0x200000:], image.geometry("esp32s3"))["/jobs.txt"] == JOBS.encode()
+    assert image.read_image(data[0x200000:], image.geometry("esp32s3"))["/jobs.txt"] == JOBS_FILE
     p = subprocess.run([sys.executable, "-m", "companion.flash", "flash", "-", "--board", "esp32",
                         "--firmware", str(tmp_path / "mp.bin"), "-o", str(out)],
                        capture_output=True, text=True, cwd=ROOT)
@@ -407,7 +411,7 @@ def test_pico_uf2_blocks_land_at_the_filesystem_offset(tmp_path):
     assert {fam for _, _, fam in blocks} == {0xE48BFF56}
     assert blocks[-1][0] + 256 == 0x10000000 + 2 * 1024 * 1024  # ends with the flash
     fs = b"".join(p for _, p, _ in blocks)
-    assert image.read_image(fs, g)["/jobs.txt"] == JOBS.encode()
+    assert image.read_image(fs, g)["/jobs.txt"] == JOBS_FILE
 
 
 def test_pico_uf2_joins_micropython_and_checks_the_family(tmp_path):
@@ -495,7 +499,7 @@ def test_flash_esp_guards_a_filesystem_with_jobs(fake_esptool, tmp_path):
     assert ("write", 0x1000, len(fw)) in chip.ops and ("write", 0x200000, 0x200000) in chip.ops
     assert bytes(chip.flash[0x1000:0x1000 + len(fw)]) == fw
     g = image.geometry("esp32")
-    assert image.read_image(bytes(chip.flash[0x200000:]), g)["/jobs.txt"] == JOBS.encode()
+    assert image.read_image(bytes(chip.flash[0x200000:]), g)["/jobs.txt"] == JOBS_FILE
     # now it holds jobs: refused without --erase, nothing written
     chip.ops.clear()
     with pytest.raises(flash.FilesystemInUse, match="jobs.txt"):
@@ -503,7 +507,7 @@ def test_flash_esp_guards_a_filesystem_with_jobs(fake_esptool, tmp_path):
     assert not [op for op in chip.ops if op[0] in ("write", "erase")]
     # firmware only never touches the filesystem
     flash.flash_esp("/dev/ttyUSB0", "esp32", fw, None, **quiet)
-    assert image.read_image(bytes(chip.flash[0x200000:]), g)["/jobs.txt"] == JOBS.encode()
+    assert image.read_image(bytes(chip.flash[0x200000:]), g)["/jobs.txt"] == JOBS_FILE
     # --erase replaces it
     s = flash.flash_esp("/dev/ttyUSB0", "esp32", fw, "pump-2", erase=True, jobs_text="", **quiet)
     assert ("erase",) in chip.ops
@@ -606,3 +610,19 @@ def test_image_verb_provisions_from_the_fleet(tmp_path):
     assert p.returncode != 0 and "unknown board" in p.stderr and not os.path.exists(bad)
     p = companion("--fleet", fleet, "image", "--board", "esp32", "--id", "x", "--flash-size", "1MB", "-o", bad)
     assert p.returncode != 0 and "error" in p.stderr and not os.path.exists(bad)
+
+
+def test_job_file_goes_in_as_the_store_keeps_it(tmp_path):
+    """The image holds the job file canonical, sorted and stamped (jobs.ok),
+    so a fresh board opens it without re-importing; a bad line is refused
+    with its line number before any image is written."""
+    text = "# pump\none 2026-12-02T00:00Z log b\neach 2026-12-01T06:00Z log a ; every=1d\n"
+    (path, body), (stamp, size) = files.jobs_file(text)
+    lines = body.decode().splitlines()
+    assert (path, stamp) == ("/jobs.txt", "/jobs.ok")
+    assert lines == sorted(lines) and len(lines) == 2 and int(size) == len(body)
+    assert all(jobline.canonical(l) == l for l in lines)
+    out = tmp_path / "fs.bin"
+    with pytest.raises(ValueError, match=r"jobs:2: unknown type 'eech'"):
+        image.build_image("esp32", "x", str(out), "each 2026-12-01T06:00Z log a\neech 2026-12-01 log b\n")
+    assert not out.exists()
