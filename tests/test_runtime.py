@@ -19,8 +19,9 @@ import json, sys
 from sporadic import runtime, clock
 rt = runtime.get()
 %s
+from sporadic import syncsrv
 sys.stdout.write('STATUS ')
-json.dump(rt.status(), sys.stdout)
+json.dump(syncsrv.status(), sys.stdout)
 print()
 '''
 

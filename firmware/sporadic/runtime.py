@@ -284,17 +284,6 @@ class Runtime:
         if w is not None and w < self.next_wake:
             self.next_wake = w
 
-    def status(self):
-        d = clock.info()
-        d.update({'id': self.id, 'board': board.NAME, 'jobs': self.jobs,
-                  'pending': self.pending, 'bad_jobs': self.bad_jobs,
-                  'next_wake': self.next_wake, 'last': self.last,
-                  'store': self.store.health(), 'quarantined': self.store.quarantined,
-                  'steps': self.steps, 'error': self.error})
-        tr = self.store.trust()
-        d['trust'] = tr.info() if tr else {'mode': self.cfg.get('mode') or 'none (no key)'}
-        return d
-
 
 _OUTCOMES = ('run', 'err', 'miss', 'ok')   # merge.result_key's outcome ranks
 
@@ -305,11 +294,6 @@ def get():
     if _rt is None:
         _rt = Runtime()
     return _rt
-
-
-def status():
-    """A plain dict for the companion (read through the sync server)."""
-    return get().status()
 
 
 def step(now=None):

@@ -117,7 +117,15 @@ class Store:
         self.out_dropped = 0
         self.conflicts = 0
         self._pend = None
+        self._tr = 0             # storex.trust: 0 not loaded yet, None insecure
         self.recover()
+
+    def __getattr__(self, name):
+        # the sync-time methods (receive, trust, lines, seal, outbox, ack,
+        # health) live in storex.py: a board's loop never loads them
+        from sporadic import storex
+        f = getattr(storex, name)
+        return lambda *a, **k: f(self, *a, **k)
 
     def recover(self):
         # the recovery code is loaded for the open only, then dropped from RAM
@@ -155,14 +163,6 @@ class Store:
         """All lines, sorted, not compacted: jobs.txt merged with the logs."""
         return merge.merge_sorted(self.jobs_lines(), self.pending())
 
-    def lines(self):
-        """The compacted view of everything the device holds (for sync).
-        With nothing pending it is jobs.txt itself (compacted when written):
-        each pass of a sync then reads the file with no merge on top."""
-        if not self.pending():
-            return self.jobs_lines()
-        return merge.compact(self.stream())
-
     # ---- writing ----
 
     def append(self, line):
@@ -175,61 +175,6 @@ class Store:
             f.close()
         self.log_size += len(data)
         self._pend = None
-
-    def receive(self, lines, src='sync', refused=None):
-        """Lines from a peer: each is parsed; a bad one is quarantined with
-        its reason (and added to `refused` as (line, reason) when given), a
-        good one appended to in.txt in canonical form. Compacts as in.txt
-        fills, so any number of lines fits. Returns (accepted, refused).
-        In a signed fleet sporadic/trust.py checks the delivery first."""
-        acc = 0
-        ref = 0
-        # recovery re-imports the board's own jobs.txt: its own store, trusted
-        tr = self.trust() if src != 'jobs.txt' else None
-        if tr is not None:
-            lines, ref = tr.admit(self, lines, src, refused)
-        f = None
-        try:
-            for raw in lines:
-                try:
-                    c = jobline.canonical(raw)
-                except MemoryError:
-                    raise       # not the line's fault: the sender sends it again
-                except Exception as e:
-                    self.quarantine(raw, str(e), src)
-                    if refused is not None:
-                        refused.append((raw, str(e)))
-                    ref += 1
-                    continue
-                if c is None:
-                    continue
-                if f is None:
-                    f = open(self.inp, 'a')
-                data = c + '\n'
-                _write(f, data)
-                self.in_size += len(data)
-                acc += 1
-                if self.in_size > IN_MAX:
-                    f.close()
-                    f = None
-                    self._pend = None
-                    self.compact()
-        finally:
-            if f is not None:
-                f.close()
-        self._pend = None
-        if tr is not None:
-            tr.commit(self)   # after the lines are durable
-        return acc, ref
-
-    _tr = 0
-
-    def trust(self):
-        """The signed-batch check (sporadic/trust.py), None when insecure."""
-        if self._tr == 0:
-            from sporadic import trust
-            self._tr = trust.load(self.root)
-        return self._tr
 
     def quarantine(self, line, reason, src=''):
         line = line.rstrip('\n')
@@ -322,37 +267,3 @@ class Store:
                 s.append(int(name))
         s.sort()
         return s
-
-    def seal(self):
-        """Move the current log into the outbox (compacting); returns the
-        highest outbox segment number (0 when empty)."""
-        if self.log_size or size(self.log):
-            self.compact()
-        s = self.out_seqs()
-        return s[-1] if s else 0
-
-    def outbox(self, upto=None):
-        """Own records not yet acknowledged, oldest segment first."""
-        for n in self.out_seqs():
-            if upto is not None and n > upto:
-                break
-            for line in read_lines(self._seg(n)):
-                yield line
-
-    def ack(self, upto):
-        """The companion holds every outbox segment <= upto: remove them."""
-        k = 0
-        for n in self.out_seqs():
-            if n <= upto:
-                _remove(self._seg(n))
-                k += 1
-        return k
-
-    def health(self):
-        return {'jobs_bytes': size(self.jobs), 'log_bytes': self.log_size,
-                'in_bytes': self.in_size, 'outbox': len(self.out_seqs()),
-                'outbox_dropped': self.out_dropped, 'compactions': self.compactions,
-                'conflicts': self.conflicts, 'quarantined': self.quarantined,
-                'recovered': self.notes, 'ok': True}
-
-

@@ -68,13 +68,12 @@ def _host_id():
         return '-'
 
 
-def _status():
-    """The board's status for the companion. In a sync session (no loop
-    running) it is built from the store, clock and trust state alone: the
-    runtime is not loaded for it (the companion computes what is pending
-    from its own copy with the same planner). A running loop adds its own
-    figures (pending, next wake, last results)."""
-    import json
+def status():
+    """The board's status for the companion (a dict; `I` sends it as JSON).
+    In a sync session (no loop running) it is built from the store, clock
+    and trust state alone: the runtime is not loaded for it (the companion
+    computes what is pending from its own copy with the same planner). A
+    running loop adds its own figures (pending, next wake, last results)."""
     st = store()
     if clock.state == 'unknown' and clock.source == '':
         clock.init()      # an RTC that kept its time across the reset
@@ -92,11 +91,12 @@ def _status():
     runtime = sys.modules.get('sporadic.runtime')
     rt = runtime._rt if runtime is not None else None
     if rt is not None:
-        d.update({'pending': rt.pending, 'jobs': rt.jobs, 'next_wake': rt.next_wake,
-                  'last': rt.last, 'error': rt.error, 'loop': True})
+        d.update({'pending': rt.pending, 'jobs': rt.jobs, 'bad_jobs': rt.bad_jobs,
+                  'next_wake': rt.next_wake, 'last': rt.last, 'error': rt.error,
+                  'steps': rt.steps, 'loop': True})
     else:
         d['loop'] = False
-    return json.dumps(d)
+    return d
 
 
 def h(req):
@@ -104,7 +104,8 @@ def h(req):
     try:
         c = req[:2]
         if req == 'I':
-            return _status()
+            import json
+            return json.dumps(status())
         if c == 'T ':
             if clock.state == 'unknown' and clock.source == '':
                 clock.init()

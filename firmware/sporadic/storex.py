@@ -1,0 +1,107 @@
+# The store's sync-time methods (read as Store.NAME through
+# Store.__getattr__): taking lines from a peer, the trust check, the
+# compacted view, the outbox and the health report. Only a sync (serial
+# after a soft reset, or TCP) and the store's recovery of a hand-written
+# job file load this module; the loop never does (docs/device.md#memory).
+from sporadic import jobline, merge
+from sporadic.store import IN_MAX, size, read_lines, _write, _remove
+
+
+def lines(st):
+    """The compacted view of everything the device holds (for sync).
+    With nothing pending it is jobs.txt itself (compacted when written):
+    each pass of a sync then reads the file with no merge on top."""
+    if not st.pending():
+        return st.jobs_lines()
+    return merge.compact(st.stream())
+
+
+def receive(st, lines, src='sync', refused=None):
+    """Lines from a peer: each is parsed; a bad one is quarantined with its
+    reason (and added to `refused` as (line, reason) when given), a good one
+    appended to in.txt in canonical form. Compacts as in.txt fills, so any
+    number of lines fits. Returns (accepted, refused). In a signed fleet
+    sporadic/trust.py checks the delivery first."""
+    acc = 0
+    ref = 0
+    # recovery re-imports the board's own jobs.txt: its own store, trusted
+    tr = trust(st) if src != 'jobs.txt' else None
+    if tr is not None:
+        lines, ref = tr.admit(st, lines, src, refused)
+    f = None
+    try:
+        for raw in lines:
+            try:
+                c = jobline.canonical(raw)
+            except MemoryError:
+                raise       # not the line's fault: the sender sends it again
+            except Exception as e:
+                st.quarantine(raw, str(e), src)
+                if refused is not None:
+                    refused.append((raw, str(e)))
+                ref += 1
+                continue
+            if c is None:
+                continue
+            if f is None:
+                f = open(st.inp, 'a')
+            data = c + '\n'
+            _write(f, data)
+            st.in_size += len(data)
+            acc += 1
+            if st.in_size > IN_MAX:
+                f.close()
+                f = None
+                st._pend = None
+                st.compact()
+    finally:
+        if f is not None:
+            f.close()
+    st._pend = None
+    if tr is not None:
+        tr.commit(st)   # after the lines are durable
+    return acc, ref
+
+
+def trust(st):
+    """The signed-batch check (sporadic/trust.py), None when insecure."""
+    if st._tr == 0:
+        from sporadic import trust
+        st._tr = trust.load(st.root)
+    return st._tr
+
+
+def seal(st):
+    """Move the current log into the outbox (compacting); returns the
+    highest outbox segment number (0 when empty)."""
+    if st.log_size or size(st.log):
+        st.compact()
+    s = st.out_seqs()
+    return s[-1] if s else 0
+
+
+def outbox(st, upto=None):
+    """Own records not yet acknowledged, oldest segment first."""
+    for n in st.out_seqs():
+        if upto is not None and n > upto:
+            break
+        for line in read_lines(st._seg(n)):
+            yield line
+
+
+def ack(st, upto):
+    """The companion holds every outbox segment <= upto: remove them."""
+    k = 0
+    for n in st.out_seqs():
+        if n <= upto:
+            _remove(st._seg(n))
+            k += 1
+    return k
+
+
+def health(st):
+    return {'jobs_bytes': size(st.jobs), 'log_bytes': st.log_size,
+            'in_bytes': st.in_size, 'outbox': len(st.out_seqs()),
+            'outbox_dropped': st.out_dropped, 'compactions': st.compactions,
+            'conflicts': st.conflicts, 'quarantined': st.quarantined,
+            'recovered': st.notes, 'ok': True}
