@@ -112,13 +112,15 @@ def firmware_files(board, compile=True):
         name = os.path.basename(src)
         if use_mpy and name != "__init__.py":
             dest = "/lib/sporadic/" + name[:-3] + ".mpy"
-            files.append((dest, compile_mpy(src, arch, "sporadic/" + name)))
+            # the source name a traceback shows is the file's own path: one
+            # qstr with the module's __file__ instead of two on the board
+            files.append((dest, compile_mpy(src, arch, dest)))
         else:
             files.append(("/lib/sporadic/" + name, _read(src)))
     board_py = boards().board_py(data["name"])
     if board_py:
         if use_mpy:
-            files.append(("/lib/board.mpy", compile_mpy(board_py, arch, "board.py")))
+            files.append(("/lib/board.mpy", compile_mpy(board_py, arch, "/lib/board.mpy")))
         else:
             files.append(("/lib/board.py", _read(board_py)))
     return files
