@@ -62,7 +62,7 @@ class Runtime:
         # Open the store (recovery may re-import a hand-written jobs.txt, the
         # heaviest moment of a boot) before the actions are loaded, then let
         # the parser's rare parts go again.
-        self.store = store.Store(root)
+        self.store = store.open_store(root)
         jobline.unload()
         gc.collect()
         global actions

@@ -267,3 +267,16 @@ class Store:
                 s.append(int(name))
         s.sort()
         return s
+
+
+_opened = None
+
+
+def open_store(root=''):
+    """The store of this boot, opened (and recovered) once and shared by the
+    loop and a sync. main.py opens it before importing the runtime, so that
+    recovery (the heaviest moment of a boot) runs in the emptiest heap."""
+    global _opened
+    if _opened is None or _opened.root != root:
+        _opened = Store(root)
+    return _opened

@@ -30,16 +30,13 @@ _store = None
 
 
 def store():
+    # the store of this boot: the loop's own when it runs (TCP sync); the
+    # runtime is never imported for this (a sync session after a soft reset
+    # has no loop)
     global _store
     if _store is None:
-        # the loop is running (TCP sync): share its store; never import the
-        # runtime for this (a sync session after a soft reset has no loop)
-        runtime = sys.modules.get('sporadic.runtime')
-        if runtime is not None and runtime._rt is not None:
-            _store = runtime._rt.store
-        if _store is None:
-            from sporadic.store import Store
-            _store = Store()
+        from sporadic.store import open_store
+        _store = open_store()
     return _store
 
 
