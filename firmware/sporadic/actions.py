@@ -105,16 +105,6 @@ def user():
     return _user or None
 
 
-def reload():
-    """Forget the user module (after a new /actions.py arrived)."""
-    global _user, _user_err
-    import sys
-    if 'actions' in sys.modules:
-        del sys.modules['actions']
-    _user = None
-    _user_err = ''
-
-
 def find(name):
     fn = BUILTIN.get(name)
     if fn is not None:
@@ -127,17 +117,6 @@ def find(name):
         if callable(fn):
             return fn
     return None
-
-
-def names():
-    """Every command available: built-ins, then user functions."""
-    out = list(BUILTIN)
-    m = user()
-    if m is not None:
-        for k in dir(m):
-            if k[:1] != '_' and k not in BUILTIN and callable(getattr(m, k)):
-                out.append(k)
-    return out
 
 
 def run(name, args):

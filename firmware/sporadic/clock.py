@@ -56,36 +56,7 @@ def note_jump(at, delta, src):
         jumps.pop(0)
 
 
-def set(unix_epoch, src='companion'):
-    """Set the clock from a trusted source ('companion', 'signed', ...)."""
-    global state, source, set_at
-    t = int(unix_epoch)
-    if t < FLOOR:
-        raise ValueError('refused time %d: before 2024' % t)
-    if state == 'trusted':
-        d = t - raw()
-        if d > JUMP_S or d < -JUMP_S:
-            note_jump(t, d, src)
-    board.set_time(t)
-    state = 'trusted'
-    source = src
-    set_at = t
-    return t
-
-
-def forget():
-    """Mark the clock unknown (tests; a board that detects a dead RTC)."""
-    global state, source
-    state = 'unknown'
-    source = ''
-
-
-def info():
-    d = {'clock': state, 'source': source, 'raw': raw()}
-    if set_at is not None:
-        d['set_at'] = set_at
-    if jumps:
-        d['jumps'] = [list(j) for j in jumps]
-    if state != 'trusted':
-        d['note'] = 'clock unknown: no dated job runs until a trusted time is set'
-    return d
+def __getattr__(name):
+    # set, info: what a sync does with the clock (clockx.py), read as clock.NAME
+    from sporadic import clockx
+    return getattr(clockx, name)
