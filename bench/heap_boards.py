@@ -1,15 +1,21 @@
 """The smallest MicroPython heap in which each board's desktop-built image
-boots: LittleFS mounted as /, /lib/sporadic/*.mpy + /lib/board.py imported,
+boots: LittleFS mounted as /, /lib/sporadic/*.mpy + /lib/board.mpy imported,
 /cfg.json loaded, and the run loop makes 3 passes that run one due job.
 
     python bench/heap_boards.py [BOARD ...]
 
 Found by bisection of `micropython -X heapsize=N` (1 KiB steps) on the unix
 port. The boot script and the stand-in `machine` module are .mpy too, so
-nothing is compiled in the heap. Caveat: the unix port here is 64-bit, so
-every object pointer is 8 bytes where an ESP8266/ESP32/RP2040 has 4: the
-figure is an upper bound for a 32-bit board, not the board's own figure.
+nothing is compiled in the heap.
+
+Two interpreters, side by side. The PyPI `micropython` is 64-bit: every
+pointer is 8 bytes and a GC block 32, where an ESP8266/ESP32/RP2040 has 4
+and 16, so its figure is an upper bound. The board's own figure comes from
+the same unix port built 32-bit (bench/build_micropython32.sh, or any
+32-bit build named by $SPORADIC_MICROPYTHON32); without one that column
+says so. The ESP8266's 38K heap is the target the 32-bit figure answers.
 """
+import json
 import os
 import shutil
 import subprocess
@@ -23,6 +29,7 @@ sys.path.insert(0, ROOT)
 from companion import files, image  # noqa: E402
 
 MICROPYTHON = shutil.which("micropython")
+MICROPYTHON32 = os.environ.get("SPORADIC_MICROPYTHON32") or os.path.join(ROOT, "bench", ".mp32", "micropython")
 BOARDS = ["esp8266", "esp32", "esp32s3", "rp2-pico-w", "unix"]
 
 
@@ -44,12 +51,12 @@ def prepare(name, tmp):
     return lib, clean, env
 
 
-def boots(name, heap_k, lib, clean, env, tmp):
+def boots(name, heap_k, lib, clean, env, tmp, interpreter=None):
     g = image.geometry(name)
     img = os.path.join(tmp, "fs.bin")
     shutil.copyfile(clean, img)
     e = dict(os.environ, MICROPYPATH=lib, **env)
-    p = subprocess.run([MICROPYTHON, "-X", "heapsize=%dK" % heap_k, "-m", "lfsboot", img,
+    p = subprocess.run([interpreter or MICROPYTHON, "-X", "heapsize=%dK" % heap_k, "-m", "lfsboot", img,
                         str(g["block_size"]), str(g["block_count"]), str(g["prog_size"]), lib],
                        capture_output=True, text=True, timeout=120, env=e)
     if p.returncode != 0 or "ID bench-1" not in p.stdout:
@@ -60,29 +67,48 @@ def boots(name, heap_k, lib, clean, env, tmp):
     return any(" r bench-1 0 " in l and " ok " in l for l in text.splitlines())
 
 
-def smallest(name):
+def smallest(name, interpreter=None):
     with tempfile.TemporaryDirectory() as tmp:
         lib, clean, env = prepare(name, tmp)
         lo, hi = 8, 256
-        if not boots(name, hi, lib, clean, env, tmp):
+        if not boots(name, hi, lib, clean, env, tmp, interpreter):
             return None
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            if boots(name, mid, lib, clean, env, tmp):
+            if boots(name, mid, lib, clean, env, tmp, interpreter):
                 hi = mid
             else:
                 lo = mid
         return hi
 
 
+def is_32bit(path):
+    try:
+        p = subprocess.run([path, "-c", "import sys; print(sys.maxsize)"], capture_output=True, text=True,
+                           timeout=30)
+    except OSError:
+        return False
+    return p.returncode == 0 and p.stdout.strip() == str(2 ** 31 - 1)
+
+
 def main(argv):
     names = argv or BOARDS
-    print("smallest heap that boots the image and runs a job (unix port, 64-bit, .mpy)")
-    print("%-12s %10s %14s" % ("board", "heap KiB", "board heap KiB"))
+    mp32 = MICROPYTHON32 if os.path.isfile(MICROPYTHON32) and is_32bit(MICROPYTHON32) else None
+    print("smallest heap (KiB) that boots the board's image and runs a job, .mpy firmware")
+    print("%-12s %10s %10s %12s %6s" % ("board", "64-bit", "32-bit", "board heap", "fits"))
+    out = {}
     for n in names:
-        k = smallest(n)
+        k64 = smallest(n)
+        k32 = smallest(n, mp32) if mp32 else None
         heap = files.boards().load(n)["heap_bytes"] // 1024
-        print("%-12s %10s %14d" % (n, k if k else ">256", heap))
+        fits = (k32 <= heap) if k32 else None
+        out[n] = {"heap_k_64bit": k64, "heap_k_32bit": k32, "board_heap_k": heap, "fits_32bit": fits}
+        print("%-12s %10s %10s %12d %6s" % (n, k64 or ">256", k32 or ("-" if not mp32 else ">256"), heap,
+                                            {True: "yes", False: "NO", None: "?"}[fits]))
+    if not mp32:
+        print("no 32-bit interpreter (%s): run bench/build_micropython32.sh for the board's own figure"
+              % MICROPYTHON32)
+    print(json.dumps({"interpreter_32bit": mp32, "boards": out}))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Build MicroPython's unix port as a 32-bit (i386) program, the interpreter
+# bench/heap_boards.py uses to measure heap the way a 32-bit board (ESP8266,
+# ESP32, RP2040: 4-byte pointers, 16-byte GC blocks) spends it. The PyPI
+# `micropython` command is 64-bit, which roughly doubles every object.
+#
+#   bash bench/build_micropython32.sh            -> bench/.mp32/micropython
+#
+# Needs git, make and a 32-bit C toolchain (Debian/Ubuntu: apt-get install
+# gcc-multilib). Takes a few minutes; nothing is installed system-wide.
+# -m32 goes through CFLAGS_EXTRA/LDFLAGS_EXTRA (MICROPY_FORCE_32BIT is gone
+# from the unix Makefile); FFI and btree are off, as in the PyPI build, and
+# ssl too (no mbedtls to fetch; the firmware does not use it).
+# MICROPYTHON_GIT and MICROPYTHON_LIB_GIT name other clones (mirrors) of
+# micropython and micropython-lib.
+set -euo pipefail
+COMMIT=${MICROPYTHON_COMMIT:-1c3c201149f37fe8d81246191b3127bb198d6306}  # v1.29.0-preview-731
+HERE="$(cd "$(dirname "$0")" && pwd)"
+OUT="$HERE/.mp32"
+SRC="$OUT/src"
+mkdir -p "$OUT"
+if [ ! -d "$SRC/.git" ]; then
+    git clone --no-checkout "${MICROPYTHON_GIT:-https://github.com/micropython/micropython}" "$SRC"
+fi
+git -C "$SRC" checkout -q "$COMMIT"
+git -C "$SRC" -c protocol.file.allow=always -c "submodule.lib/micropython-lib.url=${MICROPYTHON_LIB_GIT:-https://github.com/micropython/micropython-lib.git}" \
+    submodule update --init lib/micropython-lib
+make -C "$SRC/mpy-cross" -j2 >/dev/null
+make -C "$SRC/ports/unix" VARIANT=standard MICROPY_PY_FFI=0 MICROPY_PY_BTREE=0 MICROPY_PY_SSL=0 \
+     CFLAGS_EXTRA=-m32 LDFLAGS_EXTRA=-m32 -j2 >/dev/null
+cp "$SRC/ports/unix/build-standard/micropython" "$OUT/micropython"
+"$OUT/micropython" -c "import sys; print('built', sys.implementation.version, 'maxsize', sys.maxsize)"
