@@ -119,6 +119,17 @@ ID_PROBE = ("import os\n"
             "print(i)\n")
 
 
+# Is sporadic frozen into this board's MicroPython firmware (built with
+# boards/<name>/manifest.py)? A frozen module's __file__ is not a path on
+# the flash, and '.frozen' comes before '/lib' on sys.path. (timeutil
+# imports nothing else: no board module is needed yet.)
+FROZEN_PROBE = ("try:\n"
+                " import sporadic.timeutil as m\n"
+                " print('F' if m.__file__[:1] != '/' else 'L')\n"
+                "except ImportError:\n"
+                " print('-')\n")
+
+
 def detect_board(link):
     plat, _, machine = link.exec(BOARD_PROBE).strip().partition('|')
     if plat == 'linux' or plat == 'darwin':
@@ -166,7 +177,8 @@ def deploy(fleet, port, dev_id=None, board=None, wifi=None, sync_port=7370, comp
         if wifi:
             ssid, _, key = wifi.partition(':')
             extra['wifi'] = {'ssid': ssid, 'key': key}
-        todo = files.firmware_files(board, compile) + files.config_files(dev_id, secret, pub, extra)
+        frozen = link.exec(FROZEN_PROBE).strip().endswith('F')
+        todo = files.firmware_files(board, compile, frozen) + files.config_files(dev_id, secret, pub, extra)
         total = sum(len(d) for _, d in todo)
         with progress_bar(link, 'deploy %s' % dev_id, progress):
             for path, data in todo:
@@ -181,7 +193,7 @@ def deploy(fleet, port, dev_id=None, board=None, wifi=None, sync_port=7370, comp
         info = fleet.device(dev_id) or {'id': dev_id}
         info.update({'port': port, 'board': board, 'deployed': int(time.time())})
         fleet.save_device(info)
-        return {'id': dev_id, 'files': len(todo), 'bytes': total}
+        return {'id': dev_id, 'files': len(todo), 'bytes': total, 'frozen': frozen}
     finally:
         if own:
             link.close()
@@ -243,11 +255,23 @@ def fresh_heap(link):
 GET_LINES = 128   # lines in one G answer at most (about 9 KB on the board)
 
 
+def put_bytes_for(heap):
+    """Characters in one P request for a board with this heap (bytes, as its
+    T answer says; None from older firmware). A request arrives as source
+    text the board compiles, so it is held about three times over: an
+    ESP8266's 38K heap takes 512 (bench/heap_sync.py)."""
+    if heap is None or heap >= 128 * 1024:
+        return recon.REQ_MAX
+    return 512 if heap < 64 * 1024 else 1024
+
+
 def _sync(fleet, port, link, now, base=0):
     fresh_heap(link)
     now = int(time.time()) if now is None else now
     # 1. the board's clock, from the companion's, over the board's own line
-    dev_id, before = _check(link.call('T %d' % now), 'the time').split()
+    answer = _check(link.call('T %d' % now), 'the time').split()
+    dev_id, before = answer[0], answer[1]
+    heap = int(answer[2]) if len(answer) > 2 and answer[2].isdigit() else None
     drift = None if before == '-' else int(before) - now
     prev = fleet.device(dev_id) or {'id': dev_id}
     was_complete = prev.get('complete', False)
@@ -285,7 +309,8 @@ def _sync(fleet, port, link, now, base=0):
     else:
         get_lines = GET_LINES
         call = link.call
-    stats = recon.reconcile(board_view(fleet, dev_id), local_receive, call, get_lines=get_lines)
+    stats = recon.reconcile(board_view(fleet, dev_id), local_receive, call, get_lines=get_lines,
+                            put_bytes=put_bytes_for(heap))
     moved = stats['lines_in'] or stats['lines_out']
     new_results = []
     status = prev.get('status')

@@ -19,3 +19,13 @@ def test_board_view_leaves_out_other_boards_each_results(tmp_path):
     assert not any(l.startswith('%s r pump-2 ' % each.id) for l in view)
     assert any(l.startswith('%s r pump-2 ' % one.id) for l in view)
     assert len(view) == len(f.lines()) - 1
+
+
+def test_push_requests_follow_the_board_heap():
+    """A P request is compiled on the board from source text, so it is held
+    about three times over: a small heap gets small requests."""
+    from sporadic import recon
+    assert syncer.put_bytes_for(38 * 1024) == 512          # an ESP8266
+    assert syncer.put_bytes_for(100 * 1024) == 1024
+    assert syncer.put_bytes_for(2 * 1024 * 1024) == recon.REQ_MAX
+    assert syncer.put_bytes_for(None) == recon.REQ_MAX    # firmware that does not say

@@ -349,7 +349,9 @@ def test_peer_pushes_clock_back_a_week(fleet, boards):
     fwd = sign(fleet, ['.t %d' % (T0 + 3600)])
     assert b.push(fwd) == {}
     assert b.status()['raw'] >= T0 + 3600
-    assert b.call('T %d' % (T0 + 7200)).startswith('pump-1 ')
+    dev, before, heap = b.call('T %d' % (T0 + 7200)).split()
+    assert dev == 'pump-1' and int(before) >= T0 + 3600
+    assert 100 * 1024 < int(heap) <= 128 * 1024    # its heap, to which the companion sizes P requests
     assert b.status()['source'] == 'companion'
 
 

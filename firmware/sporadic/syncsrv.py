@@ -4,8 +4,10 @@
 # few requests around it (docs/sync.md):
 #
 #   I            -> JSON status (id, clock, counts, store health)
-#   T EPOCH      -> "ID BEFORE" : the companion's clock over its own line;
-#                   BEFORE is this board's clock before (or '-' if unknown)
+#   T EPOCH      -> "ID BEFORE HEAP" : the companion's clock over its own
+#                   line; BEFORE is this board's clock before (or '-' if
+#                   unknown), HEAP its heap in bytes (the companion sizes its
+#                   requests to it)
 #   O            -> "SEG\n" + own records not yet acknowledged (outbox)
 #   A SEG        -> "n" segments removed: the companion holds them
 #   C            -> "1" after folding received lines into jobs.txt
@@ -108,7 +110,8 @@ def h(req):
                 clock.init()
             before = clock.now()
             clock.set(int(req[2:]), 'companion')
-            return '%s %s' % (_host_id(), '-' if before is None else before)
+            return '%s %s %d' % (_host_id(), '-' if before is None else before,
+                                 gc.mem_alloc() + gc.mem_free())
         if req == 'O':
             st = store()
             seg = st.seal()
