@@ -2,7 +2,7 @@
 the desktop-built flash image (#7), so both put the same bytes in the same
 places.
 
-    firmware_files(board, compile=True) -> [(dest_path, bytes)]
+    firmware_files(board, compile=True, frozen=False) -> [(dest_path, bytes)]
         /main.py                 firmware/main.py (always source: it boots)
         /lib/sporadic/*.mpy      firmware/sporadic/*.py through mpy-cross
                                  (for the board's -march), __init__ stays .py
@@ -101,7 +101,11 @@ def _read(path):
         return f.read()
 
 
-def firmware_files(board, compile=True):
+def firmware_files(board, compile=True, frozen=False):
+    """frozen: the MicroPython firmware already holds the sporadic package
+    (built with boards/<name>/manifest.py), so /lib/sporadic is left out.
+    The board module always goes; where the manifest froze it too, the
+    frozen one is imported first ('.frozen' precedes '/lib')."""
     data = board_data(board)
     fw = firmware_dir()
     files = []
@@ -109,7 +113,7 @@ def firmware_files(board, compile=True):
     files.append(("/main.py", _read(main) if os.path.isfile(main) else _MAIN_FALLBACK))
     use_mpy = compile and mpy_cross_command() is not None
     arch = data.get("mpy_arch")
-    for src in sorted(glob.glob(os.path.join(fw, "sporadic", "*.py"))):
+    for src in ([] if frozen else sorted(glob.glob(os.path.join(fw, "sporadic", "*.py")))):
         name = os.path.basename(src)
         if use_mpy and name != "__init__.py":
             dest = "/lib/sporadic/" + name[:-3] + ".mpy"
@@ -166,9 +170,10 @@ def jobs_file(text):
     return [("/jobs.txt", body), ("/jobs.ok", str(len(body)).encode())]
 
 
-def all_files(board, board_id, jobs_text="", secret=None, pubkey=None, extra=None, compile=True):
+def all_files(board, board_id, jobs_text="", secret=None, pubkey=None, extra=None, compile=True,
+              frozen=False):
     """Everything a fresh board needs: firmware, config and the job file."""
-    return (firmware_files(board, compile)
+    return (firmware_files(board, compile, frozen)
             + config_files(board_id, secret, pubkey, extra)
             + jobs_file(jobs_text))
 

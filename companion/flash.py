@@ -200,7 +200,7 @@ def _size_text(nbytes):
 
 
 def flash_esp(port, board, firmware=None, board_id=None, erase=False, baud=460800,
-              jobs_text="", secret=None, pubkey=None, compile=True, log=print, extra=None):
+              jobs_text="", secret=None, pubkey=None, compile=True, log=print, extra=None, frozen=False):
     """Write MicroPython and/or the sporadic image to an Espressif board on
     `port`. Returns a summary dict. Raises FirmwareMismatch, FilesystemInUse."""
     import esptool.cmds as ec
@@ -229,7 +229,8 @@ def flash_esp(port, board, firmware=None, board_id=None, erase=False, baud=46080
         geom = _image.check_geometry(b, flash_size=flash_size)
         fs = None
         if board_id is not None:
-            fs = _image.image_bytes(geom, _files.all_files(b, board_id, jobs_text, secret, pubkey, extra, compile))
+            fs = _image.image_bytes(geom, _files.all_files(b, board_id, jobs_text, secret, pubkey, extra, compile,
+                                                                         frozen))
         state = None
         if fs is not None and not erase:
             head = ec.read_flash(esp, geom["offset"], 2 * geom["block_size"], no_progress=True)
@@ -280,7 +281,7 @@ def _picotool_read(geom, xip_base):
 
 
 def flash_rp2(port, board, firmware=None, board_id=None, erase=False, out_path=None,
-              jobs_text="", secret=None, pubkey=None, compile=True, log=print, extra=None):
+              jobs_text="", secret=None, pubkey=None, compile=True, log=print, extra=None, frozen=False):
     """Make the UF2 for a Pico W (MicroPython's UF2 joined with the
     filesystem's when both are given) and put it on the board: copy it to
     `port` when that is the mounted RPI-RP2 drive, or `picotool load` it.
@@ -296,7 +297,8 @@ def flash_rp2(port, board, firmware=None, board_id=None, erase=False, out_path=N
     if firmware is not None:
         parts.append(firmware)
     if board_id is not None:
-        fs = _image.image_bytes(geom, _files.all_files(b, board_id, jobs_text, secret, pubkey, extra, compile))
+        fs = _image.image_bytes(geom, _files.all_files(b, board_id, jobs_text, secret, pubkey, extra, compile,
+                                                                         frozen))
         parts.append(to_uf2(fs, xip + geom["offset"], family))
     if not parts:
         raise ValueError("nothing to do: give --firmware and/or --id")
@@ -369,7 +371,7 @@ def flash_command(args):
                              "or a virtual board")
         if b.get("firmware_format") == "uf2":
             flash_rp2(args.port, b, firmware, args.board_id, args.erase, args.output,
-                      jobs_text, secret, pubkey, compile, extra=extra)
+                      jobs_text, secret, pubkey, compile, extra=extra, frozen=args.frozen)
         elif args.output:
             if firmware is not None:
                 check_firmware(b, firmware, args.firmware)
@@ -377,12 +379,12 @@ def flash_command(args):
             if args.board_id:
                 geom = _image.check_geometry(b, flash_size=args.flash_size)
                 fs = _image.image_bytes(geom, _files.all_files(b, args.board_id, jobs_text, secret,
-                                                               pubkey, extra, compile))
+                                                               pubkey, extra, compile, args.frozen))
             merged_image(b, firmware, fs, args.output)
             print("wrote %s: write it at 0x0 with esptool write-flash 0x0 %s" % (args.output, args.output))
         else:
             s = flash_esp(args.port, b, firmware, args.board_id, args.erase, args.baud,
-                          jobs_text, secret, pubkey, compile, extra=extra)
+                          jobs_text, secret, pubkey, compile, extra=extra, frozen=args.frozen)
             print("flashed %s (%s): %s" % (s["port"], s["chip"],
                                            ", ".join("%d bytes at %s" % (n, a) for a, n in s["written"])))
     except (FirmwareMismatch, FilesystemInUse, _image.GeometryError, ValueError) as e:

@@ -282,7 +282,8 @@ def cmd_deploy(args):
     f = fleet_of(args)
     info = syncer.deploy(f, args.port, args.id, board=args.board, wifi=args.wifi, sync_port=args.sync_port,
                          compile=not args.no_compile, progress=not args.quiet)
-    print('deployed %s to %s (%d files, %d bytes)' % (info['id'], args.port, info['files'], info['bytes']))
+    print('deployed %s to %s (%d files, %d bytes%s)' % (info['id'], args.port, info['files'], info['bytes'],
+                                                       '; sporadic is frozen in its firmware' if info['frozen'] else ''))
     return 0
 
 

@@ -166,13 +166,14 @@ def looks_empty(data):
 
 
 def build_image(board, board_id, out_path, jobs_text="", secret=None, pubkey=None,
-                extra=None, flash_size=None, block_size=None, block_count=None, compile=True):
+                extra=None, flash_size=None, block_size=None, block_count=None, compile=True,
+                frozen=False):
     """Write the board's filesystem image to out_path; returns a summary
     {board, id, offset, size, block_size, block_count, files: [(path, len)],
     used_bytes}. Refuses a wrong geometry or files that do not fit before
     writing anything."""
     geom = check_geometry(board, block_size, block_count, flash_size)
-    file_list = _files.all_files(board, board_id, jobs_text, secret, pubkey, extra, compile)
+    file_list = _files.all_files(board, board_id, jobs_text, secret, pubkey, extra, compile, frozen)
     data = image_bytes(geom, file_list)
     back = read_image(data, geom)
     for path, body in file_list:
@@ -202,6 +203,9 @@ def add_common_args(p):
     p.add_argument("--pubkey", help="companion public key file (default: the fleet's fleet.pub)")
     p.add_argument("--flash-size", help="flash size when it differs from board.json (e.g. 4MB, 16MB)")
     p.add_argument("--no-compile", action="store_true", help="copy .py sources instead of .mpy")
+    p.add_argument("--frozen", action="store_true",
+                   help="the MicroPython firmware has sporadic frozen in (boards/<name>/manifest.py): "
+                        "leave /lib/sporadic out")
 
 
 def add_image_parser(subparsers):
@@ -272,7 +276,7 @@ def image_command(args):
     jobs_text, secret, pubkey, extra = provision(args, args.board)
     try:
         s = build_image(args.board, args.board_id, args.output, jobs_text, secret, pubkey, extra,
-                        flash_size=args.flash_size, compile=not args.no_compile)
+                        flash_size=args.flash_size, compile=not args.no_compile, frozen=args.frozen)
     except (GeometryError, KeyError, ValueError) as e:
         raise SystemExit("error: %s" % e)
     print("%s: %d files, %d bytes, LittleFS %d x %d-byte blocks = 0x%x bytes for flash offset 0x%x"
