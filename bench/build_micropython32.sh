@@ -4,7 +4,11 @@
 # ESP32, RP2040: 4-byte pointers, 16-byte GC blocks) spends it. The PyPI
 # `micropython` command is 64-bit, which roughly doubles every object.
 #
-#   bash bench/build_micropython32.sh            -> bench/.mp32/micropython
+#   bash bench/build_micropython32.sh   -> bench/.mp32/micropython
+#                                          bench/.mp32/micropython-frozen
+#
+# The second has firmware/manifest.py frozen in (sporadic as frozen
+# bytecode, run from flash as on a board built with boards/esp8266/manifest.py).
 #
 # Needs git, make and a 32-bit C toolchain (Debian/Ubuntu: apt-get install
 # gcc-multilib). Takes a few minutes; nothing is installed system-wide.
@@ -29,4 +33,10 @@ make -C "$SRC/mpy-cross" -j2 >/dev/null
 make -C "$SRC/ports/unix" VARIANT=standard MICROPY_PY_FFI=0 MICROPY_PY_BTREE=0 MICROPY_PY_SSL=0 \
      CFLAGS_EXTRA=-m32 LDFLAGS_EXTRA=-m32 -j2 >/dev/null
 cp "$SRC/ports/unix/build-standard/micropython" "$OUT/micropython"
+printf 'include("$(PORT_DIR)/variants/standard/manifest.py")\ninclude("%s")\n' \
+    "$(cd "$HERE/.." && pwd)/firmware/manifest.py" > "$OUT/frozen-manifest.py"
+make -C "$SRC/ports/unix" VARIANT=standard BUILD=build-frozen FROZEN_MANIFEST="$OUT/frozen-manifest.py" \
+     MICROPY_PY_FFI=0 MICROPY_PY_BTREE=0 MICROPY_PY_SSL=0 CFLAGS_EXTRA=-m32 LDFLAGS_EXTRA=-m32 -j2 >/dev/null
+cp "$SRC/ports/unix/build-frozen/micropython" "$OUT/micropython-frozen"
 "$OUT/micropython" -c "import sys; print('built', sys.implementation.version, 'maxsize', sys.maxsize)"
+"$OUT/micropython-frozen" -c "import sporadic.jobline as m; print('frozen', m.__file__)"

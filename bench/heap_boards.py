@@ -8,12 +8,15 @@ Found by bisection of `micropython -X heapsize=N` (1 KiB steps) on the unix
 port. The boot script and the stand-in `machine` module are .mpy too, so
 nothing is compiled in the heap.
 
-Two interpreters, side by side. The PyPI `micropython` is 64-bit: every
+Interpreters side by side. The PyPI `micropython` is 64-bit: every
 pointer is 8 bytes and a GC block 32, where an ESP8266/ESP32/RP2040 has 4
 and 16, so its figure is an upper bound. The board's own figure comes from
 the same unix port built 32-bit (bench/build_micropython32.sh, or any
 32-bit build named by $SPORADIC_MICROPYTHON32); without one that column
 says so. The ESP8266's 38K heap is the target the 32-bit figure answers.
+The third column is that 32-bit build with firmware/manifest.py frozen in
+(bench/.mp32/micropython-frozen or $SPORADIC_MICROPYTHON32_FROZEN) and an
+image made with --frozen (no /lib/sporadic): code run from flash.
 """
 import json
 import os
@@ -30,10 +33,12 @@ from companion import files, image  # noqa: E402
 
 MICROPYTHON = shutil.which("micropython")
 MICROPYTHON32 = os.environ.get("SPORADIC_MICROPYTHON32") or os.path.join(ROOT, "bench", ".mp32", "micropython")
+MICROPYTHON32_FROZEN = (os.environ.get("SPORADIC_MICROPYTHON32_FROZEN")
+                        or os.path.join(ROOT, "bench", ".mp32", "micropython-frozen"))
 BOARDS = ["esp8266", "esp32", "esp32s3", "rp2-pico-w", "unix"]
 
 
-def prepare(name, tmp):
+def prepare(name, tmp, frozen=False):
     lib = os.path.join(tmp, "host")
     os.makedirs(lib)
     for n in ("lfsboot.py", "fileblockdev.py", "standin/machine.py", "standin/neopixel.py"):
@@ -47,7 +52,8 @@ def prepare(name, tmp):
         due, env = int(time.time()) - 60, {}
     when = time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime(due))
     clean = os.path.join(tmp, "clean.bin")
-    image.build_image(name, "bench-1", clean, "each %s log hello ; within=1d\n" % when, secret=b"\x33" * 16)
+    image.build_image(name, "bench-1", clean, "each %s log hello ; within=1d\n" % when, secret=b"\x33" * 16,
+                      frozen=frozen)
     return lib, clean, env
 
 
@@ -67,9 +73,9 @@ def boots(name, heap_k, lib, clean, env, tmp, interpreter=None):
     return any(" r bench-1 0 " in l and " ok " in l for l in text.splitlines())
 
 
-def smallest(name, interpreter=None):
+def smallest(name, interpreter=None, frozen=False):
     with tempfile.TemporaryDirectory() as tmp:
-        lib, clean, env = prepare(name, tmp)
+        lib, clean, env = prepare(name, tmp, frozen)
         lo, hi = 8, 256
         if not boots(name, hi, lib, clean, env, tmp, interpreter):
             return None
@@ -94,21 +100,27 @@ def is_32bit(path):
 def main(argv):
     names = argv or BOARDS
     mp32 = MICROPYTHON32 if os.path.isfile(MICROPYTHON32) and is_32bit(MICROPYTHON32) else None
-    print("smallest heap (KiB) that boots the board's image and runs a job, .mpy firmware")
-    print("%-12s %10s %10s %12s %6s" % ("board", "64-bit", "32-bit", "board heap", "fits"))
+    frz = (MICROPYTHON32_FROZEN if os.path.isfile(MICROPYTHON32_FROZEN) and is_32bit(MICROPYTHON32_FROZEN)
+           else None)
+    print("smallest heap (KiB) that boots the board's image and runs a job")
+    print("%-12s %10s %10s %14s %12s %6s" % ("board", "64-bit", "32-bit", "32-bit frozen", "board heap",
+                                             "fits"))
     out = {}
     for n in names:
         k64 = smallest(n)
         k32 = smallest(n, mp32) if mp32 else None
+        kfz = smallest(n, frz, frozen=True) if frz else None
         heap = files.boards().load(n)["heap_bytes"] // 1024
         fits = (k32 <= heap) if k32 else None
-        out[n] = {"heap_k_64bit": k64, "heap_k_32bit": k32, "board_heap_k": heap, "fits_32bit": fits}
-        print("%-12s %10s %10s %12d %6s" % (n, k64 or ">256", k32 or ("-" if not mp32 else ">256"), heap,
-                                            {True: "yes", False: "NO", None: "?"}[fits]))
+        out[n] = {"heap_k_64bit": k64, "heap_k_32bit": k32, "heap_k_32bit_frozen": kfz,
+                  "board_heap_k": heap, "fits_32bit": fits}
+        print("%-12s %10s %10s %14s %12d %6s" % (n, k64 or ">256", k32 or ("-" if not mp32 else ">256"),
+                                                 kfz or ("-" if not frz else ">256"), heap,
+                                                 {True: "yes", False: "NO", None: "?"}[fits]))
     if not mp32:
         print("no 32-bit interpreter (%s): run bench/build_micropython32.sh for the board's own figure"
               % MICROPYTHON32)
-    print(json.dumps({"interpreter_32bit": mp32, "boards": out}))
+    print(json.dumps({"interpreter_32bit": mp32, "interpreter_32bit_frozen": frz, "boards": out}))
 
 
 if __name__ == "__main__":

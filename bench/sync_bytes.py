@@ -75,8 +75,8 @@ class PartsLink(SerialLink):
         super().soft_reset()
         self._part('soft reset')
 
-    def call(self, request):
-        r = super().call(request)
+    def call(self, request, stream=False):
+        r = super().call(request, stream)
         self._part('%s (%d+%d payload)' % (request.split(' ', 1)[0], len(request), len(r)))
         return r
 

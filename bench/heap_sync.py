@@ -1,0 +1,115 @@
+"""The smallest heap in which a board syncs: a virtual board (the unix board
+on a pseudo-terminal) is deployed, then restarted with `-X heapsize=N` and
+synced twice by the companion (jobs and time in, results back after the
+board ran for a while), as `companion demo` does with one board.
+
+    python bench/heap_sync.py [--modes signed,insecure] [--step 2]
+
+Found by bisection of N (KiB, --step apart) for each interpreter present:
+
+- `64-bit .mpy`: the PyPI `micropython` (8-byte pointers: an upper bound);
+- `32-bit .mpy`: the same unix port built 32-bit (bench/build_micropython32.sh,
+  or $SPORADIC_MICROPYTHON32), the firmware as .mpy files on the flash;
+- `32-bit frozen`: that build with firmware/manifest.py frozen in
+  (bench/.mp32/micropython-frozen or $SPORADIC_MICROPYTHON32_FROZEN): the
+  code runs from flash as on a board built with boards/<name>/manifest.py.
+
+An ESP8266 has a 38K heap: the row that answers it is 32-bit. The last line
+is JSON.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from companion import fleetcmd, syncer  # noqa: E402
+from companion.demo import JOBS, DemoClock  # noqa: E402
+from companion.fleet import Fleet  # noqa: E402
+from companion.vboard import VBoard  # noqa: E402
+
+MP32 = os.path.join(ROOT, "bench", ".mp32")
+
+
+def interpreters():
+    out = [("64-bit .mpy", shutil.which("micropython"))]
+    for label, env, name in (("32-bit .mpy", "SPORADIC_MICROPYTHON32", "micropython"),
+                             ("32-bit frozen", "SPORADIC_MICROPYTHON32_FROZEN", "micropython-frozen")):
+        path = os.environ.get(env) or os.path.join(MP32, name)
+        if os.path.isfile(path):
+            out.append((label, path))
+    return out
+
+
+def syncs(exe, heap_k, insecure):
+    """True when deploy, sync, run and sync again all work at heap_k."""
+    base = tempfile.mkdtemp(prefix="heap-sync-")
+    env_before = os.environ.get("SPORADIC_MICROPYTHON")
+    os.environ["SPORADIC_MICROPYTHON"] = exe
+    try:
+        fleet = Fleet(os.path.join(base, "fleet"))
+        fleet.init("bench", insecure=insecure)
+        clock = DemoClock(600)
+        vb = VBoard(os.path.join(base, "b"), board_id="b-1", heap="512K", clock_scale=600)
+        syncer.deploy(fleet, vb.start(), "b-1", board="unix", progress=False)
+        vb.stop()
+        for line in JOBS:
+            fleetcmd.add_job(fleet, line, now=clock.now())
+        vb = VBoard(os.path.join(base, "b"), board_id="b-1", heap="%dK" % heap_k, clock_scale=600)
+        path = vb.start()
+        try:
+            syncer.sync(fleet, path, progress=False, now=clock.now())
+            time.sleep(2)   # 20 board minutes: the first jobs run
+            rep = syncer.sync(fleet, path, progress=False, now=clock.now())
+            return rep["new_results"] > 0
+        except Exception:
+            return False
+        finally:
+            vb.stop()
+    finally:
+        if env_before is None:
+            os.environ.pop("SPORADIC_MICROPYTHON", None)
+        else:
+            os.environ["SPORADIC_MICROPYTHON"] = env_before
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def smallest(exe, insecure, step):
+    lo, hi = 8, 256
+    if not syncs(exe, hi, insecure):
+        return None
+    while hi - lo > step:
+        mid = (lo + hi) // 2
+        if syncs(exe, mid, insecure):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def main(argv):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--modes", default="signed,insecure")
+    ap.add_argument("--step", type=int, default=2)
+    args = ap.parse_args(argv)
+    modes = args.modes.split(",")
+    print("smallest heap (KiB) in which a board syncs twice (unix board, demo jobs)")
+    print("%-14s %s" % ("interpreter", " ".join("%10s" % m for m in modes)))
+    out = {}
+    for label, exe in interpreters():
+        row = {m: smallest(exe, m == "insecure", args.step) for m in modes}
+        out[label] = row
+        print("%-14s %s" % (label, " ".join("%10s" % (row[m] or ">256") for m in modes)), flush=True)
+    if len(out) == 1:
+        print("no 32-bit interpreter in %s: run bench/build_micropython32.sh" % MP32)
+    print(json.dumps({"heap_k": out, "step_k": args.step}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
