@@ -27,8 +27,8 @@ print()
 
 
 # The unix port is 64-bit (8-byte pointers) and holds the loaded .mpy code in
-# its heap: ~42 KB of the 64 KB go to the firmware's loop code, about twice
-# what a 32-bit board needs (docs/device.md#memory). Tests that add a user
+# its heap: ~38 KB of the 64 KB go to the firmware's loop code, about 1.4
+# times what a 32-bit board needs (docs/device.md#memory). Tests that add a user
 # actions module or read the status after long runs used 96K before the
 # firmware's memory diet; they run at 64K now (HEAP_BIG kept as their name).
 HEAP = '64K'
