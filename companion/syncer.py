@@ -130,6 +130,17 @@ FROZEN_PROBE = ("try:\n"
                 " print('-')\n")
 
 
+# A board's watchdog keeps running across Ctrl-C and soft resets once its
+# loop has started it (ESP8266: 5 s): deploy feeds it between files, as the
+# sync server does at each request (docs/hardware.md#the-watchdog).
+FEED = ("try:\n"
+        " import board\n"
+        " board.wdt_feed()\n"
+        "except Exception:\n"
+        " pass\n")
+FEED_S = 1.0   # seconds of deploy between two feeds
+
+
 def detect_board(link):
     plat, _, machine = link.exec(BOARD_PROBE).strip().partition('|')
     if plat == 'linux' or plat == 'darwin':
@@ -181,7 +192,11 @@ def deploy(fleet, port, dev_id=None, board=None, wifi=None, sync_port=7370, comp
         todo = files.firmware_files(board, compile, frozen) + files.config_files(dev_id, secret, pub, extra)
         total = sum(len(d) for _, d in todo)
         with progress_bar(link, 'deploy %s' % dev_id, progress):
+            fed = None
             for path, data in todo:
+                if fed is None or time.monotonic() - fed > FEED_S:
+                    link.exec(FEED)
+                    fed = time.monotonic()
                 link.put_file(path, data)
             # MicroPython imports NAME.py before NAME.mpy: drop the other
             # form an earlier deploy (--no-compile, an older release) left

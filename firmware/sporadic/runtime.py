@@ -59,6 +59,7 @@ class Runtime:
                 except OSError:
                     pass
         self.rnd = plan.hash_rnd(seed)
+        store.feed = board.wdt_feed   # long reads feed the watchdog (store.FEED_LINES)
         # Open the store (recovery may re-import a hand-written jobs.txt, the
         # heaviest moment of a boot) before the actions are loaded, then let
         # the parser's rare parts go again.

@@ -23,6 +23,14 @@ OUT_MAX = const(16)       # outbox segments kept (oldest dropped beyond)
 QUAR_MAX = const(8192)    # quar.txt bytes before it is rotated to quar.old
 CHUNK = const(256)        # bytes gathered before one write while compacting
 CRASH_EXIT = const(77)
+FEED_LINES = const(64)    # lines read between two calls of `feed`
+
+# The watchdog: every long read calls feed() each FEED_LINES lines (set to
+# board.wdt_feed by the runtime and the sync server). A board's watchdog,
+# once started, keeps running across Ctrl-C and soft resets (ESP8266 5 s,
+# Pico W 8 s, ESP32 60 s), so a pass, a compaction or a sync answer over a
+# large file must feed it as it goes (docs/hardware.md#the-watchdog).
+feed = None
 
 # Test hook (unix port only): SPORADIC_CRASH_AFTER=N ends the process at the
 # N-th flash mutation (a write is cut short at a point derived from N).
@@ -85,11 +93,17 @@ def read_lines(path, torn=False):
         f = open(path)
     except OSError:
         return
+    n = 0
     try:
         while True:
             line = f.readline()
             if not line:
                 break
+            n += 1
+            if n == FEED_LINES:
+                n = 0
+                if feed is not None:
+                    feed()
             if line[-1] != '\n':
                 if torn:
                     yield line

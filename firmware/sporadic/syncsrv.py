@@ -98,8 +98,23 @@ def status():
     return d
 
 
+def _watchdog():
+    # Each request feeds the board's watchdog, and so starts it: a board left
+    # in the raw REPL by a cable pulled mid-sync then resets into its loop
+    # within WDT_MS instead of waiting there. Long answers feed it as they
+    # read the store (store.feed). docs/hardware.md#the-watchdog
+    try:
+        import board
+        from sporadic import store as s
+        s.feed = board.wdt_feed
+        board.wdt_feed()
+    except Exception:
+        pass   # a board module without a watchdog: nothing to feed
+
+
 def h(req):
     """Answer one request (str -> str). Never raises: errors are answers."""
+    _watchdog()
     try:
         c = req[:2]
         if req == 'I':
@@ -135,6 +150,7 @@ def w(req):
     out.write('\x02')
     c = req[:1]
     if c in 'SNDGP' and req[1:2] in (' ', ''):
+        _watchdog()
         buf = []
         n = 0
         try:

@@ -1,4 +1,7 @@
 # A no-op machine module for board modules on the unix port (tests, bench).
+# It only counts: WDT_STARTS watchdogs made, FEEDS feeds (tests/test_watchdog.py).
+WDT_STARTS = 0
+FEEDS = 0
 class Pin:
     OUT = 1
     def __init__(self, n, mode=None):
@@ -9,9 +12,11 @@ class Pin:
         self.v = v
 class WDT:
     def __init__(self, timeout=5000):
-        pass
+        global WDT_STARTS
+        WDT_STARTS += 1
     def feed(self):
-        pass
+        global FEEDS
+        FEEDS += 1
 class RTC:
     def datetime(self, t=None):
         pass
