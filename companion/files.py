@@ -101,6 +101,21 @@ def _read(path):
         return f.read()
 
 
+SMALL_HEAP = 64 * 1024   # bytes: below this a board syncs only with sporadic frozen in
+
+
+def small_heap_note(board, frozen):
+    """A note for a board whose heap runs the loop from .mpy files but not a
+    sync (an ESP8266: bench/heap_sync.py), or '' ."""
+    data = board_data(board)
+    heap = data.get("heap_bytes") or 0
+    if frozen or not heap or heap >= SMALL_HEAP or data.get("heap_grows"):
+        return ""
+    return ("note: the %s has a %d KiB heap: it runs its loop from the .mpy files, but a sync needs "
+            "sporadic frozen into its MicroPython firmware (docs/hardware.md#frozen-firmware)"
+            % (data["name"], heap // 1024))
+
+
 def firmware_files(board, compile=True, frozen=False):
     """frozen: the MicroPython firmware already holds the sporadic package
     (built with boards/<name>/manifest.py), so /lib/sporadic is left out.

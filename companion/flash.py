@@ -365,6 +365,9 @@ def flash_command(args):
     if args.board_id:
         jobs_text, secret, pubkey, extra = _image.provision(args, b["name"])
     compile = not args.no_compile
+    note = _files.small_heap_note(b, args.frozen) if args.board_id else ""
+    if note:
+        print(note, file=sys.stderr)
     try:
         if b["chip"] == "unix":
             raise SystemExit("error: the unix board has no flash: use `companion image --board unix` "

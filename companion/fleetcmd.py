@@ -284,6 +284,8 @@ def cmd_deploy(args):
                          compile=not args.no_compile, progress=not args.quiet)
     print('deployed %s to %s (%d files, %d bytes%s)' % (info['id'], args.port, info['files'], info['bytes'],
                                                        '; sporadic is frozen in its firmware' if info['frozen'] else ''))
+    if info['note']:
+        print(info['note'], file=sys.stderr)
     return 0
 
 

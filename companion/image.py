@@ -279,6 +279,9 @@ def image_command(args):
                         flash_size=args.flash_size, compile=not args.no_compile, frozen=args.frozen)
     except (GeometryError, KeyError, ValueError) as e:
         raise SystemExit("error: %s" % e)
+    note = _files.small_heap_note(args.board, args.frozen)
+    if note:
+        print(note, file=sys.stderr)
     print("%s: %d files, %d bytes, LittleFS %d x %d-byte blocks = 0x%x bytes for flash offset 0x%x"
           % (s["path"], len(s["files"]), s["used_bytes"], s["block_count"], s["block_size"],
              s["size"], s["offset"]))

@@ -208,7 +208,8 @@ def deploy(fleet, port, dev_id=None, board=None, wifi=None, sync_port=7370, comp
         info = fleet.device(dev_id) or {'id': dev_id}
         info.update({'port': port, 'board': board, 'deployed': int(time.time())})
         fleet.save_device(info)
-        return {'id': dev_id, 'files': len(todo), 'bytes': total, 'frozen': frozen}
+        return {'id': dev_id, 'files': len(todo), 'bytes': total, 'frozen': frozen,
+                'note': files.small_heap_note(board, frozen)}
     finally:
         if own:
             link.close()
@@ -226,13 +227,15 @@ def sync(fleet, port, progress=True, link=None, now=None):
     """Merge both ways with one board; returns a report dict."""
     own = link is None
     link = link or open_link(port, fleet)
+    seen = {}
     try:
         with progress_bar(link, 'sync %s' % port, progress):
             # opening the port (the interrupt, what the board printed) counts
             # when this sync opened it
-            return _sync(fleet, port, link, now, 0 if own else link.bytes_sent + link.bytes_received)
+            return _sync(fleet, port, link, now, 0 if own else link.bytes_sent + link.bytes_received, seen)
     except (LinkError, recon.SyncError) as e:
-        raise UserError('sync with %s broke off: %s (nothing is lost: the next sync completes it)' % (port, e))
+        raise UserError('sync with %s broke off: %s (nothing is lost: the next sync completes it)%s'
+                        % (port, e, memory_hint(str(e), seen.get('heap'))))
     finally:
         if own:
             try:
@@ -280,13 +283,24 @@ def put_bytes_for(heap):
     return 512 if heap < 64 * 1024 else 1024
 
 
-def _sync(fleet, port, link, now, base=0):
+def memory_hint(error, heap):
+    """What to do when a board with a small heap ran out of memory."""
+    if heap is None or heap >= files.SMALL_HEAP or 'memory' not in error.lower():
+        return ''
+    return ('. This board has a %d KiB heap: with sporadic as .mpy files a sync needs about 52 KiB '
+            '(60 signed) on a 32-bit board; flash MicroPython with sporadic frozen in '
+            '(docs/hardware.md#frozen-firmware)' % (heap // 1024))
+
+
+def _sync(fleet, port, link, now, base=0, seen=None):
     fresh_heap(link)
     now = int(time.time()) if now is None else now
     # 1. the board's clock, from the companion's, over the board's own line
     answer = _check(link.call('T %d' % now), 'the time').split()
     dev_id, before = answer[0], answer[1]
     heap = int(answer[2]) if len(answer) > 2 and answer[2].isdigit() else None
+    if seen is not None:
+        seen['heap'] = heap
     drift = None if before == '-' else int(before) - now
     prev = fleet.device(dev_id) or {'id': dev_id}
     was_complete = prev.get('complete', False)

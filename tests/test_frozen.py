@@ -73,3 +73,16 @@ def test_image_cli_takes_frozen(tmp_path, monkeypatch, capsys):
     with open(out, "rb") as f:
         found = image.read_image(f.read(), image.geometry("esp8266"))
     assert "/lib/board.mpy" in found and not any(p.startswith("/lib/sporadic") for p in found)
+
+
+def test_a_small_heap_board_is_told_it_needs_the_frozen_firmware_to_sync():
+    from companion import syncer
+    note = files.small_heap_note("esp8266", frozen=False)
+    assert "38 KiB heap" in note and "frozen" in note and "hardware.md#frozen-firmware" in note
+    assert files.small_heap_note("esp8266", frozen=True) == ""
+    assert files.small_heap_note("esp32", frozen=False) == ""
+    # a sync that runs out of memory on such a board says what to do
+    hint = syncer.memory_hint("board raised: MemoryError: memory allocation failed", 38 * 1024)
+    assert "38 KiB heap" in hint and "frozen" in hint
+    assert syncer.memory_hint("out of memory (on P .h b-1)", 128 * 1024) == ""
+    assert syncer.memory_hint("no answer for 20 s", 38 * 1024) == ""
