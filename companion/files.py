@@ -28,8 +28,7 @@ import tempfile
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # What firmware/main.py says, for an installed package without the checkout.
-_MAIN_FALLBACK = (b"from sporadic import store\nstore.open_store()\n"
-                  b"from sporadic import runtime\nruntime.main()\n")
+_MAIN_FALLBACK = b"from sporadic import boot\nboot.main()\n"
 
 
 def boards():

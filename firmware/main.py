@@ -1,4 +1,2 @@
-from sporadic import store
-store.open_store()   # recovery first, in the emptiest heap (docs/device.md#memory)
-from sporadic import runtime
-runtime.main()
+from sporadic import boot
+boot.main()

@@ -4,8 +4,8 @@
 # The image file is the board's flash region behind a block device
 # (readblocks/writeblocks/ioctl, as flashbdev / rp2.Flash), mounted at / with
 # vfs.VfsLfs2; HOSTDIR (compiled stand-ins for `machine`...) at /host.
-# Then, in firmware/main.py's order, the store is opened, the runtime loads
-# /cfg.json, runs STEPS passes of its loop and returns.
+# Then sporadic.boot starts it as firmware/main.py does: the store opened,
+# the runtime's loop run for STEPS passes.
 import os, sys, vfs
 from fileblockdev import FileBlockDevice  # beside this script (sys.path[0])
 
@@ -19,12 +19,13 @@ os.chdir("/")
 sys.path[:] = ["", ".frozen", "/lib", "/host"]
 del a
 try:
-    from sporadic import store
-    store.open_store()   # as firmware/main.py: recovery before the runtime is imported
-    from sporadic import runtime
-    print("ID", runtime.get().id)
-    runtime.main(max_steps=steps)  # an esp32 may deep-sleep out of it (SystemExit)
-    print("LOOP DONE")
+    from sporadic import boot
+    try:
+        boot.main(max_steps=steps)  # as firmware/main.py; an esp32 may deep-sleep out of it (SystemExit)
+        print("LOOP DONE")
+    finally:
+        from sporadic import runtime
+        print("ID", runtime.get().id)
 finally:
     vfs.umount("/")
     dev.f.close()

@@ -288,7 +288,7 @@ _opened = None
 
 def open_store(root=''):
     """The store of this boot, opened (and recovered) once and shared by the
-    loop and a sync. main.py opens it before importing the runtime, so that
+    loop and a sync. sporadic.boot opens it before importing the runtime, so that
     recovery (the heaviest moment of a boot) runs in the emptiest heap."""
     global _opened
     if _opened is None or _opened.root != root:
