@@ -35,30 +35,21 @@ from sporadic import store, runtime
 gc.collect()
 code = gc.mem_alloc()
 peak = [code]
-_stream = store.Store.stream
-def stream(self):
-    n = 0
-    for line in _stream(self):
-        n += 1
-        if n %% 25 == 0:
-            gc.collect()
-            a = gc.mem_alloc()
-            if a > peak[0]:
-                peak[0] = a
-        yield line
-store.Store.stream = stream
-_jl = store.Store.jobs_lines
-def jobs_lines(self):
-    n = 0
-    for line in _jl(self):
-        n += 1
-        if n %% 25 == 0:
-            gc.collect()
-            a = gc.mem_alloc()
-            if a > peak[0]:
-                peak[0] = a
-        yield line
-store.Store.jobs_lines = jobs_lines
+def watched(read):
+    # the store's reader, sampling the heap every 25 lines it yields
+    def lines(self):
+        n = 0
+        for line in read(self):
+            n += 1
+            if n %% 25 == 0:
+                gc.collect()
+                a = gc.mem_alloc()
+                if a > peak[0]:
+                    peak[0] = a
+            yield line
+    return lines
+store.Store.stream = watched(store.Store.stream)
+store.Store.jobs_lines = watched(store.Store.jobs_lines)
 rt = runtime.get()
 rt.step(%d)
 rt.step(%d)

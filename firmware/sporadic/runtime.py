@@ -189,15 +189,10 @@ class Runtime:
         self.bad_jobs = 0
         self.pending = 0
         hosts = []
-        gid = None
-        job = None
+        gid = None       # the first line starts a group: the state below is set there
         jtext = None
         cancelled = False
-        mine = None
-        mkey = None
-        done_k = -1
         self._asg = None
-        akey = None
         for line in self.store.stream():
             g = '.' if line[0] == '.' else line[:jobline.ID_LEN]
             if g != gid:
