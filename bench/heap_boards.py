@@ -97,11 +97,17 @@ def is_32bit(path):
     return p.returncode == 0 and p.stdout.strip() == str(2 ** 31 - 1)
 
 
+def interpreters_32bit():
+    """(32-bit build, 32-bit build with the firmware frozen): paths, or None
+    where bench/build_micropython32.sh (or $SPORADIC_MICROPYTHON32[_FROZEN])
+    gave none. bench/heap_sync.py uses the same."""
+    return tuple(p if os.path.isfile(p) and is_32bit(p) else None
+                 for p in (MICROPYTHON32, MICROPYTHON32_FROZEN))
+
+
 def main(argv):
     names = argv or BOARDS
-    mp32 = MICROPYTHON32 if os.path.isfile(MICROPYTHON32) and is_32bit(MICROPYTHON32) else None
-    frz = (MICROPYTHON32_FROZEN if os.path.isfile(MICROPYTHON32_FROZEN) and is_32bit(MICROPYTHON32_FROZEN)
-           else None)
+    mp32, frz = interpreters_32bit()
     print("smallest heap (KiB) that boots the board's image and runs a job")
     print("%-12s %10s %10s %14s %12s %6s" % ("board", "64-bit", "32-bit", "32-bit frozen", "board heap",
                                              "fits"))

@@ -21,7 +21,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,17 +33,13 @@ from companion.demo import JOBS, DemoClock  # noqa: E402
 from companion.fleet import Fleet  # noqa: E402
 from companion.vboard import VBoard  # noqa: E402
 
-MP32 = os.path.join(ROOT, "bench", ".mp32")
+from heap_boards import MICROPYTHON, MICROPYTHON32, interpreters_32bit  # noqa: E402
 
 
 def interpreters():
-    out = [("64-bit .mpy", shutil.which("micropython"))]
-    for label, env, name in (("32-bit .mpy", "SPORADIC_MICROPYTHON32", "micropython"),
-                             ("32-bit frozen", "SPORADIC_MICROPYTHON32_FROZEN", "micropython-frozen")):
-        path = os.environ.get(env) or os.path.join(MP32, name)
-        if os.path.isfile(path):
-            out.append((label, path))
-    return out
+    mp32, frz = interpreters_32bit()
+    return [(label, path) for label, path in (("64-bit .mpy", MICROPYTHON), ("32-bit .mpy", mp32),
+                                               ("32-bit frozen", frz)) if path]
 
 
 def syncs(exe, heap_k, insecure):
@@ -107,7 +102,7 @@ def main(argv):
         out[label] = row
         print("%-14s %s" % (label, " ".join("%10s" % (row[m] or ">256") for m in modes)), flush=True)
     if len(out) == 1:
-        print("no 32-bit interpreter in %s: run bench/build_micropython32.sh" % MP32)
+        print("no 32-bit interpreter (%s): run bench/build_micropython32.sh" % MICROPYTHON32)
     print(json.dumps({"heap_k": out, "step_k": args.step}))
 
 
