@@ -101,6 +101,8 @@ def _read(path):
 
 
 SMALL_HEAP = 64 * 1024   # bytes: below this a board syncs only with sporadic frozen in
+FROZEN_ADVICE = ("a sync needs sporadic frozen into its MicroPython firmware "
+                 "(docs/hardware.md#frozen-firmware)")
 
 
 def small_heap_note(board, frozen):
@@ -110,9 +112,8 @@ def small_heap_note(board, frozen):
     heap = data.get("heap_bytes") or 0
     if frozen or not heap or heap >= SMALL_HEAP or data.get("heap_grows"):
         return ""
-    return ("note: the %s has a %d KiB heap: it runs its loop from the .mpy files, but a sync needs "
-            "sporadic frozen into its MicroPython firmware (docs/hardware.md#frozen-firmware)"
-            % (data["name"], heap // 1024))
+    return ("note: the %s has a %d KiB heap: it runs its loop from the .mpy files, but %s"
+            % (data["name"], heap // 1024, FROZEN_ADVICE))
 
 
 def firmware_files(board, compile=True, frozen=False):

@@ -280,16 +280,14 @@ def put_bytes_for(heap):
     ESP8266's 38K heap takes 512 (bench/heap_sync.py)."""
     if heap is None or heap >= 128 * 1024:
         return recon.REQ_MAX
-    return 512 if heap < 64 * 1024 else 1024
+    return 512 if heap < files.SMALL_HEAP else 1024
 
 
 def memory_hint(error, heap):
     """What to do when a board with a small heap ran out of memory."""
     if heap is None or heap >= files.SMALL_HEAP or 'memory' not in error.lower():
         return ''
-    return ('. This board has a %d KiB heap: with sporadic as .mpy files a sync needs about 52 KiB '
-            '(60 signed) on a 32-bit board; flash MicroPython with sporadic frozen in '
-            '(docs/hardware.md#frozen-firmware)' % (heap // 1024))
+    return '. This board has a %d KiB heap: %s' % (heap // 1024, files.FROZEN_ADVICE)
 
 
 def _sync(fleet, port, link, now, base=0, seen=None):
