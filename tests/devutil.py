@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 
 from tests.mpy import mpy_lib, MICROPYTHON, MPY_CROSS, ROOT
 
@@ -103,3 +104,16 @@ def own_results(folder, host):
                         'attempt': int(tok[len(o):] or 1), 'text': f[7] if len(f) > 7 else '',
                         'line': l})
     return res
+
+
+def wait_for(cond, timeout=30.0, what='condition', every=0.05):
+    """Poll cond() until it returns something true (returned); a virtual
+    board is another process, so tests wait for its outcome, never for time."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = cond()
+        if last:
+            return last
+        time.sleep(every)
+    raise AssertionError('timed out after %.0f s waiting for %s (last: %r)' % (timeout, what, last))

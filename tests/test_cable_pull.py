@@ -27,7 +27,6 @@ import collections
 import concurrent.futures
 import os
 import shutil
-import time
 
 import pytest
 import serial
@@ -37,23 +36,13 @@ from companion.demo import DemoClock
 from companion.fleet import Fleet
 from companion.transport_serial import SerialLink
 from companion.vboard import VBoard
+from tests.devutil import wait_for
 from sporadic import jobline, merge, recon
 
 HEAP = '128K'        # see tests/test_e2e.py: 64K when the memory diet lands
 SCALE = 600
 POINTS = 32
 HOST = 'pump-1'
-
-
-def wait_for(cond, timeout=30.0, what='condition'):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = cond()
-        if last:
-            return last
-        time.sleep(0.05)
-    raise AssertionError('timed out after %.0f s waiting for %s (last: %r)' % (timeout, what, last))
 
 
 class CutLink(SerialLink):

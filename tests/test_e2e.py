@@ -26,6 +26,7 @@ import pytest
 from companion import cli, fleetcmd, syncer
 from companion.demo import DemoClock
 from companion.vboard import VBoard
+from tests.devutil import wait_for
 from sporadic import plan
 from sporadic.timeutil import format_time
 
@@ -37,17 +38,6 @@ SCALE = 600          # board and companion clocks: 10 minutes a second
 
 
 # -- helpers --------------------------------------------------------------------
-
-def wait_for(cond, timeout=30.0, what='condition', every=0.05):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = cond()
-        if last:
-            return last
-        time.sleep(every)
-    raise AssertionError('timed out after %.0f s waiting for %s (last: %r)' % (timeout, what, last))
-
 
 class Companion:
     """`companion --fleet DIR VERB ...` in this process, on the fast clock."""

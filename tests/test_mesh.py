@@ -9,12 +9,12 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 
 import pytest
 
 from sporadic import jobline, leader, merge, plan, recon
 from tests.mpy import MICROPYTHON, mpy_lib
+from tests.devutil import wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FLEET_KEY = '5a' * 32
@@ -27,17 +27,6 @@ NET = {'hb_ms': 150, 'lease_ms': 900, 'sync_ms': 250, 'call_ms': 1500, 'auth_ms'
 
 def secret(bid):
     return ('%02x' % (sum(bid.encode()) % 256)) * 32
-
-
-def wait_for(cond, timeout=20.0, what='condition'):
-    end = time.time() + timeout
-    last = None
-    while time.time() < end:
-        last = cond()
-        if last:
-            return last
-        time.sleep(0.05)
-    raise AssertionError('timed out waiting for %s (last: %r)' % (what, last))
 
 
 def free_ports(n):

@@ -16,6 +16,7 @@ import serial
 from companion.transport import LinkClosed, LinkError, LinkExecError, LinkReset, LinkTimeout
 from companion.transport_serial import SerialLink
 from companion.vboard import VBoard
+from tests.devutil import wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -59,16 +60,6 @@ def make_flash(path, main=None, files=None):
         with open(os.path.join(path, name), "w") as f:
             f.write(text)
     return str(path)
-
-
-def wait_for(pred, timeout=10.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = pred()
-        if value:
-            return value
-        time.sleep(0.01)  # polling interval, not a timing assumption
-    raise AssertionError("timed out waiting for " + what)
 
 
 def read_file(path):
