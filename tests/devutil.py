@@ -117,3 +117,12 @@ def wait_for(cond, timeout=30.0, what='condition', every=0.05):
             return last
         time.sleep(every)
     raise AssertionError('timed out after %.0f s waiting for %s (last: %r)' % (timeout, what, last))
+
+
+def actlog(folder):
+    """Instances the `log` action ran: {'ID.K': count}."""
+    n = {}
+    for l in lines(folder, 'actlog.txt'):
+        inst = l.split(' ', 1)[0]
+        n[inst] = n.get(inst, 0) + 1
+    return n

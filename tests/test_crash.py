@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from sporadic import jobline
-from tests.devutil import make_flash, boot, lines, T0, MICROPYTHON, DEVBOOT
+from tests.devutil import make_flash, boot, lines, actlog, T0, MICROPYTHON, DEVBOOT
 from tests.mpy import run_mpy
 
 pytestmark = pytest.mark.skipif(MICROPYTHON is None, reason='micropython not installed')
@@ -74,16 +74,8 @@ def check_store(d):
     assert len([l for l in js if l.split()[1] != 'r' and l[0] != '.']) == 4   # no job lost
 
 
-def ran(d):
-    n = {}
-    for l in lines(d, 'actlog.txt'):
-        inst = l.split(' ', 1)[0]
-        n[inst] = n.get(inst, 0) + 1
-    return n
-
-
 def check_ran(d):
-    for inst, c in ran(d).items():
+    for inst, c in actlog(d).items():
         limit = 2 if inst.startswith(RETRY_JOB) else 1
         assert c <= limit, '%s ran %d times' % (inst, c)
 
@@ -115,7 +107,7 @@ def count_ops(tmp):
     p = boot(d, code, start=T0, heap=HEAP)
     ops = int([l for l in p.stdout.splitlines() if l.startswith('OPS')][0].split()[1])
     check_store(d)
-    assert ran(d) and all(v == 1 for v in ran(d).values())
+    assert actlog(d) and all(v == 1 for v in actlog(d).values())
     st = [l for l in os.listdir(os.path.join(d, 'out'))]
     assert len(st) >= 3     # the workload compacts several times
     return ops

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from sporadic import jobline
-from tests.devutil import make_flash, boot, lines, own_results, T0, MICROPYTHON
+from tests.devutil import make_flash, boot, lines, own_results, actlog, T0, MICROPYTHON
 
 pytestmark = pytest.mark.skipif(MICROPYTHON is None, reason='micropython not installed')
 
@@ -46,15 +46,6 @@ def run(folder, body, start=T0, env=None, check=True, heap=HEAP):
 
 def jid(line):
     return jobline.parse(line).id
-
-
-def actlog(folder):
-    """Instances the `log` action ran: {'ID.K': count}."""
-    n = {}
-    for l in lines(folder, 'actlog.txt'):
-        inst = l.split(' ', 1)[0]
-        n[inst] = n.get(inst, 0) + 1
-    return n
 
 
 def outcomes(folder, host, job):

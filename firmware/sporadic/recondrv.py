@@ -14,6 +14,14 @@ def _pfx(L, k):
     return '0' * (L - len(h)) + h
 
 
+def _ask(rpc, verb, chunk, fl, fk):
+    # one D or N request for the nodes `chunk`: its answers, one a node
+    ans = rpc(verb + ' ' + ' '.join([_pfx(fl[x], fk[x]) or '.' for x in chunk])).split(' ')
+    if len(ans) != len(chunk):
+        raise SyncError('%s: %d answers for %d nodes' % (verb, len(ans), len(chunk)))
+    return ans
+
+
 WHOLE = 1000000   # get_lines from a link whose answers stream (no RAM bound on the answering side)
 
 
@@ -94,9 +102,7 @@ def reconcile(local_source, local_receive, call, maxq=MAXQ, maxd=MAXD, put_bytes
         while i < len(dq):
             chunk = dq[i:i + maxd]
             i += maxd
-            ans = rpc('D ' + ' '.join([_pfx(fl[x], fk[x]) or '.' for x in chunk])).split(' ')
-            if len(ans) != len(chunk):
-                raise SyncError('D: %d answers for %d nodes' % (len(ans), len(chunk)))
+            ans = _ask(rpc, 'D', chunk, fl, fk)
             for j in range(len(chunk)):
                 x = chunk[j]
                 a = ans[j]
@@ -112,9 +118,7 @@ def reconcile(local_source, local_receive, call, maxq=MAXQ, maxd=MAXD, put_bytes
         while i < len(nq):
             chunk = nq[i:i + maxq]
             i += maxq
-            ans = rpc('N ' + ' '.join([_pfx(fl[x], fk[x]) or '.' for x in chunk])).split(' ')
-            if len(ans) != len(chunk):
-                raise SyncError('N: %d answers for %d nodes' % (len(ans), len(chunk)))
+            ans = _ask(rpc, 'N', chunk, fl, fk)
             loc = _Nodes([(fl[x], fk[x]) for x in chunk], 'N', leaf=False).run(local_source)
             for j in range(len(chunk)):
                 x = chunk[j]
