@@ -5,6 +5,7 @@ Timing is never slept into place: every wait polls a condition with a
 deadline. Plus the pure leader/assignment logic on CPython."""
 import json
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -30,23 +31,32 @@ def secret(bid):
 
 
 def free_ports(n):
+    """n ports free for TCP and UDP, below the kernel's ephemeral range: the
+    boards started first make outgoing connections from ephemeral ports, and
+    one of those could take a port handed to a board not started yet."""
+    lo = 20000
+    try:
+        with open('/proc/sys/net/ipv4/ip_local_port_range') as f:
+            lo = min(lo, int(f.read().split()[0]) - 2000)
+    except (OSError, ValueError, IndexError):
+        pass
     out = []
-    socks = []
-    while len(out) < n:
+    for p in random.sample(range(lo - 8000, lo), 8000):
         t = socket.socket()
-        t.bind(('127.0.0.1', 0))
-        p = t.getsockname()[1]
         u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         try:
+            t.bind(('127.0.0.1', p))
             u.bind(('127.0.0.1', p))
         except OSError:
-            t.close()
             continue
-        socks += [t, u]
-        out.append(p)
-    for s in socks:
-        s.close()
-    return out
+        else:
+            out.append(p)
+            if len(out) == n:
+                return out
+        finally:
+            t.close()
+            u.close()
+    raise RuntimeError('no %d free ports below %d' % (n, lo))
 
 
 class Board:
