@@ -6,6 +6,7 @@
 # logs, which is exactly the compacted file: --verify keeps the literal line
 # sets too and checks every sync against merge.merge).
 import bisect
+import copy
 import heapq
 import json
 import math
@@ -1322,7 +1323,7 @@ def command(args):
         raise UserError('--sweep KEY=A..B (or KEY=v1,v2,...)')
     rows = []
     for v in sweep_values(spec, args.steps):
-        s = json.loads(json.dumps(scn))
+        s = copy.deepcopy(scn)   # TOML date-times are not JSON: copy the objects
         _setkey(s, key, v)
         rows.append((v, simulate(s, args.seed, args.verify)))
     if args.json:

@@ -251,6 +251,25 @@ def test_sweep_and_plot_message(tmp_path):
         assert (tmp_path / 'x.png').stat().st_size > 1000
 
 
+def test_sweep_of_a_scenario_with_toml_date_times(tmp_path):
+    """`companion simulate X.toml --sweep` as a user types it, on a scenario
+    whose start and end are TOML's native date-times (not strings): the
+    sweep copies the scenario once a point and must not go through JSON."""
+    import subprocess
+    text = _toml(_one('5m', days=1))
+    text = text.replace('start = "2026-01-01T00:00Z"', 'start = 2026-01-01T00:00:00Z')
+    text = text.replace('end = "2026-01-02T00:00Z"', 'end = 2026-01-02T00:00:00Z')
+    assert 'start = 2026-01-01T00:00:00Z' in text and 'end = 2026-01-02T00:00:00Z' in text
+    p = tmp_path / 'dt.toml'
+    p.write_text(text)
+    r = subprocess.run([sys.executable, '-m', 'companion.cli', 'simulate', str(p), '--sweep',
+                        'mesh.interval=5m,45m', '--json'], capture_output=True, text=True, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    pts = json.loads(r.stdout)['points']
+    assert [x['value'] for x in pts] == ['5m', '45m']
+    assert all(x['report']['start'] == '2026-01-01T00:00Z' for x in pts)
+
+
 @pytest.mark.parametrize('name', ['floppy', 'wifi', 'split'])
 def test_examples_load_and_run(name):
     s = S.load(os.path.join(ROOT, 'examples', name + '.toml'))
