@@ -128,6 +128,17 @@ def rsa_vectors(fleet):
     out.append((n, e, dg, b"\x00" * 256, False))                      # zero
     out.append((n, e, dg, n.to_bytes(256, "big"), False))             # s >= n
     out.append((n, e, dg[:31], sig, False))                           # digest length
+    # weak keys are refused by verify itself, not only by parse_pubkey:
+    # e = 1 makes the padded digest its own valid-looking signature,
+    pad = b"\x00\x01" + b"\xff" * (256 - 3 - len(rsa._DI) - 32) + b"\x00" + rsa._DI + dg
+    out.append((n, 1, dg, pad, False))
+    out.append((n, 2, dg, sig, False))                                # even exponent
+    # and a genuine signature under a 1024-bit key proves nothing
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import padding, rsa as crsa
+    small = crsa.generate_private_key(public_exponent=65537, key_size=1024)
+    ssig = small.sign(b"x", padding.PKCS1v15(), hashes.SHA256())
+    out.append((small.public_key().public_numbers().n, 65537, dg, ssig, False))
     return out
 
 

@@ -3,7 +3,7 @@
 Portable core: runs unchanged on MicroPython and CPython. Public key only:
 a board can check a signature and can never make one.
 
-    verify(n, e, digest, sig) -> bool   digest = sha256(message).digest()
+    verify(n, e, digest, sig) -> bool   digest = sha256(message).digest(); False for a weak key
     parse_pubkey(text) -> (n, e)        "rsa2048:<hex n>" or "rsa2048:<hex n>:<hex e>"
     format_pubkey(n, e) -> text         the canonical text form (one line)
     keyid(text_or_ne) -> 8 hex          first 8 hex of sha256(canonical text)
@@ -70,6 +70,8 @@ def _pow(b, e, n):
 def verify(n, e, digest, sig):
     """True when sig is a valid PKCS#1 v1.5 SHA-256 signature of digest under (n, e)."""
     try:
+        if key_problem(n, e):
+            return False
         k = (_bits(n) + 7) // 8
         if len(digest) != 32 or len(sig) != k:
             return False
@@ -84,6 +86,18 @@ def verify(n, e, digest, sig):
         return _eq(em, want)
     except Exception:
         return False
+
+
+def key_problem(n, e):
+    """Why (n, e) is no key to trust a signature under, or None: fewer than
+    MIN_BITS bits, an even modulus, or an exponent that is even or under 3
+    (e = 1 makes every message its own signature). verify() refuses such a
+    key itself, whoever parsed it."""
+    if _bits(n) < MIN_BITS:
+        return "fewer than %d bits" % MIN_BITS
+    if n & 1 == 0 or e < 3 or e & 1 == 0:
+        return "bad modulus or exponent"
+    return None
 
 
 def format_pubkey(n, e=E_DEFAULT):
@@ -112,8 +126,9 @@ def parse_pubkey(text):
         raise ValueError("public key: fewer than %d bits" % MIN_BITS)
     if _bits(n) != bits:
         raise ValueError("public key: modulus is not %d bits" % bits)
-    if n & 1 == 0 or e < 3 or e & 1 == 0:
-        raise ValueError("public key: bad modulus or exponent")
+    why = key_problem(n, e)
+    if why:
+        raise ValueError("public key: " + why)
     return n, e
 
 
