@@ -13,7 +13,6 @@ for a real board.
 """
 import json
 import os
-import time
 
 import pytest
 
