@@ -212,14 +212,14 @@ def _hello(port):
 
 @pytest.mark.slow
 def test_bad_network_board_keeps_running_and_loses_nothing(fleet_of):
-    c = fleet_of.cli
+    comp = fleet_of.cli
     fl = fleet_of(['h1'])
     b = fl['h1']
-    keep = c('add', 'each +1d log keep-me').strip()
+    keep = comp('add', 'each +1d log keep-me').strip()
     b.sync()
     port = b.port
     secret = b.secret()
-    with open(os.path.join(c.dir, 'keys', 'peer')) as f:
+    with open(os.path.join(comp.dir, 'keys', 'peer')) as f:
         fleet_key = f.read().strip()
     # half-open: connect, say nothing
     quiet = [socket.create_connection(('127.0.0.1', port), timeout=3) for _ in range(2)]
@@ -303,7 +303,7 @@ def test_bad_network_board_keeps_running_and_loses_nothing(fleet_of):
         assert word in reasons, reasons
     held = b.lines()
     assert '.h h1' in held and any(l.startswith(keep + ' ') for l in held)
-    later = c('add', 'each +1d log later').strip()
+    later = comp('add', 'each +1d log later').strip()
     assert 'sent 2 line(s)' in b.sync()           # the job and its signature
     assert any(l.startswith(later + ' ') for l in b.lines())
 
