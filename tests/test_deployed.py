@@ -132,10 +132,10 @@ def test_three_deployed_boards_spread_elect_run_once_and_an_imaged_board_joins(f
     assert got[0]['outcome'] == 'ok' and got[0]['verified'], got
 
 
-def test_deploy_without_network_options_runs_the_plain_loop(fleet, tmp_path):
-    """Deploy writes a network only when the user asks for one: a board
-    deployed without --sync-port/--peer/--wifi holds no network keys (so it
-    never imports the network code at boot)."""
+def test_deploy_and_image_provision_alike_and_a_network_only_when_asked(fleet, tmp_path):
+    """Deploy and image give a board the same cfg keys; a network only when
+    the user asks for one: a board deployed without --sync-port/--peer/--wifi
+    holds no network keys (so it never imports the network code at boot)."""
     c = fleet
     c('init')
     vb = start(c, tmp_path, 'p1')
@@ -145,6 +145,11 @@ def test_deploy_without_network_options_runs_the_plain_loop(fleet, tmp_path):
         cfg = json.load(f)
     assert not {'sync_port', 'peers', 'wifi'} & set(cfg), cfg
     assert {'fleet_key', 'hwm', 'pubkey', 'secret'} <= set(cfg)
+    c('image', '--board', 'unix', '--id', 'p2', '-o', str(tmp_path / 'p2.bin'))
+    with open(str(tmp_path / 'p2.bin'), 'rb') as f:
+        imaged = json.loads(image.read_image(f.read(), image.geometry('unix'))['/cfg.json'])
+    assert sorted(imaged) == sorted(cfg)
+    assert imaged['fleet_key'] == cfg['fleet_key'] and imaged['pubkey'] == cfg['pubkey']
     # a bad --peer is the user's error, one line, and nothing is written
     p = c.run('deploy', vb.path, '--id', 'p1', '--peer', 'nohost', ok=False)
     assert p.returncode != 0 and p.stderr.startswith('companion: --peer') and p.stderr.count('\n') == 1, p.stderr

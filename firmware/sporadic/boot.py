@@ -5,18 +5,22 @@
 # a network never imports net (docs/device.md#memory).
 
 
-def networked(cfg):
-    """A network is configured: Wi-Fi credentials, or a sync port / peers
-    (the unix port is on the host's network; deploy writes these only when
-    asked: --wifi, --sync-port, --peer)."""
-    return bool(cfg.get('wifi') or cfg.get('sync_port') or cfg.get('peers'))
+def networked(cfg, board):
+    """A network is configured: Wi-Fi credentials, or, on a board that is on
+    its host's network (the unix port: board.HOST_NETWORK), a sync port or
+    peers. Provisioning writes these only when asked (--wifi, --sync-port,
+    --peer); a board deployed before that held sync_port 7370 by default and
+    no Wi-Fi: it keeps the plain loop."""
+    if cfg.get('wifi'):
+        return True
+    return getattr(board, 'HOST_NETWORK', False) and bool(cfg.get('sync_port') or cfg.get('peers'))
 
 
 def main(**kw):
     from sporadic import store
     store.open_store()
     from sporadic import runtime
-    if networked(runtime.get().cfg):
+    if networked(runtime.get().cfg, runtime.board):
         from sporadic import net
         return net.main(**kw)
     return runtime.main(**kw)
