@@ -26,14 +26,6 @@ def open_link(port, fleet=None, **kw):
     return TcpLink(host or port, int(p or 7370), **kw)
 
 
-def fleet_key(fleet):
-    """The fleet's shared peer key (hex): boards prove themselves to each
-    other with it (heartbeats, board-to-board sync). `companion init` makes
-    it (keys/peer); provisioning reads it (companion/provision.py)."""
-    from companion import provision
-    return provision.read_fleet_key(fleet)
-
-
 @contextmanager
 def progress_bar(link, label, enabled=True):
     """A rich progress bar fed by the link's byte counters."""

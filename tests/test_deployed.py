@@ -150,6 +150,9 @@ def test_deploy_and_image_provision_alike_and_a_network_only_when_asked(fleet, t
         imaged = json.loads(image.read_image(f.read(), image.geometry('unix'))['/cfg.json'])
     assert sorted(imaged) == sorted(cfg)
     assert imaged['fleet_key'] == cfg['fleet_key'] and imaged['pubkey'] == cfg['pubkey']
+    # nothing listening there: one line
+    p = c.run('net', '127.0.0.1:%d' % free_ports(1)[0], ok=False)
+    assert p.returncode != 0 and p.stderr.startswith('companion: cannot reach') and p.stderr.count('\n') == 1, p.stderr
     # a bad --peer is the user's error, one line, and nothing is written
     p = c.run('deploy', vb.path, '--id', 'p1', '--peer', 'nohost', ok=False)
     assert p.returncode != 0 and p.stderr.startswith('companion: --peer') and p.stderr.count('\n') == 1, p.stderr
