@@ -164,3 +164,19 @@ def test_deploy_and_image_provision_alike_and_a_network_only_when_asked(fleet, t
     with open(str(tmp_path / 'e.bin'), 'rb') as f:
         cfg = json.loads(image.read_image(f.read(), image.geometry('esp32'))['/cfg.json'])
     assert cfg['wifi'] == {'ssid': 'home', 'key': 'pw'} and cfg['sync_port'] == 7370
+
+
+def test_a_board_deployed_with_a_sync_port_listens(fleet, tmp_path):
+    """The issue's first symptom: `companion deploy PORT --id X --sync-port N`,
+    then `companion sync 127.0.0.1:N` is answered (the network loop runs
+    from the shipped main.py), and over serial the same board still syncs."""
+    c = fleet
+    c('init')
+    (port,) = free_ports(1)
+    vb = start(c, tmp_path, 'n1')
+    c('deploy', vb.path, '--id', 'n1', '--sync-port', port, '-q')
+    tcp_sync(c, 'n1', port)
+    st = net(c, port)
+    assert st['id'] == 'n1' and st['secure'] and st['server']['accepted'] >= 1
+    assert c('sync', vb.path, '-q').startswith('synced n1')
+    tcp_sync(c, 'n1', port)          # and it listens again after the serial visit
