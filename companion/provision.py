@@ -135,6 +135,9 @@ class Provision:
         from companion.fleetcmd import add_host
         if self._new_secret:
             kept = _write_new(syncer.secret_path(fleet, self.id), self.secret)
+            if kept != self.secret:
+                raise UserError('another command gave %s a secret while this one ran: provision it again'
+                                % self.id)
             fleet.__dict__.setdefault('_secrets', {})[self.id] = kept
         if self._new_fleet_key:
             _write_new(fleet_key_path(fleet), self.extra['fleet_key'])
