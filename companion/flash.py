@@ -361,9 +361,12 @@ def flash_command(args):
             check_firmware(b, firmware, os.path.basename(args.firmware))
         except FirmwareMismatch as e:
             raise SystemExit("error: %s" % e)
-    jobs_text, secret, pubkey, extra = ("", None, None, None)
+    # the fleet changes only once the chip (or the output file) is written:
+    # prepared here, committed at the end
+    jobs_text, secret, pubkey, extra, prov = ("", None, None, None, None)
     if args.board_id:
-        jobs_text, secret, pubkey, extra = _image.provision(args, b["name"])
+        jobs_text, prov = _image.provision(args, b["name"])
+        jobs_text, secret, pubkey, extra = prov.jobs_text(jobs_text), prov.secret, prov.pubkey, prov.extra
     compile = not args.no_compile
     note = _files.small_heap_note(b, args.frozen) if args.board_id else ""
     if note:
@@ -392,6 +395,8 @@ def flash_command(args):
                                            ", ".join("%d bytes at %s" % (n, a) for a, n in s["written"])))
     except (FirmwareMismatch, FilesystemInUse, _image.GeometryError, ValueError) as e:
         raise SystemExit("error: %s" % e)
+    if prov is not None:   # written: the chip, the UF2 or the merged image holds the board's secret
+        prov.commit(None if args.port == "-" else args.port, how="flashed")
     return 0
 
 

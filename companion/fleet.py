@@ -67,6 +67,8 @@ class Fleet:
         if not insecure:
             from companion import keys
             pub = keys.init_keys(self.dir)
+        from companion import provision
+        provision.make_fleet_key(self)    # keys/peer: board-to-board authentication
         atomic_write(self.path('fleet.json'), json.dumps(meta, indent=1) + '\n')
         self._meta = meta
         for f in (JOBS, RESULTS):

@@ -280,10 +280,14 @@ def cmd_status(args):
 def cmd_deploy(args):
     from companion import syncer
     f = fleet_of(args)
-    info = syncer.deploy(f, args.port, args.id, board=args.board, wifi=args.wifi, sync_port=args.sync_port,
+    from companion import provision
+    net = provision.network_config(args.sync_port, args.peer, args.wifi)
+    info = syncer.deploy(f, args.port, args.id, board=args.board, network=net,
                          compile=not args.no_compile, progress=not args.quiet)
-    print('deployed %s to %s (%d files, %d bytes%s)' % (info['id'], args.port, info['files'], info['bytes'],
-                                                       '; sporadic is frozen in its firmware' if info['frozen'] else ''))
+    print('deployed %s to %s (%d files, %d bytes%s%s)' % (
+        info['id'], args.port, info['files'], info['bytes'],
+        '; sporadic is frozen in its firmware' if info['frozen'] else '',
+        '; syncs on port %d' % info['network'] if info['network'] else ''))
     if info['note']:
         print(info['note'], file=sys.stderr)
     return 0
@@ -299,6 +303,34 @@ def cmd_sync(args):
         print('refused by board: %s' % q)
     for q in rep.get('flagged', []):
         print('flagged: %s' % q)
+    return 0
+
+
+def cmd_net(args):
+    """A board's network status over TCP (its `net?` answer): the leader
+    it follows, the hosts it hears, its counters, duplicates it found."""
+    from companion import syncer
+    from companion.transport import LinkError
+    f = fleet_of(args)
+    try:
+        link = syncer.open_link(args.address, f, timeout=args.timeout)
+    except LinkError as e:
+        raise UserError('cannot reach %s: %s' % (args.address, e))
+    try:
+        st = json.loads(link.call('net?'))
+    except (LinkError, ValueError) as e:
+        raise UserError('%s did not answer net?: %s' % (args.address, e))
+    finally:
+        link.close()
+    if args.json:
+        print(json.dumps(st, indent=1, sort_keys=True))
+        return 0
+    print('%s: leader %s (term %s), hears %s; syncs %d ok, %d failed%s' % (
+        st.get('id'), st.get('leader') or '-', st.get('term', '-'), ', '.join(st.get('alive') or []) or 'nobody',
+        st['sync']['syncs'], st['sync']['sync_fail'],
+        '; last error: ' + st['last_error'] if st.get('last_error') else ''))
+    for d in st.get('duplicates') or []:
+        print('duplicate: %s' % d)
     return 0
 
 
@@ -319,6 +351,16 @@ def cmd_keys(args):
     else:
         print('%s  %s' % (keys.keyid(f.dir), keys.load_pub(f.dir)[:40] + '...'))
     return 0
+
+
+def add_network_args(p):
+    """--sync-port, --peer, --wifi: deploy, image and flash (docs/wifi.md)."""
+    p.add_argument('--sync-port', type=int, default=None,
+                   help='run the network loop: TCP sync server and UDP heartbeats on this port '
+                        '(default 7370 when --peer or --wifi is given; none: no network)')
+    p.add_argument('--peer', action='append', default=[], metavar='HOST:PORT',
+                   help='a board (or `companion serve`) to sync with on its own; repeatable')
+    p.add_argument('--wifi', metavar='SSID:KEY', help='the Wi-Fi network the board joins')
 
 
 def add_parsers(sub):
@@ -355,11 +397,16 @@ def add_parsers(sub):
     s.add_argument('port')
     s.add_argument('--id', help='host id (default: derived from the board unique id)')
     s.add_argument('--board', default=None, help='board folder name (default: ask the board)')
-    s.add_argument('--wifi', help='SSID:KEY')
-    s.add_argument('--sync-port', type=int, default=7370)
+    add_network_args(s)
     s.add_argument('--no-compile', action='store_true', help='copy .py sources instead of .mpy')
     s.add_argument('-q', '--quiet', action='store_true')
     s.set_defaults(func=cmd_deploy)
+
+    s = sub.add_parser('net', help="a board's network status over TCP: leader, hosts heard, syncs, duplicates")
+    s.add_argument('address', metavar='HOST:PORT')
+    s.add_argument('--json', action='store_true')
+    s.add_argument('--timeout', type=float, default=5.0)
+    s.set_defaults(func=cmd_net)
 
     s = sub.add_parser('sync', help='merge both ways with a board (serial port or HOST[:PORT])')
     s.add_argument('port')

@@ -206,6 +206,8 @@ def add_common_args(p):
     p.add_argument("--frozen", action="store_true",
                    help="the MicroPython firmware has sporadic frozen in (boards/<name>/manifest.py): "
                         "leave /lib/sporadic out")
+    from companion.fleetcmd import add_network_args
+    add_network_args(p)
 
 
 def add_image_parser(subparsers):
@@ -221,30 +223,20 @@ def _fleet_dir(args):
 
 
 def provision(args, board_name):
-    """(jobs_text, secret, pubkey, extra) for a board's image, as `companion
-    deploy` provisions it: from the fleet folder when there is one (its
-    jobs.txt, the device's secret, created once and kept in the fleet, the
-    fleet's public key, the host added to the fleet), overridden by --jobs,
-    --secret, --pubkey. Without a fleet: only what the args give."""
-    jobs_text, secret, pubkey, extra = "", None, None, {"board": board_name}
-    fleet = None
-    try:
-        from companion.fleet import Fleet
-        f = Fleet(_fleet_dir(args))
-        fleet = f if f.exists() else None
-    except ImportError:
-        pass
+    """(jobs_text, provision.Provision) for a board's image or flash, as
+    `companion deploy` provisions it (companion/provision.py): from the
+    fleet folder when there is one (its jobs.txt, the device's secret, the
+    fleet's public key and fleet key, the replay floor), overridden by
+    --jobs, --secret, --pubkey; the network of --sync-port, --peer, --wifi.
+    Nothing of the fleet changes until the Provision's commit(), once the
+    image or the chip is written. Without a fleet: only what the args give."""
+    from companion import provision as _prov
+    from companion.errors import UserError
+    from companion.fleet import Fleet, JOBS
+    jobs_text, secret, pubkey = "", None, None
+    f = Fleet(_fleet_dir(args))
+    fleet = f if f.exists() else None
     if fleet is not None:
-        from companion import syncer
-        from companion.fleet import JOBS
-        from companion.fleetcmd import add_host
-        secret = syncer.device_secret(fleet, args.board_id, create=True)
-        if not fleet.insecure:
-            from companion import keys
-            pubkey = keys.load_pub(fleet.dir)
-        extra.update({"fleet": fleet.meta["name"], "mode": fleet.meta.get("mode", "signed"),
-                      "sync_port": 7370})
-        add_host(fleet, args.board_id)
         jobs_path = fleet.path(JOBS)
         if os.path.isfile(jobs_path):
             with open(jobs_path) as fh:
@@ -254,16 +246,20 @@ def provision(args, board_name):
             with open(args.jobs) as fh:
                 jobs_text = fh.read()
         except OSError as e:
-            raise SystemExit("error: job file %s: %s" % (args.jobs, e.strerror))
+            raise UserError("job file %s: %s" % (args.jobs, e.strerror))
     if args.secret:
         secret = args.secret
     if args.pubkey:
-        with open(args.pubkey) as fh:
-            pubkey = fh.read().strip()
+        try:
+            with open(args.pubkey) as fh:
+                pubkey = fh.read().strip()
+        except OSError as e:
+            raise UserError("public key file %s: %s" % (args.pubkey, e.strerror))
     if fleet is None and secret is None:
         print("note: no fleet folder (%s) and no --secret: the board's results go unsigned"
               % _fleet_dir(args), file=sys.stderr)
-    return jobs_text, secret, pubkey, extra
+    net = _prov.network_config(args.sync_port, args.peer, args.wifi)
+    return jobs_text, _prov.prepare(fleet, args.board_id, board_name, net, secret, pubkey)
 
 
 def image_command(args):
@@ -273,12 +269,14 @@ def image_command(args):
         _files.board_data(args.board)
     except KeyError as e:
         raise SystemExit("error: %s" % e.args[0])
-    jobs_text, secret, pubkey, extra = provision(args, args.board)
+    jobs_text, prov = provision(args, args.board)
     try:
-        s = build_image(args.board, args.board_id, args.output, jobs_text, secret, pubkey, extra,
-                        flash_size=args.flash_size, compile=not args.no_compile, frozen=args.frozen)
+        s = build_image(args.board, args.board_id, args.output, prov.jobs_text(jobs_text), prov.secret, prov.pubkey,
+                        prov.extra, flash_size=args.flash_size, compile=not args.no_compile,
+                        frozen=args.frozen)
     except (GeometryError, KeyError, ValueError) as e:
         raise SystemExit("error: %s" % e)
+    prov.commit(how="imaged")
     note = _files.small_heap_note(args.board, args.frozen)
     if note:
         print(note, file=sys.stderr)

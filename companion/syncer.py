@@ -26,24 +26,6 @@ def open_link(port, fleet=None, **kw):
     return TcpLink(host or port, int(p or 7370), **kw)
 
 
-def fleet_key(fleet):
-    """The fleet's shared peer key (hex): boards prove themselves to each
-    other with it (heartbeats, board-to-board sync). Made on first use."""
-    p = fleet.path('keys', 'peer')
-    try:
-        with open(p) as f:
-            return f.read().strip()
-    except FileNotFoundError:
-        pass
-    import secrets
-    k = secrets.token_hex(32)
-    os.makedirs(os.path.dirname(p), mode=0o700, exist_ok=True)
-    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, 'w') as f:
-        f.write(k + '\n')
-    return k
-
-
 @contextmanager
 def progress_bar(link, label, enabled=True):
     """A rich progress bar fed by the link's byte counters."""
@@ -154,11 +136,13 @@ def detect_board(link):
     raise UserError('unknown board platform %r (%s): pass --board' % (plat, machine))
 
 
-def deploy(fleet, port, dev_id=None, board=None, wifi=None, sync_port=7370, compile=True, progress=True,
-           link=None):
-    """Put firmware, board module, identity, secret and public key on a board.
-    A board already deployed keeps its job state (jobs.txt, logs, outbox)."""
-    from companion.fleetcmd import add_host
+def deploy(fleet, port, dev_id=None, board=None, network=None, compile=True, progress=True, link=None):
+    """Put firmware, board module and the board's provisioning
+    (companion/provision.py: identity, secret, public key, fleet key, replay
+    floor, network) on a board. A board already deployed keeps its job state
+    (jobs.txt, logs, outbox). The fleet changes only once every file is on
+    the board."""
+    from companion import provision
     own = link is None
     link = link or open_link(port, fleet)
     try:
@@ -167,29 +151,9 @@ def deploy(fleet, port, dev_id=None, board=None, wifi=None, sync_port=7370, comp
         if dev_id is None:
             raw = link.exec(ID_PROBE).strip()
             dev_id = raw if '-' in raw else '%s-%s' % (board, raw)
-        try:
-            jobline.check_host(dev_id)
-        except jobline.ParseError as e:
-            raise UserError(str(e))
-        secret = device_secret(fleet, dev_id, create=True)
-        pub = None
-        if not fleet.insecure:
-            from companion import keys
-            pub = keys.load_pub(fleet.dir)
-        extra = {'board': board, 'sync_port': sync_port, 'fleet': fleet.meta['name'],
-                 'mode': fleet.meta.get('mode', 'signed'), 'fleet_key': fleet_key(fleet)}
-        if pub:
-            # the board's first high-water mark: below the oldest batch the
-            # fleet still holds, so batches compacted away before this deploy
-            # are refused as replays (docs/security.md)
-            from companion import keys
-            live = [int(l[3:11]) for l in fleet.lines() if l[:3] in ('.b ', '.k ')]
-            extra['hwm'] = (min(live) - 1) if live else keys.current_seq(fleet.dir)
-        if wifi:
-            ssid, _, key = wifi.partition(':')
-            extra['wifi'] = {'ssid': ssid, 'key': key}
+        prov = provision.prepare(fleet, dev_id, board, network)
         frozen = link.exec(FROZEN_PROBE).strip().endswith('F')
-        todo = files.firmware_files(board, compile, frozen) + files.config_files(dev_id, secret, pub, extra)
+        todo = files.firmware_files(board, compile, frozen) + prov.config_files()
         total = sum(len(d) for _, d in todo)
         with progress_bar(link, 'deploy %s' % dev_id, progress):
             fed = None
@@ -204,12 +168,9 @@ def deploy(fleet, port, dev_id=None, board=None, wifi=None, sync_port=7370, comp
                      for p, _ in todo if p.startswith('/lib/') and p.endswith(('.py', '.mpy'))
                      and not p.endswith('__init__.py')]
             link.exec('import os\nfor p in %r:\n try: os.remove(p)\n except OSError: pass\n' % stale)
-        add_host(fleet, dev_id)
-        info = fleet.device(dev_id) or {'id': dev_id}
-        info.update({'port': port, 'board': board, 'deployed': int(time.time())})
-        fleet.save_device(info)
+        prov.commit(port)
         return {'id': dev_id, 'files': len(todo), 'bytes': total, 'frozen': frozen,
-                'note': files.small_heap_note(board, frozen)}
+                'note': files.small_heap_note(board, frozen), 'network': prov.extra.get('sync_port')}
     finally:
         if own:
             link.close()

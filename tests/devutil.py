@@ -2,6 +2,7 @@
 lays it out (/main.py, /lib/sporadic/*.mpy, /lib/board.py, /cfg.json), and
 micropython -X heapsize=64K booting it through tests/devboot.py."""
 import json
+import sys
 import os
 import shutil
 import subprocess
@@ -126,3 +127,95 @@ def actlog(folder):
         inst = l.split(' ', 1)[0]
         n[inst] = n.get(inst, 0) + 1
     return n
+
+
+def free_ports(n):
+    """n ports free for TCP and UDP on loopback, below the kernel's ephemeral
+    range: a board started first makes outgoing connections from ephemeral
+    ports, and one of those could take a port handed to a board not started
+    yet. (A board's sync port is chosen at deploy time, before the board
+    binds it: port 0 cannot be used.)"""
+    import random
+    import socket
+    lo = 20000
+    try:
+        with open('/proc/sys/net/ipv4/ip_local_port_range') as f:
+            lo = min(lo, int(f.read().split()[0]) - 2000)
+    except (OSError, ValueError, IndexError):
+        pass
+    out = []
+    for p in random.sample(range(lo - 8000, lo), 8000):
+        t = socket.socket()
+        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            t.bind(('127.0.0.1', p))
+            u.bind(('127.0.0.1', p))
+        except OSError:
+            continue
+        else:
+            out.append(p)
+            if len(out) == n:
+                return out
+        finally:
+            t.close()
+            u.close()
+    raise RuntimeError('no %d free ports below %d' % (n, lo))
+
+
+class CLI:
+    """`companion --fleet DIR VERB ...` as a user types it: a new process
+    each time (python -m companion.cli of this checkout)."""
+
+    def __init__(self, fleet_dir):
+        self.dir = fleet_dir
+
+    def run(self, *argv, ok=True, timeout=120):
+        p = subprocess.run([sys.executable, '-m', 'companion.cli', '--fleet', self.dir] + [str(a) for a in argv],
+                           capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+        if ok:
+            assert p.returncode == 0, 'companion %s -> %d\n%s\n%s' % (' '.join(map(str, argv)), p.returncode,
+                                                                     p.stdout, p.stderr)
+        return p
+
+    def __call__(self, *argv, **kw):
+        return self.run(*argv, **kw).stdout
+
+    def json(self, *argv):
+        return json.loads(self(*argv, '--json'))
+
+    def vboard(self, *argv):
+        """`companion vboard ...` started as a user starts it (it runs until
+        stopped); returns a VboardProcess once it printed its device path."""
+        return VboardProcess([sys.executable, '-m', 'companion.cli', '--fleet', self.dir, 'vboard']
+                             + [str(a) for a in argv])
+
+
+class VboardProcess:
+    def __init__(self, argv, timeout=20):
+        import select
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, cwd=ROOT)
+        line = b''
+        deadline = time.monotonic() + timeout
+        fd = self.proc.stdout.fileno()
+        while not line.endswith(b'\n'):
+            r, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            chunk = os.read(fd, 256) if r else b''
+            if not chunk:
+                self.stop()
+                raise AssertionError('companion vboard printed no device path: %r' % argv)
+            line += chunk
+        self.path = line.decode().strip()
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc.stdout.close()

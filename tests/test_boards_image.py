@@ -626,3 +626,53 @@ def test_job_file_goes_in_as_the_store_keeps_it(tmp_path):
     with pytest.raises(ValueError, match=r"jobs:2: unknown type 'eech'"):
         image.build_image("esp32", "x", str(out), "each 2026-12-01T06:00Z log a\neech 2026-12-01 log b\n")
     assert not out.exists()
+
+
+def fleet_bytes(folder):
+    """Every file of a fleet folder: {relative path: bytes}."""
+    out = {}
+    for root, _, names in os.walk(folder):
+        for n in names:
+            p = os.path.join(root, n)
+            with open(p, "rb") as f:
+                out[os.path.relpath(p, folder)] = f.read()
+    return out
+
+
+def test_flash_changes_the_fleet_only_once_the_board_is_written(tmp_path):
+    """A refused or failed `companion flash` leaves the fleet folder byte for
+    byte as it was (no secret, no host line, no devices/ID); one that wrote
+    its output commits the board."""
+    fleet = str(tmp_path / "fleet")
+    assert companion("--fleet", fleet, "init").returncode == 0
+    assert companion("--fleet", fleet, "add", "each 2026-12-01T06:00Z log x ; every=1d").returncode == 0
+    s3 = tmp_path / "s3.bin"
+    s3.write_bytes(crafted_image(ESP32S3FirmwareImage, tmp_path))
+    before = fleet_bytes(fleet)
+    # a port that does not exist (esptool cannot open it)
+    p = companion("--fleet", fleet, "flash", str(tmp_path / "no-such-port"), "--board", "esp32", "--id", "e1")
+    assert p.returncode != 0
+    assert fleet_bytes(fleet) == before
+    # a firmware for another chip
+    p = companion("--fleet", fleet, "flash", str(tmp_path / "no-such-port"), "--board", "esp32", "--id", "e1",
+                  "--firmware", str(s3))
+    assert p.returncode != 0 and "built for esp32s3" in p.stderr
+    assert fleet_bytes(fleet) == before
+    # an image that does not fit the flash
+    p = companion("--fleet", fleet, "image", "--board", "esp32", "--id", "e1", "--flash-size", "1MB",
+                  "-o", str(tmp_path / "bad.bin"))
+    assert p.returncode != 0 and fleet_bytes(fleet) == before
+    # written (a merged image for 0x0): now the fleet knows the board
+    out = str(tmp_path / "all.bin")
+    p = companion("--fleet", fleet, "flash", "-", "--board", "esp32s3", "--id", "s3-1", "--firmware", str(s3),
+                  "-o", out, "--wifi", "home:pw", "--peer", "192.168.4.8:7370")
+    assert p.returncode == 0, p.stderr
+    after = fleet_bytes(fleet)
+    assert "devices/s3-1.json" in after and "keys/devices/s3-1" in after
+    from companion.fleet import Fleet
+    assert ".h s3-1" in Fleet(fleet).lines()
+    cfg = json.loads(image.read_image(open(out, "rb").read()[0x200000:], image.geometry("esp32s3"))["/cfg.json"])
+    assert cfg["secret"] == after["keys/devices/s3-1"].decode().strip()
+    assert cfg["fleet_key"] == after["keys/peer"].decode().strip()
+    assert cfg["peers"] == ["192.168.4.8:7370"] and cfg["wifi"] == {"ssid": "home", "key": "pw"}
+    assert "hwm" in cfg and cfg["sync_port"] == 7370

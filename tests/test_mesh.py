@@ -1,117 +1,69 @@
-"""Boards on a network (docs/wifi.md): the unix port on loopback, one
-`micropython` process a board, each with its own flash folder, cut apart
-by drop lists (/drop.txt: the ids a board neither hears nor talks to).
-Timing is never slept into place: every wait polls a condition with a
+"""Boards on a network (docs/wifi.md): virtual boards (`companion vboard`,
+the unix port on loopback) set up as a user sets them up, `companion deploy
+PORT --id X --sync-port N --peer HOST:PORT`, in a signed fleet; records go
+in with `companion add` and `companion sync HOST:PORT`. A network is cut
+apart with drop lists: each board is started with
+`--env SPORADIC_NET_DROP=/drop.txt` (boards/unix/board.py), a file on its
+flash of the ids it neither hears nor talks to. Network timing is the
+product's default (docs/wifi.md); every wait polls a condition with a
 deadline. Plus the pure leader/assignment logic on CPython."""
 import json
 import os
-import random
-import shutil
 import socket
-import subprocess
-import tempfile
 
 import pytest
 
+from companion import syncer
+from companion.fleet import Fleet
 from sporadic import jobline, leader, merge, plan, recon
-from tests.mpy import MICROPYTHON, mpy_lib
-from tests.devutil import wait_for
+from tests.devutil import CLI, free_ports, wait_for
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FLEET_KEY = '5a' * 32
-HEAP = '128K'    # runtime + store + recon + net + sockets: 64K does not hold them all
-T_START = 1796083200  # 2026-12-01T00:00Z, the boards' RTC at power-on
-SCALE = 60            # board clocks: a minute a real second (network timing stays real)
-NET = {'hb_ms': 150, 'lease_ms': 900, 'sync_ms': 250, 'call_ms': 1500, 'auth_ms': 800,
-       'stall_ms': 800, 'idle_ms': 5000, 'max_conn': 4, 'max_req': 8192, 'drop': '/drop.txt'}
-
-
-def secret(bid):
-    return ('%02x' % (sum(bid.encode()) % 256)) * 32
-
-
-def free_ports(n):
-    """n ports free for TCP and UDP, below the kernel's ephemeral range: the
-    boards started first make outgoing connections from ephemeral ports, and
-    one of those could take a port handed to a board not started yet."""
-    lo = 20000
-    try:
-        with open('/proc/sys/net/ipv4/ip_local_port_range') as f:
-            lo = min(lo, int(f.read().split()[0]) - 2000)
-    except (OSError, ValueError, IndexError):
-        pass
-    out = []
-    for p in random.sample(range(lo - 8000, lo), 8000):
-        t = socket.socket()
-        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        try:
-            t.bind(('127.0.0.1', p))
-            u.bind(('127.0.0.1', p))
-        except OSError:
-            continue
-        else:
-            out.append(p)
-            if len(out) == n:
-                return out
-        finally:
-            t.close()
-            u.close()
-    raise RuntimeError('no %d free ports below %d' % (n, lo))
+HEAP = '192K'    # runtime + store + recon + net + a signed sync on the 64-bit port (docs/wifi.md)
 
 
 class Board:
-    def __init__(self, root, bid, port, peers, lib):
+    """One deployed virtual board, seen through the product: TCP as the
+    companion (its device secret from the fleet folder)."""
+
+    def __init__(self, cli, root, bid, port):
+        self.cli = cli
         self.id = bid
         self.port = port
         self.dir = os.path.join(root, bid)
-        os.makedirs(os.path.join(self.dir, 'lib'))
-        shutil.copytree(os.path.join(lib, 'sporadic'), os.path.join(self.dir, 'lib', 'sporadic'))
-        shutil.copy(os.path.join(ROOT, 'boards', 'unix', 'board.py'), os.path.join(self.dir, 'lib', 'board.py'))
-        cfg = {'id': bid, 'sync_port': port, 'bind': '127.0.0.1', 'broadcast': False,
-               'peers': ['127.0.0.1:%d' % p for p in peers], 'secret': secret(bid),
-               'fleet_key': FLEET_KEY, 'net': NET}
-        with open(os.path.join(self.dir, 'cfg.json'), 'w') as f:
-            json.dump(cfg, f)
-        with open(os.path.join(self.dir, 'main.py'), 'w') as f:
-            f.write('from sporadic import net\nnet.main()\n')
-        self.proc = None
+        self.vb = None
 
-    def start(self):
-        env = dict(os.environ, SPORADIC_CLOCK_START=str(T_START), SPORADIC_CLOCK_SCALE=str(SCALE))
-        self.log = open(os.path.join(self.dir, '..', self.id + '.log'), 'w')
-        self.proc = subprocess.Popen([MICROPYTHON, '-X', 'heapsize=' + HEAP, os.path.join(ROOT, 'tests', 'devboot.py'),
-                                      self.dir], env=env, stdout=self.log, stderr=subprocess.STDOUT)
-        wait_for(self.reachable, 10, self.id + ' listening')
+    def start(self, peers):
+        self.vb = self.cli.vboard('--id', self.id, '--flash', self.dir, '--heap', HEAP,
+                                  '--env', 'SPORADIC_NET_DROP=/drop.txt')
+        argv = ['deploy', self.vb.path, '--id', self.id, '--sync-port', self.port, '-q']
+        for p in peers:
+            argv += ['--peer', '127.0.0.1:%d' % p]
+        self.cli(*argv)
+
+    def sync(self):
+        """`companion sync 127.0.0.1:PORT` (sets the board's clock), once it listens."""
+        def once():
+            p = self.cli.run('sync', '127.0.0.1:%d' % self.port, '-q', ok=False)
+            return p if p.returncode == 0 else None
+        return wait_for(once, 20, self.id + ' listening', every=0.3).stdout
 
     def alive(self):
-        return self.proc is not None and self.proc.poll() is None
+        return self.vb is not None and self.vb.alive()
 
     def stop(self):
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait()
-            self.proc = None
+        if self.vb is not None:
+            self.vb.stop()
+            self.vb = None
 
-    def reachable(self):
-        try:
-            self.link().close()
-            return True
-        except Exception:
-            return False
+    def secret(self):
+        return syncer.device_secret(Fleet(self.cli.dir), self.id)
 
     def link(self):
         from companion.transport_tcp import TcpLink
-        return TcpLink('127.0.0.1', self.port, secret=secret(self.id), timeout=3)
-
-    def call(self, req):
-        link = self.link()
-        try:
-            return link.call(req)
-        finally:
-            link.close()
+        return TcpLink('127.0.0.1', self.port, secret=self.secret(), timeout=5)
 
     def net(self):
-        return json.loads(self.call('net?'))
+        return self.cli.json('net', '127.0.0.1:%d' % self.port)
 
     def lines(self):
         got = []
@@ -122,13 +74,6 @@ class Board:
             link.close()
         return merge.merge(got)
 
-    def push(self, lines):
-        link = self.link()
-        try:
-            return recon.reconcile(lambda: iter(lines), lambda ls: None, link.call, verify=False)
-        finally:
-            link.close()
-
     def drop(self, ids):
         p = os.path.join(self.dir, 'drop.txt')
         with open(p + '.tmp', 'w') as f:
@@ -137,32 +82,29 @@ class Board:
         st = os.stat(p)
         os.utime(p, (st.st_atime, st.st_mtime + 1))
 
-    def now(self):
-        return json.loads(self.call('I'))['raw']
-
 
 @pytest.fixture
-def fleet_of():
+def fleet_of(tmp_path):
     made = []
-    root = tempfile.mkdtemp(prefix='sporadic-mesh-')
-    lib = mpy_lib()
+    cli = CLI(str(tmp_path / 'fleet'))
+    cli('init')
 
     def make(ids, links=None):
-        ports = free_ports(len(ids))
-        port = dict(zip(ids, ports))
+        port = dict(zip(ids, free_ports(len(ids))))
         boards = {}
         for b in ids:
-            peers = [port[o] for o in ids if o != b and (links is None or o in links.get(b, ()))]
-            boards[b] = Board(root, b, port[b], peers, lib)
+            boards[b] = Board(cli, str(tmp_path), b, port[b])
             made.append(boards[b])
         for b in ids:
-            boards[b].start()
+            peers = [port[o] for o in ids if o != b and (links is None or o in links.get(b, ()))]
+            boards[b].start(peers)
+        for b in ids:
+            boards[b].sync()       # its clock, the host list
         return boards
+    make.cli = cli
     yield make
     for b in made:
         b.stop()
-    if not os.environ.get('SPORADIC_KEEP'):
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def leaders(boards):
@@ -182,72 +124,81 @@ def agreed(boards, who):
 
 # ---- the fleet on loopback -----------------------------------------------------
 
+@pytest.mark.slow
 def test_records_spread_one_leader_split_runs_once_per_section_heal_reports(fleet_of):
     ids = ['b1', 'b2', 'b3', 'b4', 'b5']
     fl = fleet_of(ids)
+    c = fleet_of.cli
     bs = [fl[i] for i in ids]
-    hosts = ['.h ' + i for i in ids]
-    # every record reaches every connected board (pushed into one)
-    fl['b3'].push(hosts)
-    wait_for(lambda: all(set(hosts) <= set(b.lines()) for b in bs), 20, 'host list on every board')
+    # every record reaches every connected board (the companion brings it to one)
+    spread = c('add', 'each +1d log spread').strip()
+    fl['b3'].sync()
+    wait_for(lambda: all(any(l.startswith(spread + ' ') for l in b.lines()) for b in bs), 60,
+             'the job on every board')
     # one leader: the lowest id
-    wait_for(agreed(bs, 'b1'), 10, 'b1 leads all five')
+    wait_for(agreed(bs, 'b1'), 20, 'b1 leads all five')
     # split {b1 b2 b3} | {b4 b5}
     A, B = ids[:3], ids[3:]
     for i in A:
         fl[i].drop(B)
     for i in B:
         fl[i].drop(A)
-    wait_for(agreed([fl[i] for i in B], 'b4'), 10, 'b4 leads the second section')
+    wait_for(agreed([fl[i] for i in B], 'b4'), 20, 'b4 leads the second section')
     assert set(leaders([fl[i] for i in A]).values()) == {'b1'}
-    # a single-run job reaches both sections before it is due
-    now = fl['b1'].now()
-    job = jobline.parse('one %s log single ; grace=1h' % jobline.format_time(now - now % 60 + 600))
-    anyjob = jobline.parse('any:0.001 %s log anyone' % jobline.format_time(now - now % 60 + 600))
+    # a single-run job of each kind reaches both sections (one board of each,
+    # through the companion) before it is due
+    job = c('add', 'one +40s log single ; grace=1h').strip()
+    anyjob = c('add', 'any:0.001 +40s log anyone').strip()
     for i in ('b2', 'b5'):
-        fl[i].push([job.line(), anyjob.line()])
+        fl[i].sync()
 
     def runs(section, j):
         found = set()
         for i in section:
             for line in fl[i].lines():
-                if line.startswith(j.id + ' r ') and ' 0 ' in line and ' miss' not in line:
+                if line.startswith(j + ' r ') and ' 0 ' in line and ' miss' not in line:
                     found.add(line.split()[2])
         return found
     for j in (job, anyjob):
-        ra = wait_for(lambda: runs(A, j) if all(len([l for l in fl[i].lines() if l.startswith(j.id + ' r ')]) >= 1
-                                                 for i in A) else None, 30, 'a run in section A')
-        rb = wait_for(lambda: runs(B, j) if all(len([l for l in fl[i].lines() if l.startswith(j.id + ' r ')]) >= 1
-                                                 for i in B) else None, 30, 'a run in section B')
+        ra = wait_for(lambda: runs(A, j) if all(len([l for l in fl[i].lines() if l.startswith(j + ' r ')]) >= 1
+                                                 for i in A) else None, 90, 'a run in section A')
+        rb = wait_for(lambda: runs(B, j) if all(len([l for l in fl[i].lines() if l.startswith(j + ' r ')]) >= 1
+                                                 for i in B) else None, 90, 'a run in section B')
         assert len(ra) == 1 and ra <= set(A), ra
         assert len(rb) == 1 and rb <= set(B), rb
     # heal: one leader again (b4 steps down), the duplicates are reported
     for i in ids:
         fl[i].drop([])
-    wait_for(agreed(bs, 'b1'), 15, 'one leader after the heal')
+    wait_for(agreed(bs, 'b1'), 20, 'one leader after the heal')
     for j in (job, anyjob):
-        dup = wait_for(lambda: [d for d in fl['b3'].net()['duplicates'] if d.startswith(j.id + '.0')],
-                       20, 'duplicate reported')
+        dup = wait_for(lambda: [d for d in fl['b3'].net()['duplicates'] if d.startswith(j + '.0')],
+                       60, 'duplicate reported')
         assert len(dup[0].split(': ')[1].split()) == 2
+    # the companion sees them too
+    fl['b3'].sync()
+    dups = c.json('status')['duplicates']
+    assert {job + '.0', anyjob + '.0'} <= set(dups), dups
     # the leader disappears: the next lowest id takes over, nothing is lost
     before = set(fl['b2'].lines())
     fl['b1'].stop()
-    wait_for(agreed(bs[1:], 'b2'), 10, 'b2 takes over')
-    assert before <= set(fl['b5'].lines()) | before
-    wait_for(lambda: before <= set(fl['b5'].lines()), 15, 'b5 holds everything b2 held')
+    wait_for(agreed(bs[1:], 'b2'), 20, 'b2 takes over')
+    wait_for(lambda: before <= set(fl['b5'].lines()), 60, 'b5 holds everything b2 held')
 
 
+@pytest.mark.slow
 def test_chain_a_b_c_where_a_never_meets_c(fleet_of):
     links = {'ca': ['cb'], 'cb': ['ca', 'cc'], 'cc': ['cb']}
     fl = fleet_of(['ca', 'cb', 'cc'], links)
+    c = fleet_of.cli
     fl['ca'].drop(['cc'])
     fl['cc'].drop(['ca'])
-    line = '.h from-a'
-    fl['ca'].push([line])
-    wait_for(lambda: line in fl['cc'].lines(), 20, 'the record from A at C')
-    back = '.h from-c'
-    fl['cc'].push([back])
-    wait_for(lambda: back in fl['ca'].lines(), 20, 'the record from C at A')
+    from_a = c('add', 'each +1d log from-a').strip()
+    fl['ca'].sync()
+    has = lambda b, j: any(l.startswith(j + ' ') for l in b.lines())
+    wait_for(lambda: has(fl['cc'], from_a), 60, 'the record from A at C')
+    from_c = c('add', 'each +1d log from-c').strip()
+    fl['cc'].sync()
+    wait_for(lambda: has(fl['ca'], from_c), 60, 'the record from C at A')
     assert 'ca' not in fl['cc'].net()['peers'] and 'cc' not in fl['ca'].net()['peers']
 
 
@@ -259,11 +210,17 @@ def _hello(port):
     return s, f, f.readline().decode().split()
 
 
+@pytest.mark.slow
 def test_bad_network_board_keeps_running_and_loses_nothing(fleet_of):
+    comp = fleet_of.cli
     fl = fleet_of(['h1'])
     b = fl['h1']
-    b.push(['.h h1', '.h keep-me'])
+    keep = comp('add', 'each +1d log keep-me').strip()
+    b.sync()
     port = b.port
+    secret = b.secret()
+    with open(os.path.join(comp.dir, 'keys', 'peer')) as f:
+        fleet_key = f.read().strip()
     # half-open: connect, say nothing
     quiet = [socket.create_connection(('127.0.0.1', port), timeout=3) for _ in range(2)]
     # a stalled peer: a good-looking frame header, then silence
@@ -277,14 +234,14 @@ def test_bad_network_board_keeps_running_and_loses_nothing(fleet_of):
     # a request larger than allowed (after a proper handshake as the companion)
     from companion.transport_tcp import TcpLink
     from companion.transport import LinkError
-    big = TcpLink('127.0.0.1', port, secret=secret('h1'), timeout=3)
+    big = TcpLink('127.0.0.1', port, secret=secret, timeout=3)
     with pytest.raises(LinkError):
         big.call('P ' + 'x' * 20000)
     big.close()
     # a stranger: the wrong key cannot sync, nor set the clock, nor lead
     with pytest.raises(LinkError):
         TcpLink('127.0.0.1', port, secret='00' * 32, timeout=3)
-    peer = TcpLink('127.0.0.1', port, fleet_key=FLEET_KEY, me='peer-x', timeout=3)
+    peer = TcpLink('127.0.0.1', port, fleet_key=fleet_key, me='peer-x', timeout=3)
     assert peer.call('T 1900000000').startswith('!error not allowed')
     assert peer.call('A 99').startswith('!error not allowed')
     peer.close()
@@ -293,7 +250,7 @@ def test_bad_network_board_keeps_running_and_loses_nothing(fleet_of):
         u.sendto(leader.encode('a0', 99, True, 1, seq + 1, b'wrong key').encode(), ('127.0.0.1', port))
         u.sendto(b'\x00garbage', ('127.0.0.1', port))
     # a stalled companion mid-frame
-    stalled = TcpLink('127.0.0.1', port, secret=secret('h1'), timeout=3)
+    stalled = TcpLink('127.0.0.1', port, secret=secret, timeout=3)
     stalled._p.sock.sendall(b'100 -\nS')
     # a flood of connections
     flood = []
@@ -344,8 +301,11 @@ def test_bad_network_board_keeps_running_and_loses_nothing(fleet_of):
     reasons = ' | '.join(st['rejected'])
     for word in ('garbage', 'too large', 'authentication failed'):
         assert word in reasons, reasons
-    assert {'.h h1', '.h keep-me'} <= set(b.lines())
-    assert b.push(['.h later'])['lines_out'] == 1 and '.h later' in b.lines()
+    held = b.lines()
+    assert '.h h1' in held and any(l.startswith(keep + ' ') for l in held)
+    later = comp('add', 'each +1d log later').strip()
+    assert 'sent 2 line(s)' in b.sync()           # the job and its signature
+    assert any(l.startswith(later + ' ') for l in b.lines())
 
 
 # ---- the pure logic (CPython) ------------------------------------------------------

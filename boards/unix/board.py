@@ -34,6 +34,15 @@ def _env(name, default=None):
 
 
 STEP = _env('SPORADIC_CLOCK') == 'step'
+
+# The network (net.py, docs/wifi.md): the host's. Several virtual boards share one
+# machine, so a board listens on loopback (its own sync port) and does not
+# broadcast; SPORADIC_NET_DROP names a file on its flash of board ids it
+# neither hears nor talks to (tests cut a network apart with it).
+HOST_NETWORK = True     # no Wi-Fi to join: a sync port is enough for a network
+NET_BIND = '127.0.0.1'
+NET_BROADCAST = False
+NET_DROP = _env('SPORADIC_NET_DROP')
 SCALE = int(_env('SPORADIC_CLOCK_SCALE', '1'))
 
 _base = None    # virtual Unix time at real time _ref

@@ -1,10 +1,26 @@
 # How a board starts (main.py calls this): the store is opened first, so its
 # recovery (the heaviest moment of a boot) runs in the emptiest heap, then
-# the runtime is imported and its loop runs (docs/device.md#memory).
+# the runtime is imported and its config picks the loop: the network loop
+# (net.py) when a network is configured, else the plain one; a board without
+# a network never imports net (docs/device.md#memory).
+
+
+def networked(cfg, board):
+    """A network is configured: Wi-Fi credentials, or, on a board that is on
+    its host's network (the unix port: board.HOST_NETWORK), a sync port or
+    peers. Provisioning writes these only when asked (--wifi, --sync-port,
+    --peer); a board deployed before that held sync_port 7370 by default and
+    no Wi-Fi: it keeps the plain loop."""
+    if cfg.get('wifi'):
+        return True
+    return getattr(board, 'HOST_NETWORK', False) and bool(cfg.get('sync_port') or cfg.get('peers'))
 
 
 def main(**kw):
     from sporadic import store
     store.open_store()
     from sporadic import runtime
+    if networked(runtime.get().cfg, runtime.board):
+        from sporadic import net
+        return net.main(**kw)
     return runtime.main(**kw)

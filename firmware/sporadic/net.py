@@ -466,7 +466,10 @@ class Node:
     handler the device's syncsrv.h; unix_now() the board clock (or None)."""
 
     def __init__(self, me, cfg, handler, source, receive, unix_now=None, ticks=ticks_ms,
-                 append=None):
+                 append=None, board=None):
+        # board: the board module; its NET_BIND, NET_BROADCAST, NET_DROP are
+        # the defaults under cfg's bind, broadcast, net.drop (the unix board:
+        # loopback, no broadcast, several boards on one machine)
         n = cfg.get('net') or {}
         self.me = me
         self.cfg = cfg
@@ -475,14 +478,14 @@ class Node:
         self.dev_key = binascii.unhexlify(sec) if sec else None
         self.ticks = ticks
         self.port = cfg.get('sync_port', PORT)
-        bind = cfg.get('bind') or '0.0.0.0'
+        bind = cfg.get('bind') or getattr(board, 'NET_BIND', None) or '0.0.0.0'
         self.source = source
         self.receive = receive
         self.append = append
         self.unix_now = unix_now
         self.sync_ms = n.get('sync_ms', SYNC_MS)
         self.call_ms = n.get('call_ms', CALL_MS)
-        self.drop_path = n.get('drop')
+        self.drop_path = n.get('drop') or getattr(board, 'NET_DROP', None)
         self._drop = []
         self._drop_t = None
         def served(req):
@@ -502,7 +505,7 @@ class Node:
         self.udp.bind(socket.getaddrinfo(bind, self.port)[0][-1])
         self.udp.setblocking(False)
         self.hb_seq = now & 0xffffff
-        self.bcast = cfg.get('broadcast', bind == '0.0.0.0')
+        self.bcast = cfg.get('broadcast', getattr(board, 'NET_BROADCAST', bind == '0.0.0.0'))
         self.peers = {}                       # id -> (host, port) heard
         self.seqs = {}                        # id -> last heartbeat seq
         self.static = [parse_addr(p) for p in cfg.get('peers', [])]
@@ -676,6 +679,10 @@ class Node:
         alive = [h for h in self.elector.alive(now) if self.allowed(h)]
         lines = leader.assignments(self.source(), self.me, alive, t)
         for line in lines:
+            if self.dev_key is not None:
+                # a device record, MACed as results are: a signed fleet's
+                # boards refuse one without (trust.py), the companion checks it
+                line = line[:-1] + hmac.mac_hex(self.dev_key, line)
             self.append(line)
         if lines:
             self.changed = True
@@ -732,14 +739,15 @@ def _ip(addr):
         return '127.0.0.1'
 
 
-def main(cfg_path='/cfg.json', max_ms=None):
+def main(max_ms=None, max_steps=None):
     """The board's loop with the network: the runtime's steps between
-    network polls. A board calls this from main.py when cfg has a network."""
+    network polls. boot.main() runs it when cfg has a network; a board that
+    cannot join its Wi-Fi or open its sync port says why and runs the plain
+    loop (its jobs do not wait for the network)."""
     import board
     from sporadic import runtime, syncsrv, clock
     rt = runtime.get()
     cfg = rt.cfg
-    wifi_join(cfg, board)
     st = rt.store
 
     def receive(lines):
@@ -747,13 +755,24 @@ def main(cfg_path='/cfg.json', max_ms=None):
         st.receive(lines, 'peer', ref)
         return ref
 
-    node = Node(rt.id, cfg, syncsrv.h, st.lines, receive, clock.now, ticks_ms, st.append)
+    try:
+        if not wifi_join(cfg, board):
+            raise OSError('Wi-Fi not joined')
+        node = Node(rt.id, cfg, syncsrv.h, st.lines, receive, clock.now, ticks_ms, st.append, board)
+    except OSError as e:
+        print('sporadic: no network (%s): running without it' % e)
+        return runtime.main(max_steps=max_steps)
+    print('sporadic: %s listening on port %d' % (rt.id, node.port))
     runtime.lease = node.led
     t0 = ticks_ms()
     wake = None
+    steps = 0
     while max_ms is None or ticks_diff(ticks_ms(), t0) < max_ms:
         now = clock.now()
         if node.changed or wake is None or (now is not None and now >= wake):
+            if max_steps is not None and steps >= max_steps:
+                break
+            steps += 1
             node.changed = False
             if node.lead():
                 node.changed = False

@@ -1,0 +1,202 @@
+"""What a board is given, in one place: `companion deploy` (serial),
+`companion image` (a filesystem image) and `companion flash` (a chip) all
+provision a board through here, so every board of a fleet holds the same
+/cfg.json keys however it was set up.
+
+Two phases, so that a board that was never written leaves the fleet as it
+was (a refused or failed flash, an image that does not fit):
+
+    p = prepare(fleet, dev_id, board, network=network_config(...))   # changes nothing
+    ... write p.files() (or p.extra/p.secret/p.pubkey) to the board ...
+    p.commit(port)      # the device secret, the fleet key, the host line, devices/ID
+
+/cfg.json (files.config_files): id, secret (per device), pubkey (the
+fleet's public key; signed fleets), fleet_key (board-to-board
+authentication, keys/peer), hwm (replay floor: docs/security.md), board,
+fleet, mode, and the network keys when one was asked for: sync_port, peers,
+wifi (docs/wifi.md).
+"""
+import os
+import secrets
+import time
+
+from sporadic import jobline
+from companion import files
+from companion.errors import UserError
+
+DEFAULT_SYNC_PORT = 7370
+
+
+def network_config(sync_port=None, peers=(), wifi=None):
+    """The cfg keys of a network the user asked for (--sync-port, --peer,
+    --wifi), or {}: a board without them runs the plain loop and never
+    imports the network code."""
+    net = {}
+    for p in peers or ():
+        host, sep, port = p.rpartition(':')
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise UserError('--peer %r: want HOST:PORT (e.g. 192.168.4.8:7370)' % p)
+    if wifi is not None:
+        ssid, sep, key = wifi.partition(':')
+        if not ssid:
+            raise UserError('--wifi %r: want SSID:KEY' % wifi)
+        net['wifi'] = {'ssid': ssid, 'key': key}
+    if peers:
+        net['peers'] = list(peers)
+    if sync_port is not None and not 0 < sync_port < 65536:
+        raise UserError('--sync-port %d: want a port number 1..65535' % sync_port)
+    if net or sync_port is not None:
+        net['sync_port'] = sync_port or DEFAULT_SYNC_PORT
+    return net
+
+
+def check_network(board_name, net):
+    """A board other than the unix port (which is on its host's network)
+    reaches a network only through its Wi-Fi."""
+    if net and 'wifi' not in net and files.board_data(board_name).get('port') != 'unix':
+        raise UserError('a %s board reaches its peers over Wi-Fi: add --wifi SSID:KEY' % board_name)
+
+
+def fleet_key_path(fleet):
+    return fleet.path('keys', 'peer')
+
+
+def read_fleet_key(fleet):
+    try:
+        with open(fleet_key_path(fleet)) as f:
+            return f.read().strip() or None
+    except FileNotFoundError:
+        return None
+
+
+def _write_new(path, text):
+    """Create a 0600 file holding text; an existing one is kept (and returned)."""
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        with open(path) as f:
+            return f.read().strip()
+    with os.fdopen(fd, 'w') as f:
+        f.write(text + '\n')
+    return text
+
+
+def make_fleet_key(fleet):
+    """keys/peer: the fleet's shared board-to-board key (hex), made by
+    `companion init`; kept when it exists."""
+    return _write_new(fleet_key_path(fleet), secrets.token_hex(32))
+
+
+def replay_floor(fleet):
+    """The board's first high-water mark: below the oldest batch the fleet
+    still holds, so batches compacted away before it was provisioned are
+    refused as replays (docs/security.md)."""
+    from companion import keys
+    live = [int(l[3:11]) for l in fleet.lines() if l[:3] in ('.b ', '.k ')]
+    return (min(live) - 1) if live else keys.current_seq(fleet.dir)
+
+
+class Provision:
+    """One board's provisioning, prepared: nothing of the fleet has changed
+    until commit()."""
+
+    def __init__(self, fleet, dev_id, board, extra, secret, pubkey, new_secret, new_fleet_key,
+                 host_lines=(), host_seq=None):
+        self.fleet = fleet
+        self.host_lines = list(host_lines)   # '.h ID' and its batch, when the fleet lacks them
+        self._host_seq = host_seq
+        self.id = dev_id
+        self.board = board
+        self.extra = extra
+        self.secret = secret
+        self.pubkey = pubkey
+        self._new_secret = new_secret
+        self._new_fleet_key = new_fleet_key
+
+    def jobs_text(self, text):
+        """A job file for the board's image: text and the board's own host
+        line (signed as the commit will add it to the fleet)."""
+        if not self.host_lines:
+            return text
+        return (text if not text or text.endswith('\n') else text + '\n') + ''.join(
+            l + '\n' for l in self.host_lines)
+
+    def config_files(self):
+        return files.config_files(self.id, self.secret, self.pubkey, self.extra)
+
+    def commit(self, port=None, how='deployed'):
+        """The board holds its files: record it in the fleet (the device
+        secret, the fleet key if it was new, the signed host line, devices/ID)."""
+        fleet = self.fleet
+        if fleet is None:
+            return
+        from companion import syncer
+        from companion.fleetcmd import add_host
+        if self._new_secret:
+            kept = _write_new(syncer.secret_path(fleet, self.id), self.secret)
+            if kept != self.secret:
+                raise UserError('another command gave %s a secret while this one ran: provision it again'
+                                % self.id)
+            fleet.__dict__.setdefault('_secrets', {})[self.id] = kept
+        if self._new_fleet_key:
+            _write_new(fleet_key_path(fleet), self.extra['fleet_key'])
+        if self.host_lines and self._host_seq is not None:
+            from companion import keys
+            if keys.current_seq(fleet.dir) == self._host_seq - 1:
+                # the batch the image holds: its SEQ is still free, reserve it
+                keys.next_seq(fleet.dir)
+                fleet.merge_in(self.host_lines, 'host')
+            # else another command signed meanwhile: add_host signs anew (the
+            # board holds a batch the fleet does not; its next sync brings the
+            # fleet's)
+        elif self.host_lines:
+            fleet.merge_in(self.host_lines, 'host')
+        add_host(fleet, self.id)
+        info = fleet.device(self.id) or {'id': self.id}
+        info.update({'board': self.board, how: int(time.time())})
+        if port is not None:
+            info['port'] = port
+        fleet.save_device(info)
+
+
+def prepare(fleet, dev_id, board, network=None, secret=None, pubkey=None):
+    """Everything board dev_id (a `board` such as "esp32") is given, from the
+    fleet folder (None: only what is passed), without changing the fleet.
+    secret/pubkey override the fleet's (image/flash --secret, --pubkey)."""
+    try:
+        jobline.check_host(dev_id)
+    except jobline.ParseError as e:
+        raise UserError(str(e))
+    network = dict(network or {})
+    check_network(board, network)
+    extra = {'board': board}
+    new_secret = new_key = False
+    if fleet is not None:
+        from companion import syncer
+        extra.update({'fleet': fleet.meta['name'], 'mode': fleet.meta.get('mode', 'signed')})
+        key = read_fleet_key(fleet)
+        if key is None:        # a fleet made before `init` made the key
+            key, new_key = secrets.token_hex(32), True
+        extra['fleet_key'] = key
+        if secret is None:
+            secret = syncer.device_secret(fleet, dev_id)
+            if secret is None:
+                from companion import keys
+                secret, new_secret = keys.new_device_secret(), True
+        if not fleet.insecure:
+            from companion import keys
+            if pubkey is None:
+                pubkey = keys.load_pub(fleet.dir)
+            extra['hwm'] = replay_floor(fleet)
+    extra.update(network)
+    host_lines, host_seq = [], None
+    line = '.h ' + dev_id
+    if fleet is not None and line not in fleet.lines():
+        host_lines = [line]
+        if not fleet.insecure:
+            from companion import keys
+            host_seq = keys.current_seq(fleet.dir) + 1
+            host_lines.append(keys.sign_batch([line], host_seq, fleet.dir))
+    return Provision(fleet, dev_id, board, extra, secret, pubkey, new_secret, new_key,
+                     host_lines, host_seq)
