@@ -18,6 +18,7 @@ import sys
 import littlefs
 
 from companion import files as _files
+from companion.errors import UserError
 
 
 class GeometryError(ValueError):
@@ -254,12 +255,15 @@ def provision(args, board_name):
             with open(args.jobs) as fh:
                 jobs_text = fh.read()
         except OSError as e:
-            raise SystemExit("error: job file %s: %s" % (args.jobs, e.strerror))
+            raise UserError("job file %s: %s" % (args.jobs, e.strerror))
     if args.secret:
         secret = args.secret
     if args.pubkey:
-        with open(args.pubkey) as fh:
-            pubkey = fh.read().strip()
+        try:
+            with open(args.pubkey) as fh:
+                pubkey = fh.read().strip()
+        except OSError as e:
+            raise UserError("public key file %s: %s" % (args.pubkey, e.strerror))
     if fleet is None and secret is None:
         print("note: no fleet folder (%s) and no --secret: the board's results go unsigned"
               % _fleet_dir(args), file=sys.stderr)
@@ -268,17 +272,19 @@ def provision(args, board_name):
 
 def image_command(args):
     if not args.board_id:
-        raise SystemExit("error: companion image needs --id (the board's name in the fleet)")
+        raise UserError("companion image needs --id (the board's name in the fleet)")
     try:
         _files.board_data(args.board)
     except KeyError as e:
-        raise SystemExit("error: %s" % e.args[0])
+        raise UserError("%s" % e.args[0])
     jobs_text, secret, pubkey, extra = provision(args, args.board)
     try:
         s = build_image(args.board, args.board_id, args.output, jobs_text, secret, pubkey, extra,
                         flash_size=args.flash_size, compile=not args.no_compile, frozen=args.frozen)
     except (GeometryError, KeyError, ValueError) as e:
-        raise SystemExit("error: %s" % e)
+        raise UserError("%s" % e)
+    except OSError as e:
+        raise UserError("cannot write %s: %s" % (args.output, e.strerror or e))
     note = _files.small_heap_note(args.board, args.frozen)
     if note:
         print(note, file=sys.stderr)
