@@ -7,9 +7,9 @@ The companion runs as a user runs it, in its own process, against real
 things: a port path that does not exist, a pty held open exclusively by
 another process, a pty with nothing behind it, a virtual board running
 plain MicroPython, a TCP port that is bound but not listening, a `companion
-serve` of another fleet. The flash cases that need a chip use the in-memory
-esptool stand-in of tests/test_boards_image.py (esptool has no emulator):
-flash_esp and the CLI are real, the chip is not.
+serve` of another fleet. esptool has no emulator: the flash cases that need
+a chip talk to tests/espstub.py, esptool's serial protocol (an ESP32 with
+its flasher stub running) on a pty, which can pull its cable mid-write.
 """
 import os
 import socket
@@ -25,8 +25,11 @@ from companion import cli, flash
 from companion.transport import PortUnavailable
 from companion.transport_serial import choose_port
 from companion.vboard import VBoard
-from tests.test_boards_image import FakeChip, crafted_image, fake_esptool  # noqa: F401 (a fixture)
+from tests.espstub import EspStub
+from tests.test_boards_image import crafted_image
 from esptool.bin_image import ESP32FirmwareImage, ESP32S3FirmwareImage
+
+ESP8266_MAGIC = 0xFFF0C101   # esptool.targets.esp8266.ESP8266ROM.MAGIC_VALUE
 
 NO_PORT = '/dev/ttyUSB-sporadic-none'   # no such device on any machine
 
@@ -234,58 +237,82 @@ def test_firmware_for_another_chip(fleet, tmp_path):
              's3.bin is built for esp32s3, but board esp32 is esp32')
 
 
-# -- the chip (esptool's in-memory stand-in) ------------------------------------------
+# -- the chip (tests/espstub.py: esptool's protocol on a pty) ----------------------------
 
 def run_cli(capsys, *argv):
-    """The CLI in this process (the esptool stand-in is patched in here)."""
+    """The CLI in this process."""
     capsys.readouterr()
     rc = cli.main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return subprocess.CompletedProcess(argv, rc, out, err)
 
 
-def test_refused_by_the_chip_resets_it(fake_esptool, fleet, capsys):
-    """Another chip than --board says, and a filesystem holding jobs: both
-    refused in one line, the chip reset into the firmware it had (not left
-    in the flasher stub), nothing written."""
-    s3 = fake_esptool['/dev/ttyUSB0'] = FakeChip(b'\xff' * 0x400000)
-    s3.CHIP_NAME = 'ESP32-S3'
-    one_line(run_cli(capsys, '--fleet', fleet, 'flash', '/dev/ttyUSB0', '--board', 'esp32', '--id', 'a'),
-             'the chip on /dev/ttyUSB0 is ESP32-S3, but board esp32 is esp32')
-    assert s3.ops == [('reset',)]
-    busy = fake_esptool['/dev/ttyUSB1'] = FakeChip(b'\xff' * 0x400000)
-    assert run_cli(capsys, '--fleet', fleet, 'flash', '/dev/ttyUSB1', '--board', 'esp32', '--id', 'b').returncode == 0
-    busy.ops.clear()
-    one_line(run_cli(capsys, '--fleet', fleet, 'flash', '/dev/ttyUSB1', '--board', 'esp32', '--id', 'b'),
-             'holds /jobs.txt', 'not overwritten', '--erase')
-    assert not [op for op in busy.ops if op[0] in ('write', 'erase')]
-    assert busy.ops[-1] == ('reset',)
+@pytest.fixture
+def firmware(tmp_path):
+    path = tmp_path / 'ESP32_GENERIC.bin'
+    path.write_bytes(crafted_image(ESP32FirmwareImage, tmp_path))
+    return path
 
 
-def test_cable_cut_mid_write_says_what_was_written(fake_esptool, fleet, tmp_path, capsys, monkeypatch):
-    """The line dies while the filesystem is written (MicroPython is
-    already written and verified): one line naming both regions."""
-    import esptool.cmds as ec
-    fw = tmp_path / 'ESP32_GENERIC.bin'
-    fw.write_bytes(crafted_image(ESP32FirmwareImage, tmp_path))
-    chip = fake_esptool['/dev/ttyUSB0'] = FakeChip(b'\xff' * 0x400000)
-    whole = ec.write_flash
+RESET = 'Hard resetting via RTS pin'    # what esptool prints when asked for a hard reset
 
-    def write_flash(esp, addr_data, **kw):
-        addr, data = addr_data[0]
-        if addr == 0x200000:   # half of the filesystem reaches the flash, then the cable goes
-            whole(esp, [(addr, data[:len(data) // 2])], **kw)
-            raise serial.SerialException('write failed: [Errno 5] Input/output error')
-        whole(esp, addr_data, **kw)
-    monkeypatch.setattr(ec, 'write_flash', write_flash)
-    line = one_line(run_cli(capsys, '--fleet', fleet, 'flash', '/dev/ttyUSB0', '--board', 'esp32',
-                            '--firmware', fw, '--id', 'pump-1'),
-                    'flashing /dev/ttyUSB0 failed while writing the filesystem at 0x200000',
-                    'SerialException: write failed',
-                    'written and verified: MicroPython at 0x1000 (%d bytes)' % fw.stat().st_size,
-                    'not written: the filesystem at 0x200000 (2097152 bytes) (0x200000 may be partly written)',
-                    'the board may not boot until a flash completes')
-    assert ('write', 0x1000, fw.stat().st_size) in chip.ops and ('reset',) not in chip.ops, line
+
+def test_another_chip_is_refused_and_reset(fleet):
+    """An ESP8266 where --board says esp32: one line, the chip reset into
+    the firmware it had (not left in the flasher stub), nothing written."""
+    chip = EspStub(magic=ESP8266_MAGIC)
+    try:
+        p = companion('--fleet', fleet, 'flash', chip.path, '--board', 'esp32', '--id', 'a')
+        one_line(p, 'the chip on %s is ESP8266, but board esp32 is esp32' % chip.path)
+        assert RESET in p.stdout.split('Detecting chip type')[-1]
+        assert chip.written == [] and 0x10 not in chip.commands
+    finally:
+        chip.close()
+
+
+def test_a_filesystem_with_jobs_is_refused_and_reset(fleet, firmware):
+    chip = EspStub()
+    try:
+        assert companion('--fleet', fleet, 'flash', chip.path, '--board', 'esp32', '--firmware', firmware,
+                         '--id', 'pump-1').returncode == 0
+        assert companion('--fleet', fleet, 'add', 'each +1h log hello').returncode == 0
+        assert companion('--fleet', fleet, 'flash', chip.path, '--board', 'esp32', '--id', 'pump-1',
+                         '--erase', '--firmware', firmware).returncode == 0
+        before = bytes(chip.flash)
+        written = list(chip.written)
+        p = companion('--fleet', fleet, 'flash', chip.path, '--board', 'esp32', '--id', 'pump-1')
+        one_line(p, 'the filesystem at %s 0x200000 holds /jobs.txt' % chip.path, 'not overwritten', '--erase')
+        assert RESET in p.stdout.split('Read ')[-1]
+        assert chip.written == written and bytes(chip.flash) == before
+    finally:
+        chip.close()
+
+
+def test_cable_cut_mid_write_says_what_was_written(fleet, firmware):
+    """The cable goes while the filesystem is written, MicroPython already
+    written and verified: one line naming both regions."""
+    chip = EspStub(cut_after=(0x200000, 2))
+    try:
+        p = companion('--fleet', fleet, 'flash', chip.path, '--board', 'esp32', '--firmware', firmware,
+                      '--id', 'pump-1')
+        one_line(p, 'flashing %s failed while writing the filesystem at 0x200000' % chip.path,
+                 'written and verified: MicroPython at 0x1000 (%d bytes)' % firmware.stat().st_size,
+                 'not written: the filesystem at 0x200000 (2097152 bytes) (0x200000 may be partly written)',
+                 'the board may not boot until a flash completes')
+        assert chip.written == [(0x1000, firmware.stat().st_size)]
+    finally:
+        chip.close()
+
+
+def test_cable_cut_before_anything_is_written(fleet, firmware):
+    chip = EspStub(cut_after=(0x1000, 1))
+    try:
+        p = companion('--fleet', fleet, 'flash', chip.path, '--board', 'esp32', '--firmware', firmware,
+                      '--id', 'pump-1')
+        one_line(p, 'failed while writing MicroPython at 0x1000', 'written and verified: nothing',
+                 'not written: MicroPython at 0x1000 (%d bytes); the filesystem at 0x200000' % firmware.stat().st_size)
+    finally:
+        chip.close()
 
 
 # -- --debug, and bugs ------------------------------------------------------------------
