@@ -288,6 +288,7 @@ def test_a_filesystem_with_jobs_is_refused_and_reset(fleet, firmware):
         chip.close()
 
 
+@pytest.mark.slow     # esptool waits for the chip to come back (5-12 s)
 def test_cable_cut_mid_write_says_what_was_written(fleet, firmware):
     """The cable goes while the filesystem is written, MicroPython already
     written and verified: one line naming both regions."""
@@ -304,6 +305,7 @@ def test_cable_cut_mid_write_says_what_was_written(fleet, firmware):
         chip.close()
 
 
+@pytest.mark.slow
 def test_cable_cut_before_anything_is_written(fleet, firmware):
     chip = EspStub(cut_after=(0x1000, 1))
     try:
