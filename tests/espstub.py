@@ -14,6 +14,7 @@ SPI_FLASH_MD5, ERASE_FLASH. Anything else is "unsupported", as a ROM says.
 """
 import hashlib
 import os
+import select
 import struct
 import threading
 import tty
@@ -44,8 +45,10 @@ class EspStub:
     def _frames(self):
         while not self._stop:
             try:
+                if not select.select([self.master], [], [], 0.05)[0]:
+                    continue
                 data = os.read(self.master, 4096)
-            except OSError:
+            except (OSError, ValueError):
                 return
             if not data:
                 return
@@ -126,14 +129,21 @@ class EspStub:
                 self._reply(op, status=b'\x01\x05')     # "invalid command", as the ROM says
 
     def pull_cable(self):
-        """The USB cable goes: the port's other end closes."""
+        """The USB cable goes: the port's other end closes. (Our own fd on
+        the port stays open until close(), so that the pty's number is not
+        given to another program's new pty while esptool tries to reopen
+        it.)"""
         self._stop = True
-        for fd in (self.master, self._slave):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        try:
+            os.close(self.master)
+        except OSError:
+            pass
 
     def close(self):
-        self.pull_cable()
+        self._stop = True
         self._thread.join(5)
+        self.pull_cable()
+        try:
+            os.close(self._slave)
+        except OSError:
+            pass
