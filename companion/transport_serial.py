@@ -258,7 +258,7 @@ class SerialLink(Link):
         try:
             self._ser.write(data)
         except (serial.SerialException, OSError) as e:
-            self._fail(LinkClosed("%s: write failed: %s" % (self.port_url, e)))
+            self._fail(LinkClosed("%s went away (cable pulled? write failed: %s)" % (self.port_url, e)))
 
     def _fill(self):
         """Read what the line has (waiting at most _POLL); return the count."""
@@ -266,7 +266,7 @@ class SerialLink(Link):
             n = self._ser.in_waiting
             data = self._ser.read(n if n else 1)
         except (serial.SerialException, OSError) as e:
-            self._fail(LinkClosed("%s: read failed: %s" % (self.port_url, e)))
+            self._fail(LinkClosed("%s went away (cable pulled? read failed: %s)" % (self.port_url, e)))
         if data:
             self._rx += data
         return len(data)

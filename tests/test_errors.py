@@ -135,6 +135,22 @@ def test_board_without_sporadic(fleet, tmp_path):
                  '%s runs MicroPython, but not sporadic' % vb.path, 'companion deploy %s' % vb.path)
 
 
+@pytest.mark.slow
+def test_board_gone_mid_deploy(fleet, tmp_path):
+    """The board's process dies (its cable pulled) while deploy writes files."""
+    from tests.devutil import wait_for
+    flash_dir = str(tmp_path / 'b')
+    with VBoard(flash_dir) as vb:
+        deploy = subprocess.Popen([sys.executable, '-m', 'companion.cli', '--fleet', fleet, 'deploy', vb.path,
+                                   '--id', 'b1', '-q'], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        lib = os.path.join(flash_dir, 'lib', 'sporadic')
+        wait_for(lambda: os.path.isdir(lib) and len(os.listdir(lib)) >= 3, 60, 'deploy under way')
+        vb.kill()
+        out, err = deploy.communicate(timeout=60)
+        one_line(subprocess.CompletedProcess(deploy.args, deploy.returncode, out, err),
+                 'deploy to %s broke off' % vb.path, 'run it again')
+
+
 def test_no_port_given_and_no_board_plugged_in(fleet):
     # this machine's USB ports (none of a board's vendor ids on a test machine)
     p = companion('--fleet', fleet, 'sync')
