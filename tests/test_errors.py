@@ -21,7 +21,7 @@ import pytest
 import serial
 from serial.tools.list_ports_common import ListPortInfo
 
-from companion import cli, flash
+from companion import cli
 from companion.transport import PortUnavailable
 from companion.transport_serial import choose_port
 from companion.vboard import VBoard
