@@ -137,8 +137,17 @@ EXTERNAL = [
 ]
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line too (`companion VERB -h` for the usage)."""
+
+    def error(self, message):
+        raise UserError('%s (see `%s -h`)' % (message, self.prog))
+
+
 def build_parser():
-    p = argparse.ArgumentParser(prog='companion', description='sporadic: jobs for sometimes-connected MicroPython boards')
+    p = Parser(prog='companion', description='sporadic: jobs for sometimes-connected MicroPython boards')
+    p.add_argument('--debug', action='store_true',
+                   help='on an error, show the traceback instead of one line')
     p.add_argument('--fleet', default=os.environ.get('SPORADIC_FLEET', '.'),
                    help='fleet folder (default: $SPORADIC_FLEET or the current folder)')
     sub = p.add_subparsers(dest='verb', metavar='VERB')
@@ -174,16 +183,39 @@ def build_parser():
     return p
 
 
+def one_line(text):
+    return ' '.join(str(text).split())
+
+
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    """Run one verb. A condition the user can cause ends in one line on
+    stderr, `companion: <what happened>`, exit status 2 (UserError: raised by
+    the verbs, which turn link, esptool and file failures into one). Anything
+    else is a bug: one line naming it, exit status 70 (EX_SOFTWARE), with
+    --debug (or SPORADIC_DEBUG=1) the traceback instead, for the report."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # --debug anywhere on the line (`companion sync PORT --debug` too)
+    debug = '--debug' in argv or bool(os.environ.get('SPORADIC_DEBUG'))
+    argv = [a for a in argv if a != '--debug']
     try:
+        args = build_parser().parse_args(argv)
         return args.func(args) or 0
     except UserError as e:
-        print('companion: ' + str(e), file=sys.stderr)
+        if debug:
+            raise
+        print('companion: ' + one_line(e), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        if debug:
+            raise
         print('companion: interrupted', file=sys.stderr)
         return 130
+    except Exception as e:
+        if debug:
+            raise
+        print('companion: internal error (a bug, please report it): %s: %s; run with --debug for the traceback'
+              % (type(e).__name__, one_line(e)), file=sys.stderr)
+        return 70
 
 
 if __name__ == '__main__':

@@ -20,6 +20,7 @@ without --erase: it is read back from the chip first.
     merged_image(board, firmware, fs_image, out_path) -> bytes  (esptool merge_bin)
     flash_esp(...), flash_rp2(...);  CLI: add_flash_parser(subparsers), flash_command(args)
 """
+import contextlib
 import os
 import shutil
 import struct
@@ -29,6 +30,7 @@ import tempfile
 
 from companion import files as _files
 from companion import image as _image
+from companion.errors import UserError
 
 UF2_MAGIC0 = 0x0A324655  # "UF2\n"
 UF2_MAGIC1 = 0x9E5D5157
@@ -42,12 +44,17 @@ UF2_FAMILIES = {RP2040_FAMILY: "rp2040", 0xE48BFF59: "rp2350-arm-s", 0xE48BFF5B:
 ESP_IMAGE_MAGIC = 0xE9
 
 
-class FirmwareMismatch(ValueError):
+class FirmwareMismatch(UserError, ValueError):
     """The firmware file is not for this board."""
 
 
-class FilesystemInUse(RuntimeError):
+class FilesystemInUse(UserError, RuntimeError):
     """The board's filesystem holds data and --erase was not given."""
+
+
+class FlashFailed(UserError):
+    """The chip or its line failed (esptool's FatalError, pyserial's
+    SerialException): the message says what was written and what was not."""
 
 
 # ---- what a firmware file is for -------------------------------------------
@@ -199,10 +206,126 @@ def _size_text(nbytes):
     return "%dMB" % (nbytes >> 20)
 
 
+# Refusals after the chip answered: it is reset into the firmware it had.
+_REFUSALS = (FirmwareMismatch, FilesystemInUse, ValueError)  # GeometryError is a ValueError
+
+
+def _line_errors():
+    """What esptool and pyserial raise when the chip or its line fails."""
+    import serial
+    from esptool.util import FatalError
+    return (FatalError, serial.SerialException, OSError)
+
+
+def _first_line(e):
+    text = str(e).strip() or type(e).__name__
+    return text.splitlines()[0]
+
+
+@contextlib.contextmanager
+def _esptool_on_stdout():
+    """esptool's messages (its warnings too) go to stdout while we flash:
+    stderr carries only companion's own one-line error (esptool's "Custom
+    Logger" recipe: log.set_logger with a TemplateLogger)."""
+    from esptool.logger import TemplateLogger, log
+    from esp_pylib.logger import EspLog
+
+    class ToStdout(TemplateLogger):
+        def print(self, *args, **kwargs):
+            print(*args, sep=kwargs.get("sep", " "), end=kwargs.get("end", "\n"), flush=True)
+
+        def note(self, message):
+            print("Note: %s" % message)
+
+        def warning(self, message):
+            print("Warning: %s" % message)
+
+        def error(self, message):
+            print("Error: %s" % message)
+
+        def stage(self, finish=False):
+            pass
+
+        def progress_bar(self, cur_iter, total_iters, prefix="", suffix="", bar_length=30):
+            pct = 100 * cur_iter // max(1, total_iters)
+            print("\r%s%3d%%%s" % (prefix, pct, suffix), end="\n" if cur_iter >= total_iters else "", flush=True)
+
+        def set_verbosity(self, verbosity):
+            pass
+
+    before = EspLog.instance
+    mine = ToStdout()
+    log.set_logger(mine)
+    # esptool's reset warning ("Chip was NOT reset", on a port without
+    # RTS/DTR) is bound to the logger of its import time
+    from esptool import reset
+    once = getattr(reset.ResetStrategy, "print_once", None)
+    callback = getattr(once, "print_callback", None)
+    if callback is not None:
+        once.print_callback = mine.warning
+    try:
+        yield
+    finally:
+        EspLog.instance = before
+        if callback is not None:
+            once.print_callback = callback
+
+
+def _connect_esp(ec, port):
+    """esptool's detect_chip; a port that does not open, or nothing that
+    answers as an Espressif ROM loader, is one FlashFailed line."""
+    from esptool.util import FatalError
+    from companion.transport_serial import open_failure
+    try:
+        return ec.detect_chip(port, baud=115200)
+    except _line_errors() as e:
+        if isinstance(e, FatalError) and not _first_line(e).startswith("Could not open"):
+            raise FlashFailed("no Espressif chip answers on %s (esptool: %s): hold the board's BOOT button "
+                              "while pressing RESET (or while plugging it in) and run again; nothing was written"
+                              % (port, _first_line(e))) from e
+        # esptool's words wrap pyserial's: ask the port why, as the serial link does
+        raise FlashFailed(str(open_failure(port, None if isinstance(e, FatalError) else e))) from e
+
+
+def _reset(ec, esp, log):
+    """Hard reset (esptool's RTS pulse): the chip leaves its ROM loader or the
+    flasher stub and boots what its flash holds."""
+    try:
+        ec.reset_chip(esp, "hard-reset")
+    except Exception as e:  # the line is gone too: it boots at its next power-up
+        log("note: the chip could not be reset (%s): press its RESET button" % _first_line(e))
+
+
+def _regions_text(regions):
+    return "; ".join("%s at 0x%x (%d bytes)" % (label, addr, len(data)) for label, addr, data in regions) \
+        or "nothing"
+
+
+def _cut_message(port, regions, done, erased, current, e):
+    """What a write cut short left on the chip, in one line. current: the
+    region being written (None: the erase)."""
+    todo = [r for r in regions if r not in done]
+    where = ("while erasing the flash" if current is None else
+             "while writing %s at 0x%x" % (current[0], current[1]))
+    msg = "flashing %s failed %s (%s: %s): " % (port, where, type(e).__name__, _first_line(e))
+    if current is None:
+        msg += "the flash may be partly erased; "
+    elif erased:
+        msg += "the whole flash was erased first; "
+    msg += "written and verified: %s; not written: %s" % (_regions_text(done), _regions_text(todo))
+    if current is not None:
+        msg += " (0x%x may be partly written)" % current[1]
+    return msg + "; the board may not boot until a flash completes: run the same `companion flash` again"
+
+
 def flash_esp(port, board, firmware=None, board_id=None, erase=False, baud=460800,
               jobs_text="", secret=None, pubkey=None, compile=True, log=print, extra=None, frozen=False):
     """Write MicroPython and/or the sporadic image to an Espressif board on
-    `port`. Returns a summary dict. Raises FirmwareMismatch, FilesystemInUse."""
+    `port`. Returns a summary dict. Raises FirmwareMismatch, FilesystemInUse
+    (after resetting the chip into the firmware it had), FlashFailed (the
+    port, the chip or the line failed: it says which regions were written
+    and verified and which not; each region is one esptool write_flash,
+    checked by its MD5 before the next)."""
     import esptool.cmds as ec
     b = _files.board_data(board)
     if firmware is not None:
@@ -211,53 +334,75 @@ def flash_esp(port, board, firmware=None, board_id=None, erase=False, baud=46080
         raise ValueError("nothing to do: give --firmware and/or --id")
     if erase and firmware is None:
         raise ValueError("--erase erases MicroPython too: give --firmware as well")
-    esp = ec.detect_chip(port, baud=115200)
+    with _esptool_on_stdout():
+        return _flash_esp(ec, b, port, firmware, board_id, erase, baud, jobs_text, secret, pubkey, compile,
+                          log, extra, frozen)
+
+
+def _flash_esp(ec, b, port, firmware, board_id, erase, baud, jobs_text, secret, pubkey, compile, log, extra,
+               frozen):
+    esp = _connect_esp(ec, port)
+    regions, done, erased, current = [], [], False, None
     try:
-        chip = _norm_chip(esp.CHIP_NAME)
-        if chip != b["chip"]:
-            raise FirmwareMismatch("the chip on %s is %s, but board %s is %s: choose --board for this chip"
-                                   % (port, esp.CHIP_NAME, b["name"], b["chip"]))
-        esp = ec.run_stub(esp)
-        if baud and baud != 115200:
-            esp.change_baud(baud)
-        ec.attach_flash(esp)
-        detected = ec.detect_flash_size(esp)
-        flash_size = _image._parse_size(detected) if detected else None
-        if flash_size and flash_size != b.get("flash_size"):
-            log("note: %s has %s of flash (board.json says %s): filesystem sized for %s"
-                % (port, detected, _size_text(b["flash_size"]), detected))
-        geom = _image.check_geometry(b, flash_size=flash_size)
-        fs = None
-        if board_id is not None:
-            fs = _image.image_bytes(geom, _files.all_files(b, board_id, jobs_text, secret, pubkey, extra, compile,
-                                                                         frozen))
-        state = None
-        if fs is not None and not erase:
-            head = ec.read_flash(esp, geom["offset"], 2 * geom["block_size"], no_progress=True)
-            state, detail = ("blank", "erased") if _image.looks_empty(head) else (None, None)
-            if state is None:
-                whole = ec.read_flash(esp, geom["offset"], geom["size"])
-                state, detail = fs_state(whole, geom)
-            _guard(state, detail, "%s 0x%x" % (port, geom["offset"]))
-            log("filesystem at 0x%x: %s (%s), replacing it" % (geom["offset"], state, detail))
-        if erase:
-            log("erasing the whole flash")
-            ec.erase_flash(esp)
-        parts = []
+        try:
+            chip = _norm_chip(esp.CHIP_NAME)
+            if chip != b["chip"]:
+                raise FirmwareMismatch("the chip on %s is %s, but board %s is %s: choose --board for this chip"
+                                       % (port, esp.CHIP_NAME, b["name"], b["chip"]))
+            esp = ec.run_stub(esp)
+            if baud and baud != 115200:
+                esp.change_baud(baud)
+            ec.attach_flash(esp)
+            detected = ec.detect_flash_size(esp)
+            flash_size = _image._parse_size(detected) if detected else None
+            if flash_size and flash_size != b.get("flash_size"):
+                log("note: %s has %s of flash (board.json says %s): filesystem sized for %s"
+                    % (port, detected, _size_text(b["flash_size"]), detected))
+            geom = _image.check_geometry(b, flash_size=flash_size)
+            fs = None
+            if board_id is not None:
+                fs = _image.image_bytes(geom, _files.all_files(b, board_id, jobs_text, secret, pubkey, extra,
+                                                               compile, frozen))
+            state = None
+            if fs is not None and not erase:
+                head = ec.read_flash(esp, geom["offset"], 2 * geom["block_size"], no_progress=True)
+                state, detail = ("blank", "erased") if _image.looks_empty(head) else (None, None)
+                if state is None:
+                    whole = ec.read_flash(esp, geom["offset"], geom["size"])
+                    state, detail = fs_state(whole, geom)
+                _guard(state, detail, "%s 0x%x" % (port, geom["offset"]))
+                log("filesystem at 0x%x: %s (%s), replacing it" % (geom["offset"], state, detail))
+        except _REFUSALS:
+            _reset(ec, esp, log)  # back into the firmware it had, not left in the stub
+            raise
+        except _line_errors() as e:
+            _reset(ec, esp, log)
+            raise FlashFailed("flashing %s stopped before anything was written (%s: %s): the board keeps "
+                              "its old firmware; check the cable and run again"
+                              % (port, type(e).__name__, _first_line(e))) from e
         if firmware is not None:
-            parts.append((b["firmware_offset"], firmware))
+            regions.append(("MicroPython", b["firmware_offset"], firmware))
         if fs is not None:
-            parts.append((geom["offset"], fs))
-        if parts:
-            ec.write_flash(esp, parts, flash_size="keep")
-        ec.reset_chip(esp, "hard-reset")
+            regions.append(("the filesystem", geom["offset"], fs))
+        try:
+            if erase:
+                log("erasing the whole flash")
+                ec.erase_flash(esp)
+                erased = True
+            for region in regions:
+                current = region
+                ec.write_flash(esp, [(region[1], region[2])], flash_size="keep")
+                done.append(region)
+        except _line_errors() as e:
+            raise FlashFailed(_cut_message(port, regions, done, erased, current, e)) from e
+        _reset(ec, esp, log)
     finally:
         try:
             esp._port.close()
         except Exception:
             pass
     return {"port": port, "chip": chip, "flash_size": geom["flash_size"], "previous": state,
-            "written": [(hex(a), len(d)) for a, d in parts]}
+            "written": [(hex(a), len(d)) for _, a, d in regions]}
 
 
 # ---- Raspberry Pi Pico W -------------------------------------------------------
@@ -278,6 +423,14 @@ def _picotool_read(geom, xip_base):
             return None
         with open(out, "rb") as f:
             return f.read()
+
+
+def _picotool_reboot(log):
+    """Leave BOOTSEL: the board runs the firmware it holds."""
+    try:
+        subprocess.run(["picotool", "reboot"], capture_output=True, check=False)
+    except OSError as e:
+        log("note: the board could not be rebooted (%s): unplug it and plug it in again" % e)
 
 
 def flash_rp2(port, board, firmware=None, board_id=None, erase=False, out_path=None,
@@ -317,13 +470,30 @@ def flash_rp2(port, board, firmware=None, board_id=None, erase=False, out_path=N
             return result
         state, detail = fs_state(old, geom)
         result["previous"] = state
-        _guard(state, detail, "the Pico W at 0x%x" % (xip + geom["offset"]))
+        try:
+            _guard(state, detail, "the Pico W at 0x%x" % (xip + geom["offset"]))
+        except FilesystemInUse:
+            _picotool_reboot(log)  # out of BOOTSEL, back into the firmware it had
+            raise
+    what = "%s (%s)" % (out_path, " and ".join(
+        (["MicroPython"] if firmware is not None else []) +
+        (["the filesystem at 0x%x" % (xip + geom["offset"])] if board_id is not None else [])))
     if port and _is_uf2_drive(port):
-        shutil.copyfile(out_path, os.path.join(port, os.path.basename(out_path)))
+        try:
+            shutil.copyfile(out_path, os.path.join(port, os.path.basename(out_path)))
+        except OSError as e:
+            raise FlashFailed("copying %s to %s failed (%s): the board takes a UF2 only when it is whole, "
+                              "so it may hold part of it; it may not boot until a copy completes: run again"
+                              % (what, port, e.strerror or e)) from e
         log("copied to %s: the board reboots into MicroPython and sporadic" % port)
         result["loaded"] = True
     elif shutil.which("picotool"):
-        subprocess.run(["picotool", "load", "-v", out_path], check=True)
+        p = subprocess.run(["picotool", "load", "-v", out_path], capture_output=True, text=True)
+        if p.returncode != 0:
+            why = (p.stderr or p.stdout).strip().splitlines()[-1:] or ["exit status %d" % p.returncode]
+            raise FlashFailed("picotool load of %s failed (%s): part of it may be written; the board may "
+                              "not boot until a load completes: run again with the board in BOOTSEL mode"
+                              % (what, why[0])) from None
         subprocess.run(["picotool", "reboot"], check=False)
         result["loaded"] = True
     else:
@@ -333,6 +503,15 @@ def flash_rp2(port, board, firmware=None, board_id=None, erase=False, out_path=N
 
 
 # ---- CLI ---------------------------------------------------------------------
+
+def read_firmware(path):
+    """The bytes of a --firmware file; UserError when it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise UserError("cannot read the firmware file %s: %s" % (path, e.strerror or e)) from e
+
 
 def add_flash_parser(subparsers):
     p = subparsers.add_parser("flash", help="write MicroPython and a sporadic image to a board")
@@ -351,16 +530,12 @@ def add_flash_parser(subparsers):
 def flash_command(args):
     b = _files.board_data(args.board) if args.board in _files.boards().names() else None
     if b is None:
-        raise SystemExit("error: unknown board %r (known: %s)" % (args.board, ", ".join(_files.boards().names())))
+        raise UserError("unknown board %r (known: %s)" % (args.board, ", ".join(_files.boards().names())))
     firmware = None
     if args.firmware:
-        with open(args.firmware, "rb") as f:
-            firmware = f.read()
+        firmware = read_firmware(args.firmware)
     if firmware is not None:  # before provisioning touches the fleet
-        try:
-            check_firmware(b, firmware, os.path.basename(args.firmware))
-        except FirmwareMismatch as e:
-            raise SystemExit("error: %s" % e)
+        check_firmware(b, firmware, os.path.basename(args.firmware))
     # the fleet changes only once the chip (or the output file) is written:
     # prepared here, committed at the end
     jobs_text, secret, pubkey, extra, prov = ("", None, None, None, None)
@@ -373,8 +548,8 @@ def flash_command(args):
         print(note, file=sys.stderr)
     try:
         if b["chip"] == "unix":
-            raise SystemExit("error: the unix board has no flash: use `companion image --board unix` "
-                             "or a virtual board")
+            raise UserError("the unix board has no flash: use `companion image --board unix` "
+                            "or a virtual board")
         if b.get("firmware_format") == "uf2":
             flash_rp2(args.port, b, firmware, args.board_id, args.erase, args.output,
                       jobs_text, secret, pubkey, compile, extra=extra, frozen=args.frozen)
@@ -393,8 +568,10 @@ def flash_command(args):
                           jobs_text, secret, pubkey, compile, extra=extra, frozen=args.frozen)
             print("flashed %s (%s): %s" % (s["port"], s["chip"],
                                            ", ".join("%d bytes at %s" % (n, a) for a, n in s["written"])))
-    except (FirmwareMismatch, FilesystemInUse, _image.GeometryError, ValueError) as e:
-        raise SystemExit("error: %s" % e)
+    except ValueError as e:  # GeometryError, "nothing to do" (FirmwareMismatch is a UserError already)
+        if isinstance(e, UserError):
+            raise
+        raise UserError(str(e)) from e
     if prov is not None:   # written: the chip, the UF2 or the merged image holds the board's secret
         prov.commit(None if args.port == "-" else args.port, how="flashed")
     return 0

@@ -277,13 +277,33 @@ def cmd_status(args):
 
 # -- deploy / sync -----------------------------------------------------------------
 
+def board_port(args):
+    """The port the user gave, or the one USB port that looks like a board."""
+    if args.port:
+        return args.port
+    from companion.transport_serial import choose_port
+    from companion.transport import LinkError
+    try:
+        return choose_port()
+    except LinkError as e:
+        raise UserError(str(e)) from e
+
+
 def cmd_deploy(args):
     from companion import syncer
+    from companion.transport import LinkError
     f = fleet_of(args)
     from companion import provision
     net = provision.network_config(args.sync_port, args.peer, args.wifi)
-    info = syncer.deploy(f, args.port, args.id, board=args.board, network=net,
-                         compile=not args.no_compile, progress=not args.quiet)
+    args.port = board_port(args)
+    if not syncer.is_serial(args.port):
+        raise UserError('deploy writes files through the REPL: give the board\'s serial port '
+                        '(/dev/ttyUSB0, COM3), not the network address %s' % args.port)
+    try:
+        info = syncer.deploy(f, args.port, args.id, board=args.board, network=net,
+                             compile=not args.no_compile, progress=not args.quiet)
+    except LinkError as e:
+        raise UserError(deploy_failure(args.port, e)) from e
     print('deployed %s to %s (%d files, %d bytes%s%s)' % (
         info['id'], args.port, info['files'], info['bytes'],
         '; sporadic is frozen in its firmware' if info['frozen'] else '',
@@ -293,10 +313,23 @@ def cmd_deploy(args):
     return 0
 
 
+def deploy_failure(port, e):
+    """One line for a link that failed opening the board or during deploy."""
+    if getattr(e, 'at_open', False):
+        return str(e)
+    return ('deploy to %s broke off: %s (run it again: a file is replaced whole or not at all, '
+            'and the board keeps its jobs)' % (port, e))
+
+
 def cmd_sync(args):
     from companion import syncer
+    from companion.transport import LinkError
     f = fleet_of(args)
-    rep = syncer.sync(f, args.port, progress=not args.quiet)
+    args.port = board_port(args)
+    try:
+        rep = syncer.sync(f, args.port, progress=not args.quiet)
+    except LinkError as e:   # the link did not open (sync itself reports a break-off)
+        raise UserError(str(e)) from e
     print('synced %s: sent %d line(s), received %d line(s), %d new result(s); %d bytes on the wire; clock drift %+.1f s'
           % (rep['id'], rep['lines_sent'], rep['lines_received'], rep['new_results'], rep['bytes'], rep['drift']))
     for q in rep.get('refused', []):
@@ -394,7 +427,7 @@ def add_parsers(sub):
     s.set_defaults(func=cmd_status)
 
     s = sub.add_parser('deploy', help='put the firmware, identity and secret on a board')
-    s.add_argument('port')
+    s.add_argument('port', nargs='?', help='serial port (default: the one USB port that looks like a board)')
     s.add_argument('--id', help='host id (default: derived from the board unique id)')
     s.add_argument('--board', default=None, help='board folder name (default: ask the board)')
     add_network_args(s)
@@ -409,6 +442,7 @@ def add_parsers(sub):
     s.set_defaults(func=cmd_net)
 
     s = sub.add_parser('sync', help='merge both ways with a board (serial port or HOST[:PORT])')
-    s.add_argument('port')
+    s.add_argument('port', nargs='?', help='serial port or HOST[:PORT] (default: the one USB port '
+                   'that looks like a board)')
     s.add_argument('-q', '--quiet', action='store_true')
     s.set_defaults(func=cmd_sync)

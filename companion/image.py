@@ -18,6 +18,7 @@ import sys
 import littlefs
 
 from companion import files as _files
+from companion.errors import UserError
 
 
 class GeometryError(ValueError):
@@ -264,18 +265,20 @@ def provision(args, board_name):
 
 def image_command(args):
     if not args.board_id:
-        raise SystemExit("error: companion image needs --id (the board's name in the fleet)")
+        raise UserError("companion image needs --id (the board's name in the fleet)")
     try:
         _files.board_data(args.board)
     except KeyError as e:
-        raise SystemExit("error: %s" % e.args[0])
+        raise UserError("%s" % e.args[0])
     jobs_text, prov = provision(args, args.board)
     try:
         s = build_image(args.board, args.board_id, args.output, prov.jobs_text(jobs_text), prov.secret, prov.pubkey,
                         prov.extra, flash_size=args.flash_size, compile=not args.no_compile,
                         frozen=args.frozen)
     except (GeometryError, KeyError, ValueError) as e:
-        raise SystemExit("error: %s" % e)
+        raise UserError("%s" % e)
+    except OSError as e:
+        raise UserError("cannot write %s: %s" % (args.output, e.strerror or e))
     prov.commit(how="imaged")
     note = _files.small_heap_note(args.board, args.frozen)
     if note:

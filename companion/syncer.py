@@ -10,13 +10,18 @@ from contextlib import contextmanager
 from sporadic import jobline, recon
 from companion.errors import UserError
 from companion import files
-from companion.transport import LinkError
+from companion.transport import LinkError, NotSporadic
+
+
+def is_serial(port):
+    """A serial device or pyserial URL (else HOST[:PORT], TCP)."""
+    return port.startswith(('/dev/', 'COM', 'socket://', 'rfc2217://', 'loop://')) or os.path.exists(port)
 
 
 def open_link(port, fleet=None, **kw):
     """A link for PORT: a serial device or pyserial URL, or HOST[:PORT] (TCP,
     where the board asks the companion to prove it holds the board's secret)."""
-    if port.startswith(('/dev/', 'COM', 'socket://', 'rfc2217://', 'loop://')) or os.path.exists(port):
+    if is_serial(port):
         from companion.transport_serial import SerialLink
         return SerialLink(port, **kw)
     from companion.transport_tcp import TcpLink
@@ -194,6 +199,8 @@ def sync(fleet, port, progress=True, link=None, now=None):
             # opening the port (the interrupt, what the board printed) counts
             # when this sync opened it
             return _sync(fleet, port, link, now, 0 if own else link.bytes_sent + link.bytes_received, seen)
+    except NotSporadic as e:
+        raise UserError(str(e)) from e
     except (LinkError, recon.SyncError) as e:
         raise UserError('sync with %s broke off: %s (nothing is lost: the next sync completes it)%s'
                         % (port, e, memory_hint(str(e), seen.get('heap'))))

@@ -15,17 +15,53 @@ Errors: every failure of the link itself (cable pulled, board reset or
 silent, garbage on the line) raises ``LinkError`` or a subclass; an exception
 raised *on the board* by the code a link ran raises ``LinkExecError`` with
 the board's traceback. Nothing a link does hangs without a timeout.
+
+A link's message says what happened in words a user can act on, the port or
+address first; the verbs turn a LinkError into a UserError (one line), and the
+subclass tells them what happened when they need to know:
+
+    PortUnavailable  the port cannot be opened: no such port, busy, no permission
+    LinkRefused      nothing listens at the TCP address
+    LinkTimeout      nothing answers (no MicroPython REPL, no sporadic peer)
+    NotSporadic      something answers, but not sporadic (plain MicroPython, another program)
+    AuthRefused      the board refused our proof, or could not prove itself
 """
 
-__all__ = ["Link", "LinkError", "LinkClosed", "LinkTimeout", "LinkReset", "LinkExecError"]
+__all__ = ["Link", "LinkError", "LinkClosed", "LinkTimeout", "LinkReset", "LinkExecError",
+           "PortUnavailable", "LinkRefused", "NotSporadic", "AuthRefused"]
 
 
 class LinkError(Exception):
-    """The link failed: the request may or may not have run on the board."""
+    """The link failed: the request may or may not have run on the board.
+    ``at_open``: it failed while the link was being opened (nothing was done)."""
+
+    at_open = False
 
 
 class LinkClosed(LinkError):
     """The line went away (cable pulled, port closed, board process gone)."""
+
+
+class PortUnavailable(LinkClosed):
+    """The port cannot be opened; ``reason`` is 'no such port', 'busy' or
+    'permission denied' (or the system's words for anything else)."""
+
+    def __init__(self, message, reason=None):
+        super().__init__(message)
+        self.reason = reason
+
+
+class LinkRefused(LinkClosed):
+    """Nothing listens at the address (connection refused)."""
+
+
+class NotSporadic(LinkError):
+    """Something answers on the line, but it does not run sporadic."""
+
+
+class AuthRefused(LinkError):
+    """The handshake failed: the board refused our proof of its secret, or
+    it could not prove it holds the key we hold for it."""
 
 
 class LinkTimeout(LinkError):

@@ -57,6 +57,7 @@ open a new one.
 
 import ast
 import base64
+import errno
 import hashlib
 import struct
 import time
@@ -66,9 +67,10 @@ import serial
 from mpremote.transport import TransportError
 from mpremote.transport_serial import SerialTransport
 
-from .transport import Link, LinkClosed, LinkError, LinkExecError, LinkReset, LinkTimeout
+from .transport import (Link, LinkClosed, LinkError, LinkExecError, LinkReset, LinkTimeout,
+                        NotSporadic, PortUnavailable)
 
-__all__ = ["SerialLink"]
+__all__ = ["SerialLink", "ports_seen", "describe_ports", "board_ports", "choose_port", "open_failure"]
 
 RAW_BANNER = b"raw REPL; CTRL-B to exit\r\n"
 # Output that means the board rebooted under a running request.
@@ -77,6 +79,93 @@ _POLL = 0.05  # serial read timeout: the granularity of every wait
 STREAM_IDLE_MS = 1500  # a board streaming data in gives up after this much silence
 RETRY_CTRL_C = 2.5  # seconds between Ctrl-C attempts (> STREAM_IDLE_MS)
 FILLER = 256  # at most this many filler bytes to unstick a cut-off stream (>= a window)
+
+
+# -- which port ---------------------------------------------------------------
+
+# USB vendor ids of the boards sporadic runs on and of the USB-serial bridges
+# on their development boards (the USB ID repository, http://www.linux-usb.org/usb.ids):
+# MicroPython's own USB CDC on the RP2040 enumerates as 2E8A (Raspberry Pi),
+# an ESP32-S3/S2/C3's native USB as 303A (Espressif); other ESP boards sit
+# behind a CP210x (10C4), a CH340/CH9102 (1A86) or an FTDI chip (0403).
+BOARD_VIDS = {0x2E8A: "Raspberry Pi", 0x303A: "Espressif", 0x10C4: "Silicon Labs CP210x",
+              0x1A86: "QinHeng CH340/CH9102", 0x0403: "FTDI"}
+
+
+def ports_seen():
+    """The serial ports this machine has (pyserial's list_ports), by name."""
+    try:
+        from serial.tools import list_ports
+        return sorted(list_ports.comports(), key=lambda p: p.device)
+    except Exception:  # a platform pyserial cannot list on: no names to offer
+        return []
+
+
+def describe_ports(ports, limit=6):
+    """'/dev/ttyACM0 "Board in FS mode", /dev/ttyS0' (or 'none')."""
+    if not ports:
+        return "none"
+    out = []
+    for p in ports[:limit]:
+        d = p.description if p.description and p.description not in ("n/a", p.device, p.name) else ""
+        out.append('%s "%s"' % (p.device, d) if d else p.device)
+    if len(ports) > limit:
+        out.append("%d more" % (len(ports) - limit))
+    return ", ".join(out)
+
+
+def board_ports(ports=None):
+    """The ports that look like a MicroPython board: a USB vendor id of BOARD_VIDS."""
+    ports = ports_seen() if ports is None else ports
+    return [p for p in ports if p.vid in BOARD_VIDS]
+
+
+def choose_port(ports=None):
+    """The one port that looks like a board; PortUnavailable when there are
+    none or several (the message lists them)."""
+    ports = ports_seen() if ports is None else ports
+    boards = board_ports(ports)
+    if len(boards) == 1:
+        return boards[0].device
+    if not boards:
+        raise PortUnavailable("no port given, and no USB serial port looks like a MicroPython board "
+                              "(ports seen: %s): plug the board in, or give its port" % describe_ports(ports),
+                              "no board")
+    raise PortUnavailable("no port given, and %d USB serial ports look like boards (%s): give one"
+                          % (len(boards), describe_ports(boards)), "several boards")
+
+
+def open_failure(port, exc=None):
+    """A PortUnavailable saying why ``port`` does not open: no such port (with
+    the ports this machine has), busy (another program holds it: pyserial's
+    exclusive lock), no permission. ``exc``: the error opening it raised, if
+    known; otherwise the port is opened once more (exclusively) to learn it."""
+    if exc is None:
+        try:
+            probe = serial.serial_for_url(port, do_not_open=True, exclusive=True)
+            probe.open()
+            probe.close()
+            exc = OSError("it did not open, then it did (unplugged and plugged back?): try again")
+        except (serial.SerialException, OSError, ValueError) as e:
+            exc = e
+    code = getattr(exc, "errno", None)
+    text = str(exc)
+    if code in (errno.ENOENT, errno.ENODEV, errno.ENXIO) or "FileNotFoundError" in text:
+        return PortUnavailable("cannot open %s: no such port (ports seen: %s)" % (port, describe_ports(ports_seen())),
+                               "no such port")
+    if code in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EBUSY) or "Access is denied" in text:
+        return PortUnavailable("cannot open %s: busy: another program holds it (a serial monitor, "
+                               "mpremote, Thonny, another companion): close it and try again" % port, "busy")
+    if code in (errno.EACCES, errno.EPERM) or "PermissionError" in text:
+        return PortUnavailable("cannot open %s: permission denied (on Linux join the dialout group: "
+                               "sudo usermod -aG dialout $USER, then log in again)" % port, "permission denied")
+    why = getattr(exc, "strerror", None) or text
+    return PortUnavailable("cannot open %s: %s" % (port, why), why)
+
+
+def _at_open(e):
+    e.at_open = True
+    return e
 
 
 class _CountingSerial:
@@ -137,10 +226,11 @@ class SerialLink(Link):
         self._closed = False
         try:
             self.transport = SerialTransport(port_url, baudrate=baud)
-        except TransportError as e:
-            raise LinkClosed("cannot open %s: %s" % (port_url, e)) from None
+        except TransportError:
+            # mpremote keeps only "failed to access": ask the port why
+            raise _at_open(open_failure(port_url)) from None
         except (serial.SerialException, OSError, ValueError) as e:
-            raise LinkClosed("cannot open %s: %s" % (port_url, e)) from None
+            raise _at_open(open_failure(port_url, e)) from None
         ser = self.transport.serial
         try:
             ser.timeout = _POLL
@@ -151,6 +241,10 @@ class SerialLink(Link):
         self.transport.serial = self._ser
         try:
             self.enter_raw_repl()
+        except LinkError as e:
+            e.at_open = True
+            self._close_port()
+            raise
         except BaseException:
             self._close_port()
             raise
@@ -164,7 +258,7 @@ class SerialLink(Link):
         try:
             self._ser.write(data)
         except (serial.SerialException, OSError) as e:
-            self._fail(LinkClosed("%s: write failed: %s" % (self.port_url, e)))
+            self._fail(LinkClosed("%s went away (cable pulled? write failed: %s)" % (self.port_url, e)))
 
     def _fill(self):
         """Read what the line has (waiting at most _POLL); return the count."""
@@ -172,7 +266,7 @@ class SerialLink(Link):
             n = self._ser.in_waiting
             data = self._ser.read(n if n else 1)
         except (serial.SerialException, OSError) as e:
-            self._fail(LinkClosed("%s: read failed: %s" % (self.port_url, e)))
+            self._fail(LinkClosed("%s went away (cable pulled? read failed: %s)" % (self.port_url, e)))
         if data:
             self._rx += data
         return len(data)
@@ -269,9 +363,15 @@ class SerialLink(Link):
                 if self._broken is not None:
                     raise
                 if time.monotonic() > deadline:
-                    self._fail(LinkTimeout("%s: no raw REPL after Ctrl-C/Ctrl-A for %.0f s: is a "
-                                           "MicroPython board on this line?"
-                                           % (self.port_url, self.interrupt_timeout)))
+                    if not self.bytes_received:
+                        self._fail(LinkTimeout(
+                            "nothing answers on %s (no MicroPython prompt after Ctrl-C for %.0f s): "
+                            "is the board plugged in and running MicroPython? (a board in its "
+                            "bootloader is silent too)" % (self.port_url, self.interrupt_timeout)))
+                    self._fail(NotSporadic(
+                        "%s answers, but not as MicroPython does (no raw REPL after Ctrl-C for %.0f s; "
+                        "it sent %r): is this the board's port, and does it run MicroPython?"
+                        % (self.port_url, self.interrupt_timeout, bytes(self._rx[-40:]))))
         if attempts > 1:
             # Queued Ctrl-As of earlier attempts print more banners: wait for
             # the line to go quiet, then we sit at the last raw prompt.
@@ -524,7 +624,18 @@ class SerialLink(Link):
     def call(self, request, stream=False):
         """One request. stream=True: the answer comes framed as the board
         makes it (syncsrv.w), for answers that never hold bytes 0x02-0x04
-        (the reconciliation's: printable ASCII); otherwise as a repr."""
+        (the reconciliation's: printable ASCII); otherwise as a repr.
+        NotSporadic when the board has no sync server to import."""
+        try:
+            return self._call(request, stream)
+        except LinkExecError as e:
+            last = e.traceback.strip().splitlines()[-1:] or [""]
+            if last[0].startswith("ImportError") and self.syncsrv.split(".")[0] in last[0]:
+                raise NotSporadic("%s runs MicroPython, but not sporadic (%s): put it on with "
+                                  "`companion deploy %s`" % (self.port_url, last[0], self.port_url)) from None
+            raise
+
+    def _call(self, request, stream):
         parts = self.syncsrv.split(".")
         target = "__import__(%r)" % self.syncsrv + "".join("." + p for p in parts[1:])
         raw = request.encode("utf-8")

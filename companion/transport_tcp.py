@@ -20,13 +20,47 @@ import socket
 import time
 
 from sporadic import net, recon
-from companion.transport import Link, LinkError, LinkClosed, LinkTimeout
+from companion.transport import Link, LinkError, LinkClosed, LinkTimeout, LinkRefused, NotSporadic, AuthRefused
 
 PORT = net.PORT
 
 
 def _unhex(s):
     return binascii.unhexlify(s) if s else None
+
+
+def _open_error(where, e, asked, timeout):
+    """The LinkError for a connection or hello that failed (net.PeerLink
+    raises OSError, with the peer's words for a refused handshake: 'refused:
+    ERR ...', 'peer failed authentication', 'not a sporadic peer: ...')."""
+    if isinstance(e, socket.timeout):
+        return LinkTimeout('nothing answers at %s (no sporadic hello in %.0f s): is the board awake '
+                           'and on this network?' % (where, timeout))
+    if isinstance(e, ConnectionRefusedError):
+        return LinkRefused('nothing listens at %s (connection refused): is the board on, and is %s its '
+                           'sync port (companion deploy --sync-port)?' % (where, where.rpartition(':')[2]))
+    if isinstance(e, socket.gaierror):
+        return LinkClosed('cannot reach %s: no such host (%s)' % (where, e.strerror or e))
+    text = str(e)
+    if isinstance(e, UnicodeError):
+        text = 'garbage from peer'
+    board = asked.get('id')
+    if text.startswith('refused: ERR auth'):
+        if not asked.get('key'):
+            return AuthRefused('%s (board %s) refused this companion: the fleet holds no secret for %s '
+                               '(it was deployed by another fleet, or the fleet folder is not the right one)'
+                               % (where, board, board))
+        return AuthRefused('%s (board %s) refused this companion\'s proof: the board holds another secret '
+                           '(deployed by another fleet, or since redeployed): run `companion deploy` for it'
+                           % (where, board))
+    if text.startswith('peer failed authentication'):
+        return AuthRefused('%s (board %s) could not prove it holds the secret this fleet keeps for %s: '
+                           'not this fleet\'s board, or someone else answers there' % (where, board, board))
+    if text.startswith(('not a sporadic peer', 'garbage from peer')):
+        return NotSporadic('%s answers, but not as a sporadic board (%s)' % (where, text))
+    if text.startswith('refused: '):
+        return LinkError('%s refused the connection: %s' % (where, text[9:]))
+    return LinkClosed('%s: %s' % (where, text))
 
 
 class TcpLink(Link):
@@ -37,17 +71,23 @@ class TcpLink(Link):
         self.bytes_sent = 0
         self.bytes_received = 0
 
+        asked = {}
+
         def keyfor(board_id):
+            asked['id'] = board_id
             if me == net.COMPANION:
                 s = secret(board_id) if callable(secret) else secret
+                asked['key'] = bool(s)
                 return _unhex(s)
+            asked['key'] = bool(fleet_key)
             return _unhex(fleet_key)
+        where = '%s:%d' % (host, self.port)
         try:
             self._p = net.PeerLink(me, host, self.port, keyfor, int(timeout * 1000), max_resp)
-        except socket.timeout as e:
-            raise LinkTimeout('%s:%d: no answer (%s)' % (host, self.port, e))
-        except OSError as e:
-            raise LinkClosed('%s:%d: %s' % (host, self.port, e))
+        except (OSError, UnicodeError) as e:
+            err = _open_error(where, e, asked, timeout)
+            err.at_open = True
+            raise err from None
         self.board = self._p.peer
         self._sync_counts()
 
@@ -132,9 +172,15 @@ def add_serve_parser(subparsers):
 
 def serve_command(args):
     from companion.fleet import Fleet
+    from companion.errors import UserError
     fleet = Fleet(args.fleet).require()
-    server = make_server(fleet, args.port, args.bind, log=print)
-    print('serving fleet %s on %s:%d (Ctrl-C to stop)' % (fleet.dir, args.bind, args.port))
+    try:
+        server = make_server(fleet, args.port, args.bind, log=print)
+    except OSError as e:
+        raise UserError('cannot listen on %s:%d: %s' % (args.bind, args.port, e.strerror or e)) from None
+    # the port bound (--port 0: one the system chose)
+    print('serving fleet %s on %s:%d (Ctrl-C to stop)' % (fleet.dir, args.bind, server.sock.getsockname()[1]),
+          flush=True)
     try:
         serve(server, None if args.seconds is None else time.time() + args.seconds)
     except KeyboardInterrupt:

@@ -93,6 +93,8 @@ import termios
 import time
 import tty
 
+from companion.errors import UserError
+
 __all__ = ["VBoard", "VBoardError", "Relay", "main", "add_vboard_parser", "micropython_command"]
 
 BOOT_SHIM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "vboard_boot.py")
@@ -737,7 +739,7 @@ def _run_args(args):
     for kv in args.env:
         k, sep, v = kv.partition("=")
         if not sep:
-            raise SystemExit("companion vboard: --env wants KEY=VALUE, got %r" % kv)
+            raise UserError("--env wants KEY=VALUE, got %r" % kv)
         env[k] = v
     if args.board_id:
         env["SPORADIC_ID"] = args.board_id
@@ -759,7 +761,7 @@ def _run_args(args):
         relay = Relay(flash, heap=args.heap, env=env, cooked=not args.raw_output, log=log,
                       image=args.image, flash_size=args.flash_size)
     except VBoardError as e:
-        raise SystemExit("companion vboard: %s" % e)
+        raise UserError(str(e)) from e
     relay.trace = bool(trace)
     if args.with_parent:
         relay.parent_pid = os.getppid()
@@ -791,7 +793,11 @@ def main(argv=None):
     p = argparse.ArgumentParser(prog="companion vboard", description=add_vboard_parser.__doc__)
     _add_arguments(p)
     args = p.parse_args(argv)
-    return _run_args(args)
+    try:
+        return _run_args(args)
+    except UserError as e:
+        print("companion vboard: %s" % e, file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -609,7 +609,8 @@ def test_image_verb_provisions_from_the_fleet(tmp_path):
     p = companion("--fleet", fleet, "image", "--board", "esp9000", "--id", "x", "-o", bad)
     assert p.returncode != 0 and "unknown board" in p.stderr and not os.path.exists(bad)
     p = companion("--fleet", fleet, "image", "--board", "esp32", "--id", "x", "--flash-size", "1MB", "-o", bad)
-    assert p.returncode != 0 and "error" in p.stderr and not os.path.exists(bad)
+    assert p.returncode == 2 and p.stderr.startswith("companion: ") and "no room" in p.stderr
+    assert not os.path.exists(bad)
 
 
 def test_job_file_goes_in_as_the_store_keeps_it(tmp_path):
