@@ -180,3 +180,10 @@ def test_a_board_deployed_with_a_sync_port_listens(fleet, tmp_path):
     assert st['id'] == 'n1' and st['secure'] and st['server']['accepted'] >= 1
     assert c('sync', vb.path, '-q').startswith('synced n1')
     tcp_sync(c, 'n1', port)          # and it listens again after the serial visit
+    # the companion of another fleet holds no secret of n1: refused, one line
+    other = tmp_path / 'other'
+    assert CLI(str(other)).run('init').returncode == 0
+    p = CLI(str(other)).run('sync', '127.0.0.1:%d' % port, ok=False)
+    assert p.returncode == 2 and p.stderr.count('\n') == 1 and 'Traceback' not in p.stderr, p.stderr
+    assert p.stderr.startswith("companion: ") and "refused" in p.stderr, p.stderr
+    tcp_sync(c, 'n1', port)          # and its own fleet is still served
