@@ -4,17 +4,23 @@
 # companion has not acknowledged yet).
 #
 # Compaction: the small logs are sorted in RAM and stream-merged with
-# jobs.txt (merge.merge_sorted + merge.compact) into jobs.tmp; jobs.tmp is
+# jobs.txt (merge.merge_sorted + merge.compact) into jobs.tmp, whose stamp
+# (size and sha256, taken as it is written) goes to jobs.nok; jobs.tmp is
 # renamed to jobs.new (its existence means "complete"); log.txt is renamed
-# into the outbox, in.txt removed, jobs.new renamed over jobs.txt. Every
-# crash point is recovered on open (recover()). jobs.txt is never loaded into
-# memory: everything streams, one line at a time.
+# into the outbox, in.txt removed, jobs.new renamed over jobs.txt, jobs.nok
+# over jobs.ok. Every crash point is recovered on open (recover()), and a
+# file that does not match its stamp there was changed behind the store's
+# back (docs/device.md#stamps). jobs.txt is never loaded into memory:
+# everything streams, one line at a time.
 try:
     from micropython import const
 except ImportError:  # CPython (tools that read a board's flash)
     def const(x):
         return x
+import binascii
+import hashlib
 import os
+import sys
 from sporadic import jobline, merge
 
 LOG_MAX = const(2048)     # own log bytes that trigger a compaction
@@ -24,6 +30,7 @@ QUAR_MAX = const(8192)    # quar.txt bytes before it is rotated to quar.old
 CHUNK = const(256)        # bytes gathered before one write while compacting
 CRASH_EXIT = const(77)
 FEED_LINES = const(64)    # lines read between two calls of `feed`
+_STR_HASH = sys.implementation.name == 'micropython'   # hashlib takes a str there
 
 # The watchdog: every long read calls feed() each FEED_LINES lines (set to
 # board.wdt_feed by the runtime and the sync server). A board's watchdog,
@@ -76,6 +83,29 @@ def size(path):
         return 0
 
 
+def put(path, text):
+    """Write a small file whole (a stamp)."""
+    f = open(path, 'w')
+    try:
+        _write(f, text)
+    finally:
+        f.close()
+
+
+def signed(cfg):
+    """Does a board with this cfg.json check what it stores (trust.py)? Not
+    in an insecure fleet, nor on a flash never provisioned with a key."""
+    mode = cfg.get('mode')
+    return not (mode == 'insecure' or (not mode and not cfg.get('pubkey')))
+
+
+def stamp_text(n, h):
+    """A file's stamp: its size in bytes and the first 8 bytes of its
+    sha256 `h` (a hashlib object fed with the whole file), in hex. The same
+    text for the store (store.file_stamp) and the companion's image."""
+    return '%d %s' % (n, binascii.hexlify(h.digest()[:8]).decode())
+
+
 def _rename(a, b):
     crashpoint()
     os.rename(a, b)
@@ -121,6 +151,8 @@ class Store:
         self.tmp = r + 'jobs.tmp'
         self.new = r + 'jobs.new'
         self.bad = r + 'jobs.bad'
+        self.ok = r + 'jobs.ok'      # the stamp of jobs.txt
+        self.nok = r + 'jobs.nok'    # the stamp of jobs.new
         self.log = r + 'log.txt'
         self.inp = r + 'in.txt'
         self.quar = r + 'quar.txt'
@@ -142,18 +174,22 @@ class Store:
         return lambda *a, **k: f(self, *a, **k)
 
     def recover(self):
-        # the recovery code is loaded for the open only, then dropped from RAM
-        import sys
-        import sporadic
-        from sporadic import recover
+        # the recovery code is loaded for the open only, then dropped from
+        # RAM, before a re-import of a changed file (and what that loads:
+        # storex, trust, batch, rsa, hmac, also dropped after)
+        import gc
+        had = list(sys.modules)
         try:
-            recover.recover(self)
+            from sporadic import recover
+            todo, signed = recover.recover(self)
+            recover = None
+            _drop(had)
+            gc.collect()
+            for path, name in todo:
+                self.reimport(path, name, signed)
         finally:
-            sys.modules.pop('sporadic.recover', None)
-            try:
-                delattr(sporadic, 'recover')
-            except (AttributeError, TypeError):
-                pass
+            self._tr = 0
+            _drop(had)
             jobline.unload()   # a re-import may have needed jobx/timex
 
     # ---- reading ----
@@ -219,6 +255,7 @@ class Store:
             return False
         conf = []
         f = open(self.tmp, 'w')
+        h = hashlib.sha256()
         buf = []
         n = 0
         for line in merge.compact(merge.merge_sorted(self.jobs_lines(), pend), conf):
@@ -226,14 +263,19 @@ class Store:
             n += len(line) + 1
             if n >= CHUNK:
                 buf.append('')
-                _write(f, '\n'.join(buf))
+                data = '\n'.join(buf)
+                _write(f, data)
+                h.update(data if _STR_HASH else data.encode())
                 buf = []
                 n = 0
         if buf:
             buf.append('')
-            _write(f, '\n'.join(buf))
+            data = '\n'.join(buf)
+            _write(f, data)
+            h.update(data if _STR_HASH else data.encode())
         f.close()
         self.conflicts = len(conf)
+        put(self.nok, stamp_text(size(self.tmp), h))
         _rename(self.tmp, self.new)
         self.finish()
         self.compactions += 1
@@ -253,21 +295,11 @@ class Store:
         if exists(self.inp):
             _remove(self.inp)
         _rename(self.new, self.jobs)
-        self.stamp()
+        if exists(self.nok):
+            _rename(self.nok, self.ok)
         self.log_size = 0
         self.in_size = 0
         self._pend = None
-
-    def stamp(self):
-        # jobs.txt was written sorted by this store: note its size, so that
-        # opening the store need not read the whole file again to check it
-        # (a file changed behind the store's back has another size; see
-        # docs/device.md)
-        f = open(self.jobs[:-4] + '.ok', 'w')
-        try:
-            _write(f, str(size(self.jobs)))
-        finally:
-            f.close()
 
     # ---- outbox: own records until the companion acknowledges them ----
 
@@ -281,6 +313,18 @@ class Store:
                 s.append(int(name))
         s.sort()
         return s
+
+
+def _drop(had):
+    # forget the sporadic modules loaded since `had` (a list of sys.modules)
+    import sporadic
+    for name in list(sys.modules):
+        if name[:9] == 'sporadic.' and name not in had:
+            sys.modules.pop(name)
+            try:
+                delattr(sporadic, name[9:])
+            except (AttributeError, TypeError):
+                pass
 
 
 _opened = None

@@ -21,7 +21,7 @@ except ImportError:  # CPython (tools that read a board's flash)
         return x
 import json
 import os
-from sporadic import jobline
+from sporadic import jobline, store
 
 batch = None   # sporadic.batch (and rsa), imported by the first signed store
 
@@ -43,9 +43,8 @@ def load(root=''):
     'insecure') or a board never provisioned with a key (no mode, no pubkey:
     bench flash; status says so)."""
     cfg = _load(root + 'cfg.json') or {}
-    mode = cfg.get('mode')
     pub = cfg.get('pubkey')
-    if mode == 'insecure' or (not mode and not pub):
+    if not store.signed(cfg):
         # nothing to check: let this module go (a 64K heap recovering a store)
         import sys
         import sporadic
@@ -55,10 +54,23 @@ def load(root=''):
         except (AttributeError, TypeError):
             pass
         return None
-    return Trust(root, pub, cfg.get('hwm') or 0)
+    t = Trust(root, pub, cfg.get('hwm') or 0)
+    t.me = cfg.get('id')
+    t.secret = cfg.get('secret')
+    return t
+
+
+class _Stored:
+    # the `held` of a Verifier re-checking one of the store's own files:
+    # any SEQ may be one the store held (the file no longer says which)
+    def __contains__(self, seq):
+        return True
 
 
 class Trust:
+    me = None        # this board's id and secret (cfg.json): a result naming
+    secret = None    # this board must carry its MAC
+
     def __init__(self, root, pub, hwm0=0):
         self.path = root + 'trust.json'
         self.tmp = root + 'trust.tmp'
@@ -86,10 +98,12 @@ class Trust:
             refused.append((raw, why))
         self.refused += 1
 
-    def admit(self, st, lines, src='sync', refused=None):
+    def admit(self, st, lines, src='sync', refused=None, stored=False):
         """The lines of one delivery that may be stored (canonical text;
         unparsable lines are passed through for the store to refuse), and
-        the number refused here."""
+        the number refused here. `stored`: the delivery is one of the
+        store's own files found changed (recover.py): its batch records are
+        checked (signature, key) but may be at or below the hwm."""
         global batch
         if batch is None:
             from sporadic import batch as b   # and rsa: only once lines arrive
@@ -116,14 +130,20 @@ class Trust:
             elif c[jobline.ID_LEN:jobline.ID_LEN + 3] in (' r ', ' a ') and _mac(c) == '-':
                 self._refuse(st, c, 'no MAC: a device record must be authenticated', src, refused)
                 ref += 1
+            elif self.secret and c[jobline.ID_LEN:jobline.ID_LEN + 3] == ' r ' and not self._mine_ok(c):
+                # a result naming this board that this board did not write
+                self._refuse(st, c, 'bad MAC: a result of %s that %s did not write' % (self.me, self.me),
+                             src, refused)
+                ref += 1
             else:
                 out.append(c)
         v = self._v
+        held = _Stored() if stored else None
         if v is None:
-            v = batch.Verifier(self.keys, self.hwm, self._held(st, recs), self.retired)
+            v = batch.Verifier(self.keys, self.hwm, held or self._held(st, recs), self.retired)
             self._v = v
         elif recs:
-            v.held = self._held(st, recs)
+            v.held = held or self._held(st, recs)
         recs.sort(key=batch.ingest_key)
         for c in recs:
             why = v.take(c)
@@ -159,6 +179,13 @@ class Trust:
                 if self._t is None or t > self._t:
                     self._t = t
         return out, ref
+
+    def _mine_ok(self, c):
+        # False for a result naming this board whose MAC is not this board's
+        if c.split(' ', 3)[2] != self.me:
+            return True
+        from sporadic import hmac
+        return hmac.check_line(self.secret, c)
 
     def _held(self, st, recs):
         # SEQs of this delivery's .b/.k records the store already holds
