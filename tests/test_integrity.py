@@ -1,0 +1,276 @@
+"""Store integrity (issue 12): a store file that is not what the store last
+wrote (its stamp, size and sha256, does not match) is handled as an
+untrusted delivery in a signed fleet: the fleet-authored lines must be
+covered by a verified batch, log.txt holds only this board's own records
+under its MAC, the rest is quarantined ("edited FILE: reason") and never
+runs; the good lines are kept. A power cut is not an edit.
+
+The boards are set up as a user sets one up: `companion init`, `add`, then
+`companion image --board unix` (the image's files are the board's flash
+folder here); they run on the MicroPython unix port with the step clock
+(tests/devboot.py), started by sporadic.boot as main.py starts them. The
+edits are file writes on the flash, what `mpremote fs cp` does
+(tests/test_integrity_vboard.py does it with mpremote through a virtual
+board's REPL).
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from companion import image
+from sporadic import hmac as shmac
+from sporadic import jobline
+from tests.devutil import boot, lines, actlog, T0, MICROPYTHON
+
+pytestmark = pytest.mark.skipif(MICROPYTHON is None, reason='micropython not installed')
+
+D = 86400
+HEAP = '96K'     # a signed re-check (trust, batch, rsa) on the 64-bit port, as tests/test_crash.py
+JOB_A = 'each 2026-12-01T06:00Z log hello ; every=1d'
+JOB_B = 'each 2026-12-01T07:00Z log other ; every=1d'
+DRIVER = '''
+import json, sys
+from sporadic import boot
+rt = boot.main(until=%d)
+from sporadic import syncsrv
+sys.stdout.write('STATUS ')
+json.dump(syncsrv.status(), sys.stdout)
+print()
+'''
+
+
+def companion(fleet, *argv):
+    p = subprocess.run([sys.executable, '-m', 'companion.cli', '--fleet', fleet] + list(argv),
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, (argv, p.stdout, p.stderr)
+    return p.stdout
+
+
+def provisioned(tmp, host='pump-1', insecure=False, jobs=(JOB_A, JOB_B)):
+    """(flash folder, fleet folder, {job text: id}): `companion init`,
+    `add`, `image --board unix`, the image's files laid out as the flash."""
+    fleet = str(tmp / 'fleet')
+    companion(fleet, 'init', *(['--insecure'] if insecure else []))
+    ids = {j: companion(fleet, 'add', j).strip() for j in jobs}
+    img = str(tmp / 'fs.bin')
+    companion(fleet, 'image', '--board', 'unix', '--id', host, '-o', img)
+    with open(img, 'rb') as f:
+        found = image.read_image(f.read(), image.geometry('unix'))
+    flash = str(tmp / host)
+    for path, data in found.items():
+        p = os.path.join(flash, path.lstrip('/'))
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, 'wb') as f:
+            f.write(data)
+    return flash, fleet, ids
+
+
+def run(flash, until, env=None, heap=HEAP, check=True):
+    p = boot(flash, DRIVER % until, start=T0, env=env, heap=heap, check=check)
+    st = None
+    for l in p.stdout.splitlines():
+        if l.startswith('STATUS '):
+            st = json.loads(l[7:])
+    return st, p
+
+
+def cfg(flash):
+    with open(os.path.join(flash, 'cfg.json')) as f:
+        return json.load(f)
+
+
+def result(jid, host, k, outcome, secret=None, text='done'):
+    r = jobline.Result(jid, host, k, T0 + 7 * 3600, outcome, 1, '-', text)
+    if secret:
+        r.mac = shmac.mac_result(secret, r.line())
+    return r.line()
+
+
+def edit(flash, name, old, new):
+    path = os.path.join(flash, name)
+    with open(path) as f:
+        text = f.read()
+    assert old in text
+    with open(path, 'w') as f:
+        f.write(text.replace(old, new))
+
+
+def append(flash, name, *new):
+    with open(os.path.join(flash, name), 'a') as f:
+        f.write(''.join(l + '\n' for l in new))
+
+
+def quarantined(flash):
+    return lines(flash, 'quar.txt')
+
+
+def held(flash):
+    """Every record line on the board (jobs.txt, logs, outbox)."""
+    out = lines(flash, 'jobs.txt') + lines(flash, 'log.txt') + lines(flash, 'in.txt')
+    od = os.path.join(flash, 'out')
+    for n in (os.listdir(od) if os.path.isdir(od) else []):
+        out += lines(flash, os.path.join('out', n))
+    return out
+
+
+def test_edited_and_added_job_lines_are_refused_the_others_run(tmp_path):
+    flash, _, ids = provisioned(tmp_path)
+    a, b = ids[JOB_A], ids[JOB_B]
+    edit(flash, 'jobs.txt', 'log other', 'log pwned')                        # rewritten in an IDE
+    append(flash, 'jobs.txt', 'each 2026-12-01T06:30Z log added ; every=1d')  # hand-written, unsorted
+    st, _ = run(flash, T0 + D)
+    ran = actlog(flash)
+    assert ran == {a + '.0': 1}, ran                                           # the untouched job ran
+    assert not any('pwned' in l or 'added' in l for l in lines(flash, 'actlog.txt'))
+    q = quarantined(flash)
+    assert len(q) == 2 and all(l.startswith('edited jobs.txt: not signed: ') for l in q), q
+    assert any('log pwned' in l for l in q) and any('log added' in l for l in q)
+    assert 'jobs.txt not as this store wrote it: re-imported, 2 line(s) refused' in st['store']['recovered']
+    assert st['quarantined'] == 2 and any('log pwned' in r for r in st['trust']['refusals'])
+    # the good lines are kept (the batch records too), the refused ones are gone
+    j = lines(flash, 'jobs.txt')
+    assert any(l.startswith(a + ' each ') for l in j) and sum(l.startswith('.b ') for l in j) == 3
+    assert not any('pwned' in l or 'added' in l for l in j)
+    # stamped again: the next boot opens it as its own
+    st, _ = run(flash, T0 + 2 * D)
+    assert st['store']['recovered'] == [] and st['quarantined'] == 2
+    assert actlog(flash) == {a + '.0': 1, a + '.1': 1}
+
+
+def test_lines_appended_to_the_log_are_refused(tmp_path):
+    flash, _, ids = provisioned(tmp_path)
+    a, b = ids[JOB_A], ids[JOB_B]
+    run(flash, T0 + 6 * 3600 + 60)                 # A.0 runs: its records are in log.txt
+    mine = [l for l in lines(flash, 'log.txt') if ' r pump-1 ' in l]
+    assert len(mine) == 2
+    secret = cfg(flash)['secret']
+    forged = [result(b, 'pump-1', 0, 'ok', '11' * 32),        # "B.0 done": it would never run
+              result(b, 'pump-1', 0, 'ok'),                   # the same without a MAC
+              result(b, 'pump-9', 0, 'ok', '22' * 32),        # another board's, in this board's log
+              jobline.canonical('each 2026-12-01T06:30Z log forged')]   # a job line
+    append(flash, 'log.txt', *forged)
+    st, _ = run(flash, T0 + D)
+    assert actlog(flash) == {a + '.0': 1, b + '.0': 1}        # B.0 ran: the forged "ok" did not count
+    q = quarantined(flash)
+    assert len(q) == 4 and all(l.startswith('edited log.txt: ') for l in q), q
+    assert 'bad MAC: a result of pump-1 that pump-1 did not write' in q[0]
+    assert 'bad MAC' in q[1] and 'a result of pump-9 in the log of pump-1' in q[2]
+    assert 'not a record of this board' in q[3]
+    rec = held(flash)
+    assert not set(forged) & set(rec)
+    assert set(mine) <= set(rec)                             # its own records stay
+    assert all(shmac.check_line(secret, l) for l in rec if ' r pump-1 ' in l)
+    assert st['quarantined'] == 4
+
+
+def test_lines_appended_to_in_txt_and_a_planted_jobs_new_are_refused(tmp_path):
+    flash, _, ids = provisioned(tmp_path)
+    a = ids[JOB_A]
+    via_in = jobline.canonical('each 2026-12-01T06:10Z log via-in ; every=1d')
+    append(flash, 'in.txt', via_in)                           # "received by a sync"
+    with open(os.path.join(flash, 'jobs.new'), 'w') as f:     # "a compaction in flight" that cancels A
+        f.write(''.join(l + '\n' for l in sorted(lines(flash, 'jobs.txt') + [a + ' cancel'])))
+    st, _ = run(flash, T0 + D)
+    assert actlog(flash) == {a + '.0': 1, ids[JOB_B] + '.0': 1}
+    q = quarantined(flash)
+    assert any(l.startswith('edited in.txt: not signed: ') and 'via-in' in l for l in q), q
+    assert any(l.startswith('edited jobs.new: not signed: ') and a + ' cancel' in l for l in q), q
+    assert len(q) == 2
+    assert not any('via-in' in l or l == a + ' cancel' for l in held(flash))
+    assert not os.path.exists(os.path.join(flash, 'jobs.new'))
+
+
+def test_unchanged_store_opens_without_a_pass(tmp_path):
+    """The stamp short-cut: opening a store whose files match their stamps
+    reads no line of jobs.txt (one sha256 over it) and writes nothing."""
+    flash, _, _ = provisioned(tmp_path)
+    code = '''
+from sporadic import store
+reads = []
+plain = store.read_lines
+def counted(path, torn=False):
+    reads.append(path)
+    return plain(path, torn)
+store.read_lines = counted
+st = store.open_store()
+print('OPEN', reads.count('jobs.txt') + reads.count('jobs.bad'), store.ops, len(st.notes))
+'''
+    def open_once():
+        p = boot(flash, code, start=T0, heap=HEAP)
+        (line,) = [l for l in p.stdout.splitlines() if l.startswith('OPEN ')]
+        return [int(x) for x in line.split()[1:]]
+
+    assert open_once() == [0, 1, 0]              # as the image wrote it (makes out/)
+    assert open_once() == [0, 0, 0]
+    run(flash, T0 + D)                            # runs, compacts (jobs.ok written by the store)
+    assert open_once() == [0, 0, 0]
+    edit(flash, 'jobs.txt', 'log other', 'log othex')   # same size, other bytes
+    reads, ops, notes = open_once()
+    assert reads >= 1 and ops > 0 and notes == 1
+    assert open_once() == [0, 0, 0]
+
+
+def test_torn_log_tail_is_recovered_not_reported_as_an_edit(tmp_path):
+    flash, _, ids = provisioned(tmp_path)
+    a = ids[JOB_A]
+    run(flash, T0 + 6 * 3600 + 60)
+    with open(os.path.join(flash, 'log.txt'), 'a') as f:
+        f.write(a + ' r pump-1 1 17961')          # power lost mid-line
+    with open(os.path.join(flash, 'in.txt'), 'a') as f:
+        f.write('.h pum')                        # and mid-receive
+    st, _ = run(flash, T0 + D + 6 * 3600 + 60)
+    assert 'dropped a torn line from log.txt' in st['store']['recovered']
+    assert not any('not as this store wrote it' in n for n in st['store']['recovered']), st['store']
+    q = quarantined(flash)
+    assert q and all(': torn last line (power loss while writing): ' in l for l in q), q
+    assert not any(l.startswith('edited ') for l in q)
+    assert actlog(flash) == {a + '.0': 1, a + '.1': 1, ids[JOB_B] + '.0': 1}
+
+
+def test_power_cuts_are_not_reported_as_edits(tmp_path):
+    """A signed store ended at flash mutations through runs, compactions and
+    a signed delivery: each time it reopens with nothing re-imported and
+    nothing quarantined as edited (jobs.nok carries a compaction's stamp
+    across its last renames; in.ok is written after each delivery)."""
+    flash0, fleet, ids = provisioned(tmp_path, jobs=(JOB_A, 'each 2026-12-01T00:00Z log tick ; every=10m'))
+    # a delivery signed by the fleet after the image was made
+    companion(fleet, 'add', 'each 2026-12-01T03:00Z log later ; every=1h')
+    with open(os.path.join(fleet, 'jobs.txt')) as f:
+        fleet_lines = f.read().splitlines()
+    code = '''
+from sporadic import store, clock
+st = store.open_store()
+st.receive(%r, 'peer')
+from sporadic import boot
+boot.main(until=%d)
+''' % (fleet_lines, T0 + 12 * 3600)
+    import shutil
+    d = str(tmp_path / 'count')
+    shutil.copytree(flash0, d)
+    p = boot(d, code + 'print("OPS", store.ops, st.compactions)\n', start=T0, heap=HEAP)
+    total, compactions = [int(x) for x in p.stdout.split('OPS')[1].split()[:2]]
+    assert compactions >= 3
+    for i, n in enumerate(range(1, total, max(1, total // 30))):
+        d = str(tmp_path / ('c%d' % i))
+        shutil.copytree(flash0, d)
+        p = boot(d, code, start=T0, heap=HEAP, env={'SPORADIC_CRASH_AFTER': str(n)}, check=False)
+        assert p.returncode in (0, 77), p.stderr[-2000:]
+        st, _ = run(d, T0 + 12 * 3600)
+        notes = st['store']['recovered']
+        assert not any('not as this store wrote it' in x for x in notes), (n, notes)
+        assert not any(l.startswith('edited ') for l in quarantined(d)), (n, quarantined(d))
+        assert ids[JOB_A] + '.0' in actlog(d)
+
+
+def test_insecure_fleet_takes_an_edited_file_as_before(tmp_path):
+    flash, _, ids = provisioned(tmp_path, insecure=True)
+    edit(flash, 'jobs.txt', 'log other', 'log edited')
+    append(flash, 'jobs.txt', 'each 2026-12-01T06:30Z log added')
+    st, _ = run(flash, T0 + D)
+    ran = {l.split(' ', 1)[1] for l in lines(flash, 'actlog.txt')}
+    assert ran == {'hello', 'edited', 'added'}, ran
+    assert st['quarantined'] == 0 and st['trust']['mode'].startswith('insecure')
+    assert st['store']['recovered'] == ['jobs.txt not as this store wrote it: re-imported, 0 line(s) refused']
