@@ -9,12 +9,13 @@ The boards are set up as a user sets one up: `companion init`, `add`, then
 `companion image --board unix` (the image's files are the board's flash
 folder here); they run on the MicroPython unix port with the step clock
 (tests/devboot.py), started by sporadic.boot as main.py starts them. The
-edits are file writes on the flash, what `mpremote fs cp` does
-(tests/test_integrity_vboard.py does it with mpremote through a virtual
-board's REPL).
+edits are file writes on the flash, what `mpremote fs cp` does; the last
+test makes them with mpremote itself, through a virtual board's REPL, on a
+board set up with `companion deploy` and synced with `companion sync`.
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -23,7 +24,9 @@ import pytest
 from companion import image
 from sporadic import hmac as shmac
 from sporadic import jobline
-from tests.devutil import boot, lines, actlog, T0, MICROPYTHON
+from sporadic.timeutil import format_time
+from tests.devutil import boot, lines, actlog, wait_for, T0, MICROPYTHON
+from tests.test_e2e import world, results  # noqa: F401  (the CLI-on-virtual-boards fixture)
 
 pytestmark = pytest.mark.skipif(MICROPYTHON is None, reason='micropython not installed')
 
@@ -247,7 +250,6 @@ st.receive(%r, 'peer')
 from sporadic import boot
 boot.main(until=%d)
 ''' % (fleet_lines, T0 + 12 * 3600)
-    import shutil
     d = str(tmp_path / 'count')
     shutil.copytree(flash0, d)
     p = boot(d, code + 'print("OPS", store.ops, st.compactions)\n', start=T0, heap=HEAP)
@@ -274,3 +276,85 @@ def test_insecure_fleet_takes_an_edited_file_as_before(tmp_path):
     assert ran == {'hello', 'edited', 'added'}, ran
     assert st['quarantined'] == 0 and st['trust']['mode'].startswith('insecure')
     assert st['store']['recovered'] == ['jobs.txt not as this store wrote it: re-imported, 0 line(s) refused']
+
+
+def mpremote(port, *args):
+    """The tool a person with the cable uses."""
+    p = subprocess.run([sys.executable, '-m', 'mpremote', 'connect', port] + list(args),
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, (args, p.stdout, p.stderr)
+    return p.stdout
+
+
+@pytest.mark.slow
+def test_store_edited_through_the_repl_of_a_deployed_board(world):
+    """init, deploy, add, sync; then jobs.txt and log.txt changed through the
+    board's REPL with mpremote. The next sync's open re-checks them: the
+    edited and added lines are refused and reported (`companion status`),
+    never run, nothing the board did not do comes back (`companion
+    results`), and the untouched job runs on; the edited job comes back
+    from the companion at that sync, as the owner wrote it."""
+    c = world.companion
+    c('init')
+    vb = world.board('pump-1')
+    c('deploy', vb.path, '--id', 'pump-1', '-q')
+    keep = c('add', 'each +5m log keep ; every=1h within=30m').strip()
+    victim = c('add', 'each +5m log victim ; every=1h within=30m').strip()
+    c.sync(vb.path)
+    wait_for(lambda: actlog_(vb, keep + '.0') and actlog_(vb, victim + '.0'), timeout=60,
+             what='both jobs to run once')
+    # the person with the cable: jobs.txt out, one line rewritten, one added, back in
+    local = os.path.join(str(world.tmp), 'jobs.txt')
+    mpremote(vb.path, 'fs', 'cp', ':jobs.txt', local)
+    with open(local) as f:
+        text = f.read()
+    assert victim + ' each ' in text and 'log victim' in text
+    due = format_time(world.clock.now() - 60)      # due now, on the board's clock
+    forged_job = jobline.canonical('each %s log added-by-hand ; every=1h within=30m' % due)
+    with open(local, 'w') as f:
+        f.write(text.replace('log victim', 'log pwned') + forged_job + '\n')
+    mpremote(vb.path, 'fs', 'cp', local, ':jobs.txt')
+    # ... and three lines appended to log.txt: "victim.1 done" (so it would not
+    # run), a job line, another board's result
+    k = max(int(i.split('.')[1]) for i in actlog_all(vb) if i.startswith(victim + '.')) + 1
+    forged = [result(victim, 'pump-1', k, 'ok', '11' * 32),
+              jobline.canonical('each %s log from-the-log ; every=1h within=30m' % due),
+              result(keep, 'pump-9', 0, 'ok', '22' * 32)]
+    code = "f = open('log.txt', 'a')\n" + ''.join('f.write(%r)\n' % (l + '\n') for l in forged) + 'f.close()\n'
+    mpremote(vb.path, 'exec', code)
+    # the next sync (its soft reset opens the store: the check) and the board runs on
+    out = c('sync', vb.path)
+    assert 'synced pump-1' in out
+    st = c.json('status')
+    (dev,) = st['devices']
+    refusals = '\n'.join(dev['refusals'])
+    assert dev['quarantined'] >= 5, dev
+    text = c('status')
+    assert 'pump-1 refused' in text and 'edited' in text
+    q = lines(vb.flash_dir, 'quar.txt')
+    assert any(l.startswith('edited jobs.txt: not signed') and 'log pwned' in l for l in q), q
+    assert any(l.startswith('edited jobs.txt: not signed') and 'added-by-hand' in l for l in q), q
+    assert any(l.startswith('edited log.txt: bad MAC') for l in q), q
+    assert any(l.startswith('edited log.txt: not a record of this board') and 'from-the-log' in l for l in q), q
+    assert any(l.startswith('edited log.txt: a result of pump-9') for l in q), q
+    assert 'edited' in refusals
+    # the board runs on: keep's next instances, victim as the owner wrote it
+    k_keep = max(int(i.split('.')[1]) for i in actlog_all(vb) if i.startswith(keep + '.'))
+    wait_for(lambda: actlog_(vb, '%s.%d' % (keep, k_keep + 1)) and actlog_(vb, '%s.%d' % (victim, k)),
+             timeout=60, what='keep and victim to run after the edit')
+    c.sync(vb.path)
+    texts = [l.split(' ', 1)[1] for l in lines(vb.flash_dir, 'actlog.txt')]
+    assert set(texts) == {'keep', 'victim'}, texts                  # nothing edited or added ran
+    rows = results(c)
+    assert rows and all(r['verified'] is True for r in rows), [r for r in rows if r['verified'] is not True]
+    assert all(r['output'] in ('', 'keep', 'victim') for r in rows), rows
+    assert not any(r['host'] == 'pump-9' for r in rows)
+    assert {j['job'] for j in c.json('jobs')} == {keep, victim}     # the fleet took nothing in
+
+
+def actlog_all(vb):
+    return actlog(vb.flash_dir)
+
+
+def actlog_(vb, inst):
+    return actlog(vb.flash_dir).get(inst, 0)
