@@ -1,8 +1,8 @@
 # Opening the flash store: bring any interrupted operation to a consistent
 # end (docs/device.md#crash-safety). Loaded by Store.recover() for the open
 # only, then dropped from RAM.
-from sporadic import jobline, store
-from sporadic.store import exists, size, read_lines, crashpoint, _write, _rename, _remove
+from sporadic import jobline, stamp
+from sporadic.store import exists, size, read_lines, crashpoint, put as _put, _write, _rename, _remove
 import os
 
 
@@ -39,9 +39,8 @@ def recover(st):
         except OSError:   # LittleFS after a power cut: stat failed, the folder is there
             pass
     cfg = _cfg(st.root)
-    signed = store.signed(cfg)
-    from sporadic import storex
-    file_stamp = storex.file_stamp
+    signed = stamp.signed(cfg)
+    file_stamp = stamp.file_stamp
     newbad = st.root + 'new.bad'
     inbad = st.root + 'in.bad'
     if exists(st.new):
@@ -50,7 +49,8 @@ def recover(st):
             st.notes.append('finished an interrupted compaction')
         else:   # not what a compaction of this store wrote
             _rename(st.new, newbad)
-    for p in (st.tmp, st.log[:-4] + '.tmp', st.inp[:-4] + '.tmp'):
+    for p in (st.tmp, st.log[:-4] + '.tmp', st.inp[:-4] + '.tmp', st.root + 'jobs.chk',
+              st.root + 'jobs.dig'):
         if exists(p):
             _remove(p)
             st.notes.append('removed partial ' + p)
@@ -67,10 +67,10 @@ def recover(st):
         elif s != _read(st.ok):
             if nok is not None:
                 _remove(st.nok)
-            if signed or not storex.jobs_sorted(st):
+            if signed or not _jobs_sorted(st):
                 _rename(st.jobs, st.bad)
             else:        # insecure: a sorted, canonical file is taken as it is
-                store.put(st.ok, s)
+                _put(st.ok, s)
                 st.notes.append('jobs.txt changed: stamped again')
     if signed and st.in_size and file_stamp(st.inp) != _read(st.inp[:-4] + '.ok'):
         _rename(st.inp, inbad)
@@ -153,3 +153,19 @@ def _valid(line):
         return jobline.canonical(line) == line
     except Exception:
         return False
+
+
+def _jobs_sorted(st):
+    # insecure: is jobs.txt sorted and canonical, as a store writes it?
+    # (an edited file is then taken as it is)
+    last = ''
+    n = 0
+    for line in read_lines(st.jobs):
+        if not line or line <= last:
+            return False
+        if line[0] != '.' and not (line[jobline.ID_LEN:jobline.ID_LEN + 1] == ' '
+                                   and jobline.is_id(line[:jobline.ID_LEN])):
+            return False
+        last = line
+        n += len(line) + 1
+    return n == size(st.jobs)

@@ -61,11 +61,14 @@ def crashpoint(f=None, data=None):
         raise SystemExit(CRASH_EXIT)
 
 
-def _write(f, data):
+def _write(f, data, h=None):
+    # h: a hashlib object fed what is written (the stamp of a compaction)
     global bytes_written
     crashpoint(f, data)
     f.write(data)
     bytes_written += len(data)
+    if h is not None:
+        h.update(data if _STR_HASH else data.encode())
 
 
 def exists(path):
@@ -92,17 +95,10 @@ def put(path, text):
         f.close()
 
 
-def signed(cfg):
-    """Does a board with this cfg.json check what it stores (trust.py)? Not
-    in an insecure fleet, nor on a flash never provisioned with a key."""
-    mode = cfg.get('mode')
-    return not (mode == 'insecure' or (not mode and not cfg.get('pubkey')))
-
-
 def stamp_text(n, h):
     """A file's stamp: its size in bytes and the first 8 bytes of its
     sha256 `h` (a hashlib object fed with the whole file), in hex. The same
-    text for the store (store.file_stamp) and the companion's image."""
+    text for the store (stamp.file_stamp) and the companion's image."""
     return '%d %s' % (n, binascii.hexlify(h.digest()[:8]).decode())
 
 
@@ -175,8 +171,8 @@ class Store:
 
     def recover(self):
         # the recovery code is loaded for the open only, then dropped from
-        # RAM, before a re-import of a changed file (and what that loads:
-        # storex, trust, batch, rsa, hmac, also dropped after)
+        # RAM before a re-import of a changed file (storex.reimport_all;
+        # what that loads is dropped after it)
         import gc
         had = list(sys.modules)
         try:
@@ -185,8 +181,8 @@ class Store:
             recover = None
             _drop(had)
             gc.collect()
-            for path, name in todo:
-                self.reimport(path, name, signed)
+            if todo:
+                self.reimport_all(todo, signed)
         finally:
             self._tr = 0
             _drop(had)
@@ -248,31 +244,31 @@ class Store:
     def needs_compaction(self):
         return self.log_size > LOG_MAX or self.in_size > IN_MAX
 
-    def compact(self):
-        """Fold the logs into jobs.txt (see the top of this file)."""
+    def compact(self, extra=None):
+        """Fold the logs (and `extra`, a sorted stream of canonical lines)
+        into jobs.txt (see the top of this file)."""
         pend = self.pending()
-        if not pend:
+        if not pend and extra is None:
             return False
         conf = []
         f = open(self.tmp, 'w')
         h = hashlib.sha256()
         buf = []
         n = 0
-        for line in merge.compact(merge.merge_sorted(self.jobs_lines(), pend), conf):
+        src = merge.merge_sorted(self.jobs_lines(), pend)
+        if extra is not None:
+            src = merge.merge_sorted(src, extra)
+        for line in merge.compact(src, conf):
             buf.append(line)
             n += len(line) + 1
             if n >= CHUNK:
                 buf.append('')
-                data = '\n'.join(buf)
-                _write(f, data)
-                h.update(data if _STR_HASH else data.encode())
+                _write(f, '\n'.join(buf), h)
                 buf = []
                 n = 0
         if buf:
             buf.append('')
-            data = '\n'.join(buf)
-            _write(f, data)
-            h.update(data if _STR_HASH else data.encode())
+            _write(f, '\n'.join(buf), h)
         f.close()
         self.conflicts = len(conf)
         put(self.nok, stamp_text(size(self.tmp), h))

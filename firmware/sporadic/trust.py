@@ -21,7 +21,7 @@ except ImportError:  # CPython (tools that read a board's flash)
         return x
 import json
 import os
-from sporadic import jobline, store
+from sporadic import jobline, stamp
 
 batch = None   # sporadic.batch (and rsa), imported by the first signed store
 
@@ -44,7 +44,7 @@ def load(root=''):
     bench flash; status says so)."""
     cfg = _load(root + 'cfg.json') or {}
     pub = cfg.get('pubkey')
-    if not store.signed(cfg):
+    if not stamp.signed(cfg):
         # nothing to check: let this module go (a 64K heap recovering a store)
         import sys
         import sporadic
@@ -137,6 +137,8 @@ class Trust:
                 ref += 1
             else:
                 out.append(c)
+        if not (recs or wait):
+            return out, ref      # results, assignments: no batch to look at
         v = self._v
         held = _Stored() if stored else None
         if v is None:
@@ -282,11 +284,12 @@ def _held_cover(st, lines):
             break
         if line[:3] != '.b ':
             continue
-        f = line.split(' ', 4)
+        a = line.find(' ', 12)            # .b SEQ KEYID DIGESTS SIG
         try:
-            seg = binascii.unhexlify(f[3])
+            seg = binascii.unhexlify(line[a + 1:line.find(' ', a + 1)])
         except Exception:
             continue
+        line = None
         for i in range(len(ds)):
             if not ok[i] and batch._find(seg, ds[i]):
                 ok[i] = True
@@ -294,6 +297,91 @@ def _held_cover(st, lines):
         if not left:
             break
     return ok
+
+
+def covered(st, path, held):
+    """A bitmap (bytearray, bit i for line i of the file at path): which
+    fleet-authored lines a .b record of the file `held` (batch records
+    verified by this store) covers: the _held_cover rule for a whole file
+    (storex.reimport), in constant memory: the lines' digests go to
+    jobs.dig (8 bytes a line, one parse a line), then each window of
+    batches (batch.WINDOW digests) is looked up by one read of that file;
+    a batch record is read once."""
+    global batch
+    if batch is None:
+        from sporadic import batch as b
+        batch = b
+    import binascii
+    from sporadic.store import read_lines, _write, _remove
+    dig = st.root + 'jobs.dig'
+    zero = bytes(batch.DIGEST)
+    f = open(dig, 'wb')
+    n = 0
+    try:
+        for line in read_lines(path, True):
+            d = zero
+            k = line.lstrip()[:3]
+            if k != '.b ' and k != '.k ' and batch.needs_batch(line):
+                try:
+                    d = batch.line_digest(jobline.canonical(line) or '')
+                except MemoryError:
+                    raise
+                except Exception:
+                    pass         # the store refuses it with the parse error
+            _write(f, d)
+            n += 1
+    finally:
+        f.close()
+    bits = bytearray((n + 7) // 8)
+    segs = []
+    used = 0
+    for line in read_lines(held):
+        if line[:3] != '.b ':
+            continue
+        a = line.find(' ', 12)            # .b SEQ KEYID DIGESTS SIG
+        try:
+            seg = binascii.unhexlify(line[a + 1:line.find(' ', a + 1)])
+        except Exception:
+            continue
+        line = None
+        if segs and used + len(seg) // batch.DIGEST > batch.WINDOW:
+            _mark(dig, segs, bits, zero)
+            segs = []
+            used = 0
+        segs.append(seg)
+        used += len(seg) // batch.DIGEST
+    if segs:
+        _mark(dig, segs, bits, zero)
+    _remove(dig)
+    return bits
+
+
+def _mark(dig, segs, bits, zero):
+    # one read of jobs.dig: the lines these batches cover get their bit
+    from sporadic import store
+    w = batch.DIGEST
+    buf = bytearray(64 * w)
+    mv = memoryview(buf)
+    i = 0
+    f = open(dig, 'rb')
+    try:
+        while True:
+            r = f.readinto(buf)
+            if not r:
+                break
+            for o in range(0, r, w):
+                if not bits[i >> 3] & (1 << (i & 7)):
+                    d = bytes(mv[o:o + w])
+                    if d != zero:
+                        for seg in segs:
+                            if batch._find(seg, d):
+                                bits[i >> 3] |= 1 << (i & 7)
+                                break
+                i += 1
+            if store.feed is not None:
+                store.feed()
+    finally:
+        f.close()
 
 
 def last_reasons(root='', n=REASONS):
