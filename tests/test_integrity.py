@@ -329,8 +329,10 @@ def test_store_edited_through_the_repl_of_a_deployed_board(world):
     (dev,) = st['devices']
     refusals = '\n'.join(dev['refusals'])
     assert dev['quarantined'] >= 5, dev
+    assert 'jobs.txt not as this store wrote it: re-imported, 2 line(s) refused' in dev['recovered'], dev
     text = c('status')
     assert 'pump-1 refused' in text and 'edited' in text
+    assert 'pump-1 store: jobs.txt not as this store wrote it' in text
     q = lines(vb.flash_dir, 'quar.txt')
     assert any(l.startswith('edited jobs.txt: not signed') and 'log pwned' in l for l in q), q
     assert any(l.startswith('edited jobs.txt: not signed') and 'added-by-hand' in l for l in q), q

@@ -59,14 +59,15 @@ def recover(st):
     st.log_size = size(st.log)
     st.in_size = size(st.inp)
     # the stamps (before anything is compacted: a compaction stamps what it writes)
-    if size(st.jobs):
-        s = file_stamp(st.jobs)
-        nok = _read(st.nok)
-        if s == nok:     # power lost between the last two renames of a compaction
+    s = file_stamp(st.jobs) if size(st.jobs) else None
+    nok = _read(st.nok)
+    if nok is not None:  # the stamp of a compaction's output
+        if s == nok:     # power lost between the two renames of its end
             _rename(st.nok, st.ok)
-        elif s != _read(st.ok):
-            if nok is not None:
-                _remove(st.nok)
+        else:            # an output that never was renamed in
+            _remove(st.nok)
+    if s is not None and s != nok:
+        if s != _read(st.ok):
             if signed or not _jobs_sorted(st):
                 _rename(st.jobs, st.bad)
             else:        # insecure: a sorted, canonical file is taken as it is
