@@ -360,3 +360,44 @@ def actlog_all(vb):
 
 def actlog_(vb, inst):
     return actlog(vb.flash_dir).get(inst, 0)
+
+
+def test_the_re_check_feeds_the_watchdog(tmp_path, capsys):
+    """A re-check of a changed file is several passes over it: each feeds
+    the watchdog as it goes (store.feed every FEED_LINES lines read, every
+    8 KB hashed, every 64 digests looked up), as the loop's passes do."""
+    from companion import cli
+    fleet = str(tmp_path / 'fleet')
+    assert cli.main(['--fleet', fleet, 'init']) == 0
+    n = 300
+    for i in range(n):
+        assert cli.main(['--fleet', fleet, 'add', 'each 2026-12-02T06:00Z log j%d ; every=1d' % i]) == 0
+    capsys.readouterr()
+    img = str(tmp_path / 'fs.bin')
+    assert cli.main(['--fleet', fleet, 'image', '--board', 'unix', '--id', 'pump-1', '-o', img]) == 0
+    with open(img, 'rb') as f:
+        found = image.read_image(f.read(), image.geometry('unix'))
+    flash = str(tmp_path / 'pump-1')
+    for path, data in found.items():
+        p = os.path.join(flash, path.lstrip('/'))
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, 'wb') as f:
+            f.write(data)
+    code = '''
+from sporadic import store
+feeds = [0]
+def feed():
+    feeds[0] += 1
+store.feed = feed
+st = store.open_store()
+print('FEEDS', feeds[0], st.quarantined, len(st.notes))
+'''
+    def feeds():
+        p = boot(flash, code, start=T0, heap='128K')
+        return [int(x) for x in p.stdout.split('FEEDS')[1].split()[:3]]
+
+    unchanged = feeds()[0]
+    edit(flash, 'jobs.txt', 'log j7 ', 'log jX ')
+    got, refused, notes = feeds()
+    assert (refused, notes) == (1, 1)
+    assert got >= 4 * n // 64 > unchanged, (got, unchanged)
