@@ -54,7 +54,7 @@ def recover(st):
         if exists(p):
             _remove(p)
             st.notes.append('removed partial ' + p)
-    _check_log(st, st.log, 'log', cfg if signed else None)
+    _check_log(st, st.log, 'log', cfg if signed and cfg.get('id') else None)
     _check_log(st, st.inp, 'in')
     st.log_size = size(st.log)
     st.in_size = size(st.inp)
