@@ -390,14 +390,17 @@ def feed():
     feeds[0] += 1
 store.feed = feed
 st = store.open_store()
-print('FEEDS', feeds[0], st.quarantined, len(st.notes))
+print('FEEDS', feeds[0], st.quarantined, len(st.notes), st.notes)
 '''
+    last = [None]
+
     def feeds():
         p = boot(flash, code, start=T0, heap='128K')
+        last[0] = p.stdout
         return [int(x) for x in p.stdout.split('FEEDS')[1].split()[:3]]
 
     unchanged = feeds()[0]
     edit(flash, 'jobs.txt', 'log j7 ', 'log jX ')
     got, refused, notes = feeds()
-    assert (refused, notes) == (1, 1)
+    assert (refused, notes) == (1, 1), last[0]
     assert got >= 4 * n // 64 > unchanged, (got, unchanged)

@@ -41,10 +41,12 @@ def recover(st):
     cfg = _cfg(st.root)
     signed = stamp.signed(cfg)
     file_stamp = stamp.file_stamp
+    ok = st.root + 'jobs.ok'      # the stamp of jobs.txt
+    nokp = st.root + 'jobs.nok'   # the stamp of a compaction's jobs.new
     newbad = st.root + 'new.bad'
     inbad = st.root + 'in.bad'
     if exists(st.new):
-        if file_stamp(st.new) == _read(st.nok):
+        if file_stamp(st.new) == _read(nokp):
             st.finish()
             st.notes.append('finished an interrupted compaction')
         else:   # not what a compaction of this store wrote
@@ -60,18 +62,18 @@ def recover(st):
     st.in_size = size(st.inp)
     # the stamps (before anything is compacted: a compaction stamps what it writes)
     s = file_stamp(st.jobs) if size(st.jobs) else None
-    nok = _read(st.nok)
+    nok = _read(nokp)
     if nok is not None:  # the stamp of a compaction's output
         if s == nok:     # power lost between the two renames of its end
-            _rename(st.nok, st.ok)
+            _rename(nokp, ok)
         else:            # an output that never was renamed in
-            _remove(st.nok)
+            _remove(nokp)
     if s is not None and s != nok:
-        if s != _read(st.ok):
+        if s != _read(ok):
             if signed or not _jobs_sorted(st):
                 _rename(st.jobs, st.bad)
             else:        # insecure: a sorted, canonical file is taken as it is
-                _put(st.ok, s)
+                _put(ok, s)
                 st.notes.append('jobs.txt changed: stamped again')
     if signed and st.in_size and file_stamp(st.inp) != _read(st.inp[:-4] + '.ok'):
         _rename(st.inp, inbad)

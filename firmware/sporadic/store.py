@@ -30,7 +30,6 @@ QUAR_MAX = const(8192)    # quar.txt bytes before it is rotated to quar.old
 CHUNK = const(256)        # bytes gathered before one write while compacting
 CRASH_EXIT = const(77)
 FEED_LINES = const(64)    # lines read between two calls of `feed`
-_STR_HASH = sys.implementation.name == 'micropython'   # hashlib takes a str there
 
 # The watchdog: every long read calls feed() each FEED_LINES lines (set to
 # board.wdt_feed by the runtime and the sync server). A board's watchdog,
@@ -62,13 +61,14 @@ def crashpoint(f=None, data=None):
 
 
 def _write(f, data, h=None):
-    # h: a hashlib object fed what is written (the stamp of a compaction)
+    # h: a hashlib object fed what is written (the stamp of a compaction;
+    # MicroPython's hashlib takes the str: compaction runs on boards only)
     global bytes_written
     crashpoint(f, data)
     f.write(data)
     bytes_written += len(data)
     if h is not None:
-        h.update(data if _STR_HASH else data.encode())
+        h.update(data)
 
 
 def exists(path):
@@ -147,8 +147,6 @@ class Store:
         self.tmp = r + 'jobs.tmp'
         self.new = r + 'jobs.new'
         self.bad = r + 'jobs.bad'
-        self.ok = r + 'jobs.ok'      # the stamp of jobs.txt
-        self.nok = r + 'jobs.nok'    # the stamp of jobs.new
         self.log = r + 'log.txt'
         self.inp = r + 'in.txt'
         self.quar = r + 'quar.txt'
@@ -271,7 +269,7 @@ class Store:
             _write(f, '\n'.join(buf), h)
         f.close()
         self.conflicts = len(conf)
-        put(self.nok, stamp_text(size(self.tmp), h))
+        put(self.root + 'jobs.nok', stamp_text(size(self.tmp), h))
         _rename(self.tmp, self.new)
         self.finish()
         self.compactions += 1
@@ -291,8 +289,9 @@ class Store:
         if exists(self.inp):
             _remove(self.inp)
         _rename(self.new, self.jobs)
-        if exists(self.nok):
-            _rename(self.nok, self.ok)
+        nok = self.root + 'jobs.nok'     # the stamp of jobs.new, of jobs.txt once renamed
+        if exists(nok):
+            _rename(nok, self.root + 'jobs.ok')
         self.log_size = 0
         self.in_size = 0
         self._pend = None

@@ -28,6 +28,7 @@ batch = None   # sporadic.batch (and rsa), imported by the first signed store
 BACK_MAX = const(3600)   # a signed .t more than this behind a trusted clock is refused
 BUF_MAX = const(64)      # uncovered lines of one delivery looked up in held batches
 REASONS = const(4)       # last refusal reasons reported in status
+SEGS_MAX = const(32)     # batches a re-check looks lines up in at once (covered)
 
 
 def _load(path):
@@ -99,9 +100,9 @@ class Trust:
         self.refused += 1
 
     def admit(self, st, lines, src='sync', refused=None, stored=False):
-        """The lines of one delivery that may be stored (canonical text;
-        unparsable lines are passed through for the store to refuse), and
-        the number refused here. `stored`: the delivery is one of the
+        """The lines of one delivery that may be stored (canonical text),
+        and the number refused here (unparsable lines with their parse
+        error). `stored`: the delivery is one of the
         store's own files found changed (recover.py): its batch records are
         checked (signature, key) but may be at or below the hwm."""
         global batch
@@ -117,8 +118,9 @@ class Trust:
                 c = jobline.canonical(raw)
             except MemoryError:
                 raise                 # not the line's fault: nothing is quarantined
-            except Exception:
-                out.append(raw)       # the store quarantines it with the parse error
+            except Exception as e:
+                self._refuse(st, raw, str(e), src, refused)
+                ref += 1
                 continue
             if c is None:
                 continue
@@ -305,8 +307,8 @@ def covered(st, path, held):
     verified by this store) covers: the _held_cover rule for a whole file
     (storex.reimport), in constant memory: the lines' digests go to
     jobs.dig (8 bytes a line, one parse a line), then each window of
-    batches (batch.WINDOW digests) is looked up by one read of that file;
-    a batch record is read once."""
+    batches (batch.WINDOW digests, at most SEGS_MAX batches) is looked up
+    by one read of that file; a batch record is read once."""
     global batch
     if batch is None:
         from sporadic import batch as b
@@ -344,7 +346,7 @@ def covered(st, path, held):
         except Exception:
             continue
         line = None
-        if segs and used + len(seg) // batch.DIGEST > batch.WINDOW:
+        if segs and (used + len(seg) // batch.DIGEST > batch.WINDOW or len(segs) >= SEGS_MAX):
             _mark(dig, segs, bits, zero)
             segs = []
             used = 0
