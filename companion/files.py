@@ -8,7 +8,7 @@ places.
                                  (for the board's -march), __init__ stays .py
         /lib/board.mpy           boards/<name>/board.py (through mpy-cross too)
     config_files(board_id, secret, pubkey, extra=None) -> [("/cfg.json", bytes)]
-    jobs_file(text) -> [("/jobs.txt", bytes), ("/jobs.ok", size stamp)]
+    jobs_file(text) -> [("/jobs.txt", bytes), ("/jobs.ok", its stamp)]
                                 the job file as the board's store keeps it:
                                 canonical lines, sorted, compacted (the core's
                                 merge), so a fresh board never re-imports it
@@ -170,10 +170,11 @@ def config_files(board_id, secret=None, pubkey=None, extra=None):
 
 def jobs_file(text):
     """The job file as a board's store writes it: the lines through the
-    core's merge (canonical, sorted, compacted) and the jobs.ok size stamp
-    (docs/device.md), so the board's first boot opens it without the
-    re-import that a hand-written file costs (the heaviest moment of a
-    boot for heap). Raises ValueError naming every bad line."""
+    core's merge (canonical, sorted, compacted) and its jobs.ok stamp (size
+    and sha256, store.stamp_text; docs/device.md#stamps), so the board's
+    first boot opens it as its own, without the re-check that a file
+    changed behind the store's back costs. Raises ValueError naming every
+    bad line."""
     if isinstance(text, (bytes, bytearray)):
         text = bytes(text).decode()
     from sporadic import merge
@@ -182,7 +183,9 @@ def jobs_file(text):
     if errors:
         raise ValueError("job file: " + "; ".join(errors))
     body = "".join(l + "\n" for l in lines).encode()
-    return [("/jobs.txt", body), ("/jobs.ok", str(len(body)).encode())]
+    import hashlib
+    from sporadic import store
+    return [("/jobs.txt", body), ("/jobs.ok", store.stamp_text(len(body), hashlib.sha256(body)).encode())]
 
 
 def all_files(board, board_id, jobs_text="", secret=None, pubkey=None, extra=None, compile=True,

@@ -234,6 +234,7 @@ def status_rows(fleet, now=None):
             'trust': (st.get('trust') or {}).get('mode'),
             'refusals': (st.get('trust') or {}).get('refusals') or [],
             'clock_refused': (st.get('trust') or {}).get('clock_refused'),
+            'recovered': (st.get('store') or {}).get('recovered') or [],
         })
     return rows
 
@@ -267,6 +268,8 @@ def cmd_status(args):
                 c.print('  ' + q, markup=False)
         if r['clock_refused']:
             c.print('[yellow]%s[/] %s' % (r['id'], r['clock_refused']), markup=True)
+        for note in r['recovered']:   # what its store's open found (docs/device.md#stamps)
+            c.print('[yellow]%s[/] store: %s' % (r['id'], note), markup=True)
     dups = duplicates(f)
     if dups:
         c.print('[yellow]duplicates detected[/] (single-run instances that ran on more than one board):')

@@ -317,11 +317,18 @@ def test_board_forges_another_boards_done_record(fleet, boards):
     b1.run(T0 + 6 * 3600 + 60)                     # pump-1 really runs A
     real = [l for l in b1.held() if ' r pump-1 ' in l]
     assert real and all(syncer.verify_result(fleet, jobline.parse(l)) for l in real)
-    # pump-2 claims pump-1 ran B: it can only MAC with its own secret
+    # pump-2 claims pump-1 ran B: it can only MAC with its own secret.
+    # pump-1 itself refuses a result in its name that it did not write ...
     forged = _result('pump-1', b2.secret)
-    assert b1.push([forged]) == {}
-    rep = syncer._sync(fleet, 'pipe', b1, T0 + 7 * 3600)
+    ref = b1.push([forged])
+    assert list(ref) == [forged] and ref[forged].startswith('bad MAC: a result of pump-1'), ref
+    assert forged not in b1.held()
+    # ... the others cannot check it: they keep it, and the companion flags it
+    assert b2.push([forged]) == {}
+    b2.push(sign(fleet, ['.h pump-1', '.h pump-2', JOB_A]))
+    rep = syncer._sync(fleet, 'pipe', b2, T0 + 7 * 3600)
     assert any('unverified result from pump-1' in x for x in rep['flagged']), rep['flagged']
+    syncer._sync(fleet, 'pipe', b1, T0 + 7 * 3600)
     rows = {r['id']: r for r in fleetcmd.status_rows(fleet, T0 + 7 * 3600)}
     assert rows['pump-1']['unverified_records'] == 1          # status shows it
     assert rows['pump-1']['ok'] >= 1 + 1                      # the real one kept, the forged one marked

@@ -7,6 +7,8 @@ imports this same module to check what boards sign).
     compare(a, b) -> bool        time depends on the length only
     mac_hex(key, msg, n=16)      the first n hex digits of hmac_sha256
     check_hex(key, msg, mac)     compare(mac_hex(key, msg, len(mac)), mac), len >= 16
+    mac_result(secret, text) / check_result(secret, text, mac)    a record's MAC
+    check_line(secret, line)     the MAC field of a result line checks
 
 key and msg: bytes or str (str is UTF-8 encoded).
 """
@@ -87,3 +89,14 @@ def check_result(secret, text, mac):
     except Exception:
         return False
     return check_hex(key, text, mac)
+
+
+def check_line(secret, line):
+    """True when a result line (ID r HOST K AT OUTCOME MAC [OUTPUT]) carries
+    the MAC of its own text (with "-" for the MAC) under secret."""
+    f = line.split(' ', 7)
+    if len(f) < 7:
+        return False
+    mac = f[6]
+    f[6] = '-'
+    return check_result(secret, ' '.join(f), mac)

@@ -1,9 +1,32 @@
 # Opening the flash store: bring any interrupted operation to a consistent
 # end (docs/device.md#crash-safety). Loaded by Store.recover() for the open
 # only, then dropped from RAM.
-from sporadic import jobline
-from sporadic.store import exists, size, read_lines, crashpoint, _write, _rename, _remove
+from sporadic import jobline, stamp
+from sporadic.store import exists, size, read_lines, crashpoint, put as _put, _write, _rename, _remove
 import os
+
+
+# A file that does not match its stamp (size and sha256: store.stamp_text)
+# was not written by this store: in a signed fleet its lines are re-checked
+# as an untrusted delivery (storex.reimport), the ones refused are
+# quarantined as "edited FILE" and never run.
+
+
+def _read(path):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _cfg(root):
+    try:
+        import json
+        with open(root + 'cfg.json') as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
 
 
 def recover(st):
@@ -15,52 +38,91 @@ def recover(st):
             os.mkdir(st.out)
         except OSError:   # LittleFS after a power cut: stat failed, the folder is there
             pass
+    cfg = _cfg(st.root)
+    signed = stamp.signed(cfg)
+    file_stamp = stamp.file_stamp
+    ok = st.root + 'jobs.ok'      # the stamp of jobs.txt
+    nokp = st.root + 'jobs.nok'   # the stamp of a compaction's jobs.new
+    newbad = st.root + 'new.bad'
+    inbad = st.root + 'in.bad'
     if exists(st.new):
-        st.finish()
-        st.notes.append('finished an interrupted compaction')
-    for p in (st.tmp, st.log[:-4] + '.tmp', st.inp[:-4] + '.tmp'):
+        if file_stamp(st.new) == _read(nokp):
+            st.finish()
+            st.notes.append('finished an interrupted compaction')
+        else:   # not what a compaction of this store wrote
+            _rename(st.new, newbad)
+    for p in (st.tmp, st.log[:-4] + '.tmp', st.inp[:-4] + '.tmp', st.root + 'jobs.chk',
+              st.root + 'jobs.dig'):
         if exists(p):
             _remove(p)
             st.notes.append('removed partial ' + p)
-    _check_log(st, st.log, 'log')
+    _check_log(st, st.log, 'log', cfg if signed and cfg.get('id') else None)
     _check_log(st, st.inp, 'in')
     st.log_size = size(st.log)
     st.in_size = size(st.inp)
-    if exists(st.bad):
-        _import_bad(st)
-    elif not _jobs_ok(st):
-        _rename(st.jobs, st.bad)
-        st.notes.append('jobs.txt unsorted or torn: re-imported')
-        _import_bad(st)
+    # the stamps (before anything is compacted: a compaction stamps what it writes)
+    s = file_stamp(st.jobs) if size(st.jobs) else None
+    nok = _read(nokp)
+    if nok is not None:  # the stamp of a compaction's output
+        if s == nok:     # power lost between the two renames of its end
+            _rename(nokp, ok)
+        else:            # an output that never was renamed in
+            _remove(nokp)
+    if s is not None and s != nok:
+        if s != _read(ok):
+            if signed or not _jobs_sorted(st):
+                _rename(st.jobs, st.bad)
+            else:        # insecure: a sorted, canonical file is taken as it is
+                _put(ok, s)
+                st.notes.append('jobs.txt changed: stamped again')
+    if signed and st.in_size and file_stamp(st.inp) != _read(st.inp[:-4] + '.ok'):
+        _rename(st.inp, inbad)
+        st.in_size = 0
     n = 0
     for _ in read_lines(st.quar):
         n += 1
     st.quarantined = n
     st.log_size = size(st.log)
     st.in_size = size(st.inp)
+    # what to re-import (storex.reimport, once this module is out of RAM)
+    todo = []
+    for p, name in ((st.bad, 'jobs.txt'), (newbad, 'jobs.new'), (inbad, 'in.txt')):
+        if exists(p):
+            todo.append((p, name))
+    return todo, signed
 
 
-def _check_log(st, path, name):
+def _check_log(st, path, name, cfg=None):
     # every line canonical and newline-terminated, or rewrite the log
-    # without the bad ones (each quarantined once)
+    # without the bad ones (each quarantined once). cfg (log.txt, signed
+    # fleet): every line must also be this board's own record, a result
+    # under its MAC: the log's stamp, line by line, written with the line.
     sz = size(path)
     if not sz:
         return
+    me = secret = None
+    if cfg is not None:
+        me = cfg.get('id')
+        secret = cfg.get('secret')
     good = 0
     ok = True
     for line in read_lines(path):
         good += len(line) + 1
-        if not _valid(line):
+        if not _valid(line) or (cfg is not None and _foreign(line, me, secret)):
             ok = False
     if ok and good == sz:
         return
     tmp = path[:-4] + '.tmp'
     f = open(tmp, 'w')
     for line in read_lines(path):
-        if _valid(line):
+        if not _valid(line):
+            st.quarantine(line, 'bad line in ' + name, name)
+            continue
+        why = _foreign(line, me, secret) if cfg is not None else None
+        if why is None:
             _write(f, line + '\n')
         else:
-            st.quarantine(line, 'bad line in ' + name, name)
+            st.quarantine(line, why, 'edited log.txt')
     f.close()
     if good != sz:
         g = open(path)
@@ -72,6 +134,23 @@ def _check_log(st, path, name):
     _rename(tmp, path)
 
 
+def _foreign(line, me, secret):
+    # None for a record this board wrote to its log (a result of its own
+    # under its MAC, an assignment it made as a leader), else why not
+    f = line.split(' ', 7)
+    if line[0] == '.' or len(f) < 6 or f[1] not in ('r', 'a'):
+        return 'not a record of this board: its log holds only its results'
+    if f[1] == 'a':
+        return None if f[5] == me else 'an assignment by %s in the log of %s' % (f[5], me)
+    if f[2] != me:
+        return 'a result of %s in the log of %s' % (f[2], me)
+    if secret:
+        from sporadic import hmac
+        if not hmac.check_line(secret, line):
+            return 'bad MAC: a result of %s that %s did not write' % (me, me)
+    return None
+
+
 def _valid(line):
     try:
         return jobline.canonical(line) == line
@@ -79,16 +158,9 @@ def _valid(line):
         return False
 
 
-def _jobs_ok(st):
-    sz = size(st.jobs)
-    if not sz:
-        return True
-    try:
-        with open(st.jobs[:-4] + '.ok') as f:
-            if f.read() == str(sz):
-                return True          # as the store last wrote it
-    except (OSError, ValueError):
-        pass
+def _jobs_sorted(st):
+    # insecure: is jobs.txt sorted and canonical, as a store writes it?
+    # (an edited file is then taken as it is)
     last = ''
     n = 0
     for line in read_lines(st.jobs):
@@ -99,15 +171,4 @@ def _jobs_ok(st):
             return False
         last = line
         n += len(line) + 1
-    if n != sz:
-        return False
-    st.stamp()
-    return True
-
-
-def _import_bad(st):
-    # a jobs.txt that was not sorted/canonical (hand-written, torn):
-    # every line goes through receive(), then the bad copy goes
-    st.receive(read_lines(st.bad, True), 'jobs.txt')
-    st.compact()
-    _remove(st.bad)
+    return n == size(st.jobs)

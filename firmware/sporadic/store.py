@@ -4,17 +4,23 @@
 # companion has not acknowledged yet).
 #
 # Compaction: the small logs are sorted in RAM and stream-merged with
-# jobs.txt (merge.merge_sorted + merge.compact) into jobs.tmp; jobs.tmp is
+# jobs.txt (merge.merge_sorted + merge.compact) into jobs.tmp, whose stamp
+# (size and sha256, taken as it is written) goes to jobs.nok; jobs.tmp is
 # renamed to jobs.new (its existence means "complete"); log.txt is renamed
-# into the outbox, in.txt removed, jobs.new renamed over jobs.txt. Every
-# crash point is recovered on open (recover()). jobs.txt is never loaded into
-# memory: everything streams, one line at a time.
+# into the outbox, in.txt removed, jobs.new renamed over jobs.txt, jobs.nok
+# over jobs.ok. Every crash point is recovered on open (recover()), and a
+# file that does not match its stamp there was changed behind the store's
+# back (docs/device.md#stamps). jobs.txt is never loaded into memory:
+# everything streams, one line at a time.
 try:
     from micropython import const
 except ImportError:  # CPython (tools that read a board's flash)
     def const(x):
         return x
+import binascii
+import hashlib
 import os
+import sys
 from sporadic import jobline, merge
 
 LOG_MAX = const(2048)     # own log bytes that trigger a compaction
@@ -54,11 +60,15 @@ def crashpoint(f=None, data=None):
         raise SystemExit(CRASH_EXIT)
 
 
-def _write(f, data):
+def _write(f, data, h=None):
+    # h: a hashlib object fed what is written (the stamp of a compaction;
+    # MicroPython's hashlib takes the str: compaction runs on boards only)
     global bytes_written
     crashpoint(f, data)
     f.write(data)
     bytes_written += len(data)
+    if h is not None:
+        h.update(data)
 
 
 def exists(path):
@@ -74,6 +84,22 @@ def size(path):
         return os.stat(path)[6]
     except OSError:
         return 0
+
+
+def put(path, text):
+    """Write a small file whole (a stamp)."""
+    f = open(path, 'w')
+    try:
+        _write(f, text)
+    finally:
+        f.close()
+
+
+def stamp_text(n, h):
+    """A file's stamp: its size in bytes and the first 8 bytes of its
+    sha256 `h` (a hashlib object fed with the whole file), in hex. The same
+    text for the store (stamp.file_stamp) and the companion's image."""
+    return '%d %s' % (n, binascii.hexlify(h.digest()[:8]).decode())
 
 
 def _rename(a, b):
@@ -142,18 +168,22 @@ class Store:
         return lambda *a, **k: f(self, *a, **k)
 
     def recover(self):
-        # the recovery code is loaded for the open only, then dropped from RAM
-        import sys
-        import sporadic
-        from sporadic import recover
+        # the recovery code is loaded for the open only, then dropped from
+        # RAM before a re-import of a changed file (storex.reimport_all;
+        # what that loads is dropped after it)
+        import gc
+        had = list(sys.modules)
         try:
-            recover.recover(self)
+            from sporadic import recover
+            todo, signed = recover.recover(self)
+            recover = None
+            _drop(had)
+            gc.collect()
+            if todo:
+                self.reimport_all(todo, signed)
         finally:
-            sys.modules.pop('sporadic.recover', None)
-            try:
-                delattr(sporadic, 'recover')
-            except (AttributeError, TypeError):
-                pass
+            self._tr = 0
+            _drop(had)
             jobline.unload()   # a re-import may have needed jobx/timex
 
     # ---- reading ----
@@ -212,28 +242,34 @@ class Store:
     def needs_compaction(self):
         return self.log_size > LOG_MAX or self.in_size > IN_MAX
 
-    def compact(self):
-        """Fold the logs into jobs.txt (see the top of this file)."""
+    def compact(self, extra=None):
+        """Fold the logs (and `extra`, a sorted stream of canonical lines)
+        into jobs.txt (see the top of this file)."""
         pend = self.pending()
-        if not pend:
+        if not pend and extra is None:
             return False
         conf = []
         f = open(self.tmp, 'w')
+        h = hashlib.sha256()
         buf = []
         n = 0
-        for line in merge.compact(merge.merge_sorted(self.jobs_lines(), pend), conf):
+        src = merge.merge_sorted(self.jobs_lines(), pend)
+        if extra is not None:
+            src = merge.merge_sorted(src, extra)
+        for line in merge.compact(src, conf):
             buf.append(line)
             n += len(line) + 1
             if n >= CHUNK:
                 buf.append('')
-                _write(f, '\n'.join(buf))
+                _write(f, '\n'.join(buf), h)
                 buf = []
                 n = 0
         if buf:
             buf.append('')
-            _write(f, '\n'.join(buf))
+            _write(f, '\n'.join(buf), h)
         f.close()
         self.conflicts = len(conf)
+        put(self.root + 'jobs.nok', stamp_text(size(self.tmp), h))
         _rename(self.tmp, self.new)
         self.finish()
         self.compactions += 1
@@ -253,21 +289,12 @@ class Store:
         if exists(self.inp):
             _remove(self.inp)
         _rename(self.new, self.jobs)
-        self.stamp()
+        nok = self.root + 'jobs.nok'     # the stamp of jobs.new, of jobs.txt once renamed
+        if exists(nok):
+            _rename(nok, self.root + 'jobs.ok')
         self.log_size = 0
         self.in_size = 0
         self._pend = None
-
-    def stamp(self):
-        # jobs.txt was written sorted by this store: note its size, so that
-        # opening the store need not read the whole file again to check it
-        # (a file changed behind the store's back has another size; see
-        # docs/device.md)
-        f = open(self.jobs[:-4] + '.ok', 'w')
-        try:
-            _write(f, str(size(self.jobs)))
-        finally:
-            f.close()
 
     # ---- outbox: own records until the companion acknowledges them ----
 
@@ -281,6 +308,18 @@ class Store:
                 s.append(int(name))
         s.sort()
         return s
+
+
+def _drop(had):
+    # forget the sporadic modules loaded since `had` (a list of sys.modules)
+    import sporadic
+    for name in list(sys.modules):
+        if name[:9] == 'sporadic.' and name not in had:
+            sys.modules.pop(name)
+            try:
+                delattr(sporadic, name[9:])
+            except (AttributeError, TypeError):
+                pass
 
 
 _opened = None

@@ -3,8 +3,11 @@
 # compacted view, the outbox and the health report. Only a sync (serial
 # after a soft reset, or TCP) and the store's recovery of a hand-written
 # job file load this module; the loop never does (docs/device.md#memory).
-from sporadic import jobline, merge
+from sporadic import jobline, merge, store
 from sporadic.store import IN_MAX, size, read_lines, _write, _remove
+
+CHUNK_LINES = 32     # lines of a re-checked file in one delivery (reimport)
+CHUNK_CHARS = 2048
 
 
 def lines(st):
@@ -16,23 +19,28 @@ def lines(st):
     return merge.compact(st.stream())
 
 
-def receive(st, lines, src='sync', refused=None):
+def receive(st, lines, src='sync', refused=None, stored=False, sink=None):
     """Lines from a peer: each is parsed; a bad one is quarantined with its
     reason (and added to `refused` as (line, reason) when given), a good one
     appended to in.txt in canonical form. Compacts as in.txt fills, so any
     number of lines fits. Returns (accepted, refused). In a signed fleet
-    sporadic/trust.py checks the delivery first."""
+    sporadic/trust.py checks the delivery first; `stored`: the lines come
+    from one of the store's own files that did not match its stamp (its
+    batch records may be ones the store already held); `sink`: called with
+    each accepted line instead of appending it to in.txt (reimport). in.txt
+    is stamped after the lines are written (in.ok)."""
     acc = 0
     ref = 0
-    # recovery re-imports the board's own jobs.txt: its own store, trusted
-    tr = trust(st) if src != 'jobs.txt' else None
+    tr = trust(st)
     if tr is not None:
-        lines, ref = tr.admit(st, lines, src, refused)
+        lines, ref = tr.admit(st, lines, src, refused, stored)
     f = None
     try:
         for raw in lines:
             try:
-                c = jobline.canonical(raw)
+                # what trust.admit lets through is canonical already (a
+                # batch record is 2.4 KB: no second copy of it)
+                c = raw if tr is not None else jobline.canonical(raw)
             except MemoryError:
                 raise       # not the line's fault: the sender sends it again
             except Exception as e:
@@ -43,12 +51,15 @@ def receive(st, lines, src='sync', refused=None):
                 continue
             if c is None:
                 continue
+            acc += 1
+            if sink is not None:
+                sink(c)
+                continue
             if f is None:
                 f = open(st.inp, 'a')
             data = c + '\n'
             _write(f, data)
             st.in_size += len(data)
-            acc += 1
             if st.in_size > IN_MAX:
                 f.close()
                 f = None
@@ -57,6 +68,8 @@ def receive(st, lines, src='sync', refused=None):
     finally:
         if f is not None:
             f.close()
+            from sporadic import stamp
+            store.put(st.inp[:-4] + '.ok', stamp.file_stamp(st.inp))
     st._pend = None
     if tr is not None:
         tr.commit(st)   # after the lines are durable
@@ -105,3 +118,109 @@ def health(st):
             'outbox_dropped': st.out_dropped, 'compactions': st.compactions,
             'conflicts': st.conflicts, 'quarantined': st.quarantined,
             'recovered': st.notes, 'ok': True}
+
+
+def reimport(st, path, name, signed):
+    """The lines of a store file that was not as this store wrote it
+    (recover.py), then the file goes. Signed: as an untrusted delivery
+    (receive, stored=True): the batch records first, then each fleet line
+    must be covered by one of them that verified (trust.covered: a bitmap,
+    one lookup pass a window of batches), the others go through receive
+    as they come (MACs). Accepted lines in byte order go to jobs.chk and
+    are merged in one pass at the end; the few out of order (a line added
+    by hand) go through in.txt. Constant memory; a file the store wrote
+    costs a few passes, not a compaction a chunk."""
+    import gc
+    src = 'edited ' + name
+    q = st.quarantined
+    gc.collect()
+    if not signed:
+        st._tr = None       # nothing to check: trust.py is not even loaded
+    side = st.root + 'jobs.chk'
+    out = open(side, 'w')
+    last = ['']
+    late = []
+
+    def sink(c):
+        if c > last[0]:
+            _write(out, c)       # (a batch record is 2.4 KB: no copy of it with '\n')
+            _write(out, '\n')
+            last[0] = c
+        else:
+            late.append(c)
+    try:
+        bits = None
+        if signed:
+            chunk = []
+            n = 0
+            for line in read_lines(path, True):
+                k = line.lstrip()[:3]
+                if k == '.b ' or k == '.k ':
+                    chunk.append(line)
+                    n += len(line)
+                    if len(chunk) >= CHUNK_LINES or n >= CHUNK_CHARS:
+                        chunk = _take(st, chunk, src, sink)
+                        n = 0
+            if chunk:
+                _take(st, chunk, src, sink)
+            out.close()         # the verified batch records, for the look-ups
+            from sporadic import trust as tm
+            bits = tm.covered(st, path, side)
+            out = open(side, 'a')
+            batch = tm.batch
+        chunk = []
+        i = -1
+        for line in read_lines(path, True):
+            i += 1
+            if bits is not None:
+                k = line.lstrip()[:3]
+                if k == '.b ' or k == '.k ':
+                    continue
+                if batch.needs_batch(line):
+                    if chunk:
+                        chunk = _take(st, chunk, src, sink)
+                    if bits[i >> 3] & (1 << (i & 7)):
+                        sink(jobline.canonical(line))      # covered: it parsed
+                    else:
+                        st.quarantine(line, 'not signed: no verified batch covers this line', src)
+                    continue
+            chunk.append(line)
+            if len(chunk) >= CHUNK_LINES:
+                chunk = _take(st, chunk, src, sink)
+            if len(late) >= CHUNK_LINES:
+                late = _take(st, late, src)
+        if chunk:
+            _take(st, chunk, src, sink)
+        if late:
+            _take(st, late, src)
+    finally:
+        out.close()
+    st.compact(read_lines(side))
+    _remove(side)
+    _remove(path)
+    st.notes.append('%s not as this store wrote it: re-imported, %d line(s) refused'
+                    % (name, st.quarantined - q))
+
+
+def reimport_all(st, todo, signed):
+    """recover.py's list of (file, name) not as the store wrote them, each
+    through reimport(). Out of memory, it fails closed: what is not
+    re-checked yet stays in its .bad file, runs nothing, and the next open
+    (a sync session's, with no loop in RAM) tries again."""
+    for path, name in todo:
+        try:
+            reimport(st, path, name, signed)
+        except MemoryError:
+            st._pend = None
+            st.log_size = size(st.log)
+            st.in_size = size(st.inp)
+            st.notes.append('out of memory re-checking ' + name + ': the next open tries again')
+            return
+
+
+def _take(st, chunk, src, sink=None):
+    # one delivery of a re-check, in a heap as empty as it gets (the boot's)
+    import gc
+    gc.collect()
+    st.receive(chunk, src, None, True, sink)
+    return []

@@ -21,13 +21,14 @@ except ImportError:  # CPython (tools that read a board's flash)
         return x
 import json
 import os
-from sporadic import jobline
+from sporadic import jobline, stamp
 
 batch = None   # sporadic.batch (and rsa), imported by the first signed store
 
 BACK_MAX = const(3600)   # a signed .t more than this behind a trusted clock is refused
 BUF_MAX = const(64)      # uncovered lines of one delivery looked up in held batches
 REASONS = const(4)       # last refusal reasons reported in status
+SEGS_MAX = const(32)     # batches a re-check looks lines up in at once (covered)
 
 
 def _load(path):
@@ -43,9 +44,8 @@ def load(root=''):
     'insecure') or a board never provisioned with a key (no mode, no pubkey:
     bench flash; status says so)."""
     cfg = _load(root + 'cfg.json') or {}
-    mode = cfg.get('mode')
     pub = cfg.get('pubkey')
-    if mode == 'insecure' or (not mode and not pub):
+    if not stamp.signed(cfg):
         # nothing to check: let this module go (a 64K heap recovering a store)
         import sys
         import sporadic
@@ -55,10 +55,23 @@ def load(root=''):
         except (AttributeError, TypeError):
             pass
         return None
-    return Trust(root, pub, cfg.get('hwm') or 0)
+    t = Trust(root, pub, cfg.get('hwm') or 0)
+    t.me = cfg.get('id')
+    t.secret = cfg.get('secret')
+    return t
+
+
+class _Stored:
+    # the `held` of a Verifier re-checking one of the store's own files:
+    # any SEQ may be one the store held (the file no longer says which)
+    def __contains__(self, seq):
+        return True
 
 
 class Trust:
+    me = None        # this board's id and secret (cfg.json): a result naming
+    secret = None    # this board must carry its MAC
+
     def __init__(self, root, pub, hwm0=0):
         self.path = root + 'trust.json'
         self.tmp = root + 'trust.tmp'
@@ -86,10 +99,12 @@ class Trust:
             refused.append((raw, why))
         self.refused += 1
 
-    def admit(self, st, lines, src='sync', refused=None):
-        """The lines of one delivery that may be stored (canonical text;
-        unparsable lines are passed through for the store to refuse), and
-        the number refused here."""
+    def admit(self, st, lines, src='sync', refused=None, stored=False):
+        """The lines of one delivery that may be stored (canonical text),
+        and the number refused here (unparsable lines with their parse
+        error). `stored`: the delivery is one of the
+        store's own files found changed (recover.py): its batch records are
+        checked (signature, key) but may be at or below the hwm."""
         global batch
         if batch is None:
             from sporadic import batch as b   # and rsa: only once lines arrive
@@ -103,8 +118,9 @@ class Trust:
                 c = jobline.canonical(raw)
             except MemoryError:
                 raise                 # not the line's fault: nothing is quarantined
-            except Exception:
-                out.append(raw)       # the store quarantines it with the parse error
+            except Exception as e:
+                self._refuse(st, raw, str(e), src, refused)
+                ref += 1
                 continue
             if c is None:
                 continue
@@ -116,14 +132,22 @@ class Trust:
             elif c[jobline.ID_LEN:jobline.ID_LEN + 3] in (' r ', ' a ') and _mac(c) == '-':
                 self._refuse(st, c, 'no MAC: a device record must be authenticated', src, refused)
                 ref += 1
+            elif self.secret and c[jobline.ID_LEN:jobline.ID_LEN + 3] == ' r ' and not self._mine_ok(c):
+                # a result naming this board that this board did not write
+                self._refuse(st, c, 'bad MAC: a result of %s that %s did not write' % (self.me, self.me),
+                             src, refused)
+                ref += 1
             else:
                 out.append(c)
+        if not (recs or wait):
+            return out, ref      # results, assignments: no batch to look at
         v = self._v
+        held = _Stored() if stored else None
         if v is None:
-            v = batch.Verifier(self.keys, self.hwm, self._held(st, recs), self.retired)
+            v = batch.Verifier(self.keys, self.hwm, held or self._held(st, recs), self.retired)
             self._v = v
         elif recs:
-            v.held = self._held(st, recs)
+            v.held = held or self._held(st, recs)
         recs.sort(key=batch.ingest_key)
         for c in recs:
             why = v.take(c)
@@ -159,6 +183,13 @@ class Trust:
                 if self._t is None or t > self._t:
                     self._t = t
         return out, ref
+
+    def _mine_ok(self, c):
+        # False for a result naming this board whose MAC is not this board's
+        if c.split(' ', 3)[2] != self.me:
+            return True
+        from sporadic import hmac
+        return hmac.check_line(self.secret, c)
 
     def _held(self, st, recs):
         # SEQs of this delivery's .b/.k records the store already holds
@@ -255,11 +286,12 @@ def _held_cover(st, lines):
             break
         if line[:3] != '.b ':
             continue
-        f = line.split(' ', 4)
+        a = line.find(' ', 12)            # .b SEQ KEYID DIGESTS SIG
         try:
-            seg = binascii.unhexlify(f[3])
+            seg = binascii.unhexlify(line[a + 1:line.find(' ', a + 1)])
         except Exception:
             continue
+        line = None
         for i in range(len(ds)):
             if not ok[i] and batch._find(seg, ds[i]):
                 ok[i] = True
@@ -267,6 +299,91 @@ def _held_cover(st, lines):
         if not left:
             break
     return ok
+
+
+def covered(st, path, held):
+    """A bitmap (bytearray, bit i for line i of the file at path): which
+    fleet-authored lines a .b record of the file `held` (batch records
+    verified by this store) covers: the _held_cover rule for a whole file
+    (storex.reimport), in constant memory: the lines' digests go to
+    jobs.dig (8 bytes a line, one parse a line), then each window of
+    batches (batch.WINDOW digests, at most SEGS_MAX batches) is looked up
+    by one read of that file; a batch record is read once."""
+    global batch
+    if batch is None:
+        from sporadic import batch as b
+        batch = b
+    import binascii
+    from sporadic.store import read_lines, _write, _remove
+    dig = st.root + 'jobs.dig'
+    zero = bytes(batch.DIGEST)
+    f = open(dig, 'wb')
+    n = 0
+    try:
+        for line in read_lines(path, True):
+            d = zero
+            k = line.lstrip()[:3]
+            if k != '.b ' and k != '.k ' and batch.needs_batch(line):
+                try:
+                    d = batch.line_digest(jobline.canonical(line) or '')
+                except MemoryError:
+                    raise
+                except Exception:
+                    pass         # the store refuses it with the parse error
+            _write(f, d)
+            n += 1
+    finally:
+        f.close()
+    bits = bytearray((n + 7) // 8)
+    segs = []
+    used = 0
+    for line in read_lines(held):
+        if line[:3] != '.b ':
+            continue
+        a = line.find(' ', 12)            # .b SEQ KEYID DIGESTS SIG
+        try:
+            seg = binascii.unhexlify(line[a + 1:line.find(' ', a + 1)])
+        except Exception:
+            continue
+        line = None
+        if segs and (used + len(seg) // batch.DIGEST > batch.WINDOW or len(segs) >= SEGS_MAX):
+            _mark(dig, segs, bits, zero)
+            segs = []
+            used = 0
+        segs.append(seg)
+        used += len(seg) // batch.DIGEST
+    if segs:
+        _mark(dig, segs, bits, zero)
+    _remove(dig)
+    return bits
+
+
+def _mark(dig, segs, bits, zero):
+    # one read of jobs.dig: the lines these batches cover get their bit
+    from sporadic import store
+    w = batch.DIGEST
+    buf = bytearray(64 * w)
+    mv = memoryview(buf)
+    i = 0
+    f = open(dig, 'rb')
+    try:
+        while True:
+            r = f.readinto(buf)
+            if not r:
+                break
+            for o in range(0, r, w):
+                if not bits[i >> 3] & (1 << (i & 7)):
+                    d = bytes(mv[o:o + w])
+                    if d != zero:
+                        for seg in segs:
+                            if batch._find(seg, d):
+                                bits[i >> 3] |= 1 << (i & 7)
+                                break
+                i += 1
+            if store.feed is not None:
+                store.feed()
+    finally:
+        f.close()
 
 
 def last_reasons(root='', n=REASONS):

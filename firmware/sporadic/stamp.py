@@ -1,0 +1,49 @@
+# Stamps (docs/device.md#stamps): what the store last wrote, as the size
+# of a file and the first 8 bytes of its sha256 (store.stamp_text), and
+# whether a board checks what it stores at all. Loaded by the store's open
+# (recover.py) and a sync (storex.receive, trust.load), never by the loop.
+try:
+    from micropython import const
+except ImportError:  # CPython
+    def const(x):
+        return x
+import hashlib
+from sporadic import store
+
+HASH_CHUNK = const(512)   # bytes read at a time
+
+
+def signed(cfg):
+    """Does a board with this cfg.json check what it stores (trust.py)? Not
+    in an insecure fleet, nor on a flash never provisioned with a key."""
+    mode = cfg.get('mode')
+    return not (mode == 'insecure' or (not mode and not cfg.get('pubkey')))
+
+
+def file_stamp(path):
+    """store.stamp_text of a file on the flash, read HASH_CHUNK bytes at a
+    time into one buffer (constant memory; feeds the watchdog as it goes);
+    None when there is no such file."""
+    try:
+        f = open(path, 'rb')
+    except OSError:
+        return None
+    h = hashlib.sha256()
+    buf = bytearray(HASH_CHUNK)
+    n = 0
+    k = 0
+    try:
+        while True:
+            r = f.readinto(buf)
+            if not r:
+                break
+            h.update(buf if r == HASH_CHUNK else memoryview(buf)[:r])
+            n += r
+            k += 1
+            if k == 16:     # every 8 KB, about FEED_LINES lines
+                k = 0
+                if store.feed is not None:
+                    store.feed()
+    finally:
+        f.close()
+    return store.stamp_text(n, h)

@@ -1,0 +1,406 @@
+"""Store integrity (issue 12): a store file that is not what the store last
+wrote (its stamp, size and sha256, does not match) is handled as an
+untrusted delivery in a signed fleet: the fleet-authored lines must be
+covered by a verified batch, log.txt holds only this board's own records
+under its MAC, the rest is quarantined ("edited FILE: reason") and never
+runs; the good lines are kept. A power cut is not an edit.
+
+The boards are set up as a user sets one up: `companion init`, `add`, then
+`companion image --board unix` (the image's files are the board's flash
+folder here); they run on the MicroPython unix port with the step clock
+(tests/devboot.py), started by sporadic.boot as main.py starts them. The
+edits are file writes on the flash, what `mpremote fs cp` does; the last
+test makes them with mpremote itself, through a virtual board's REPL, on a
+board set up with `companion deploy` and synced with `companion sync`.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from companion import image
+from sporadic import hmac as shmac
+from sporadic import jobline
+from sporadic.timeutil import format_time
+from tests.devutil import boot, lines, actlog, wait_for, T0, MICROPYTHON
+from tests.test_e2e import world, results  # noqa: F401  (the CLI-on-virtual-boards fixture)
+
+pytestmark = pytest.mark.skipif(MICROPYTHON is None, reason='micropython not installed')
+
+D = 86400
+HEAP = '96K'     # a signed re-check (trust, batch, rsa) on the 64-bit port, as tests/test_crash.py
+JOB_A = 'each 2026-12-01T06:00Z log hello ; every=1d'
+JOB_B = 'each 2026-12-01T07:00Z log other ; every=1d'
+DRIVER = '''
+import json, sys
+from sporadic import boot
+rt = boot.main(until=%d)
+from sporadic import syncsrv
+sys.stdout.write('STATUS ')
+json.dump(syncsrv.status(), sys.stdout)
+print()
+'''
+
+
+def companion(fleet, *argv):
+    p = subprocess.run([sys.executable, '-m', 'companion.cli', '--fleet', fleet] + list(argv),
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, (argv, p.stdout, p.stderr)
+    return p.stdout
+
+
+def provisioned(tmp, host='pump-1', insecure=False, jobs=(JOB_A, JOB_B)):
+    """(flash folder, fleet folder, {job text: id}): `companion init`,
+    `add`, `image --board unix`, the image's files laid out as the flash."""
+    fleet = str(tmp / 'fleet')
+    companion(fleet, 'init', *(['--insecure'] if insecure else []))
+    ids = {j: companion(fleet, 'add', j).strip() for j in jobs}
+    img = str(tmp / 'fs.bin')
+    companion(fleet, 'image', '--board', 'unix', '--id', host, '-o', img)
+    with open(img, 'rb') as f:
+        found = image.read_image(f.read(), image.geometry('unix'))
+    flash = str(tmp / host)
+    for path, data in found.items():
+        p = os.path.join(flash, path.lstrip('/'))
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, 'wb') as f:
+            f.write(data)
+    return flash, fleet, ids
+
+
+def run(flash, until, env=None, heap=HEAP, check=True):
+    p = boot(flash, DRIVER % until, start=T0, env=env, heap=heap, check=check)
+    st = None
+    for l in p.stdout.splitlines():
+        if l.startswith('STATUS '):
+            st = json.loads(l[7:])
+    return st, p
+
+
+def cfg(flash):
+    with open(os.path.join(flash, 'cfg.json')) as f:
+        return json.load(f)
+
+
+def result(jid, host, k, outcome, secret=None, text='done'):
+    r = jobline.Result(jid, host, k, T0 + 7 * 3600, outcome, 1, '-', text)
+    if secret:
+        r.mac = shmac.mac_result(secret, r.line())
+    return r.line()
+
+
+def edit(flash, name, old, new):
+    path = os.path.join(flash, name)
+    with open(path) as f:
+        text = f.read()
+    assert old in text
+    with open(path, 'w') as f:
+        f.write(text.replace(old, new))
+
+
+def append(flash, name, *new):
+    with open(os.path.join(flash, name), 'a') as f:
+        f.write(''.join(l + '\n' for l in new))
+
+
+def quarantined(flash):
+    return lines(flash, 'quar.txt')
+
+
+def held(flash):
+    """Every record line on the board (jobs.txt, logs, outbox)."""
+    out = lines(flash, 'jobs.txt') + lines(flash, 'log.txt') + lines(flash, 'in.txt')
+    od = os.path.join(flash, 'out')
+    for n in (os.listdir(od) if os.path.isdir(od) else []):
+        out += lines(flash, os.path.join('out', n))
+    return out
+
+
+def test_edited_and_added_job_lines_are_refused_the_others_run(tmp_path):
+    flash, _, ids = provisioned(tmp_path)
+    a, b = ids[JOB_A], ids[JOB_B]
+    edit(flash, 'jobs.txt', 'log other', 'log pwned')                        # rewritten in an IDE
+    append(flash, 'jobs.txt', 'each 2026-12-01T06:30Z log added ; every=1d')  # hand-written, unsorted
+    st, _ = run(flash, T0 + D)
+    ran = actlog(flash)
+    assert ran == {a + '.0': 1}, ran                                           # the untouched job ran
+    assert not any('pwned' in l or 'added' in l for l in lines(flash, 'actlog.txt'))
+    q = quarantined(flash)
+    assert len(q) == 2 and all(l.startswith('edited jobs.txt: not signed: ') for l in q), q
+    assert any('log pwned' in l for l in q) and any('log added' in l for l in q)
+    assert 'jobs.txt not as this store wrote it: re-imported, 2 line(s) refused' in st['store']['recovered']
+    assert st['quarantined'] == 2 and any('log pwned' in r for r in st['trust']['refusals'])
+    # the good lines are kept (the batch records too), the refused ones are gone
+    j = lines(flash, 'jobs.txt')
+    assert any(l.startswith(a + ' each ') for l in j) and sum(l.startswith('.b ') for l in j) == 3
+    assert not any('pwned' in l or 'added' in l for l in j)
+    # stamped again: the next boot opens it as its own
+    st, _ = run(flash, T0 + 2 * D)
+    assert st['store']['recovered'] == [] and st['quarantined'] == 2
+    assert actlog(flash) == {a + '.0': 1, a + '.1': 1}
+
+
+def test_lines_appended_to_the_log_are_refused(tmp_path):
+    flash, _, ids = provisioned(tmp_path)
+    a, b = ids[JOB_A], ids[JOB_B]
+    run(flash, T0 + 6 * 3600 + 60)                 # A.0 runs: its records are in log.txt
+    mine = [l for l in lines(flash, 'log.txt') if ' r pump-1 ' in l]
+    assert len(mine) == 2
+    secret = cfg(flash)['secret']
+    forged = [result(b, 'pump-1', 0, 'ok', '11' * 32),        # "B.0 done": it would never run
+              result(b, 'pump-1', 0, 'ok'),                   # the same without a MAC
+              result(b, 'pump-9', 0, 'ok', '22' * 32),        # another board's, in this board's log
+              jobline.canonical('each 2026-12-01T06:30Z log forged')]   # a job line
+    append(flash, 'log.txt', *forged)
+    st, _ = run(flash, T0 + D)
+    assert actlog(flash) == {a + '.0': 1, b + '.0': 1}        # B.0 ran: the forged "ok" did not count
+    q = quarantined(flash)
+    assert len(q) == 4 and all(l.startswith('edited log.txt: ') for l in q), q
+    assert 'bad MAC: a result of pump-1 that pump-1 did not write' in q[0]
+    assert 'bad MAC' in q[1] and 'a result of pump-9 in the log of pump-1' in q[2]
+    assert 'not a record of this board' in q[3]
+    rec = held(flash)
+    assert not set(forged) & set(rec)
+    assert set(mine) <= set(rec)                             # its own records stay
+    assert all(shmac.check_line(secret, l) for l in rec if ' r pump-1 ' in l)
+    assert st['quarantined'] == 4
+
+
+def test_lines_appended_to_in_txt_and_a_planted_jobs_new_are_refused(tmp_path):
+    flash, _, ids = provisioned(tmp_path)
+    a = ids[JOB_A]
+    via_in = jobline.canonical('each 2026-12-01T06:10Z log via-in ; every=1d')
+    append(flash, 'in.txt', via_in)                           # "received by a sync"
+    with open(os.path.join(flash, 'jobs.new'), 'w') as f:     # "a compaction in flight" that cancels A
+        f.write(''.join(l + '\n' for l in sorted(lines(flash, 'jobs.txt') + [a + ' cancel'])))
+    st, _ = run(flash, T0 + D)
+    assert actlog(flash) == {a + '.0': 1, ids[JOB_B] + '.0': 1}
+    q = quarantined(flash)
+    assert any(l.startswith('edited in.txt: not signed: ') and 'via-in' in l for l in q), q
+    assert any(l.startswith('edited jobs.new: not signed: ') and a + ' cancel' in l for l in q), q
+    assert len(q) == 2
+    assert not any('via-in' in l or l == a + ' cancel' for l in held(flash))
+    assert not os.path.exists(os.path.join(flash, 'jobs.new'))
+
+
+def test_unchanged_store_opens_without_a_pass(tmp_path):
+    """The stamp short-cut: opening a store whose files match their stamps
+    reads no line of jobs.txt (one sha256 over it) and writes nothing."""
+    flash, _, _ = provisioned(tmp_path)
+    code = '''
+from sporadic import store
+reads = []
+plain = store.read_lines
+def counted(path, torn=False):
+    reads.append(path)
+    return plain(path, torn)
+store.read_lines = counted
+st = store.open_store()
+print('OPEN', reads.count('jobs.txt') + reads.count('jobs.bad'), store.ops, len(st.notes))
+'''
+    def open_once():
+        p = boot(flash, code, start=T0, heap=HEAP)
+        (line,) = [l for l in p.stdout.splitlines() if l.startswith('OPEN ')]
+        return [int(x) for x in line.split()[1:]]
+
+    assert open_once() == [0, 1, 0]              # as the image wrote it (makes out/)
+    assert open_once() == [0, 0, 0]
+    run(flash, T0 + D)                            # runs, compacts (jobs.ok written by the store)
+    assert open_once() == [0, 0, 0]
+    edit(flash, 'jobs.txt', 'log other', 'log othex')   # same size, other bytes
+    reads, ops, notes = open_once()
+    assert reads >= 1 and ops > 0 and notes == 1
+    assert open_once() == [0, 0, 0]
+
+
+def test_torn_log_tail_is_recovered_not_reported_as_an_edit(tmp_path):
+    flash, _, ids = provisioned(tmp_path)
+    a = ids[JOB_A]
+    run(flash, T0 + 6 * 3600 + 60)
+    with open(os.path.join(flash, 'log.txt'), 'a') as f:
+        f.write(a + ' r pump-1 1 17961')          # power lost mid-line
+    with open(os.path.join(flash, 'in.txt'), 'a') as f:
+        f.write('.h pum')                        # and mid-receive
+    st, _ = run(flash, T0 + D + 6 * 3600 + 60)
+    assert 'dropped a torn line from log.txt' in st['store']['recovered']
+    assert not any('not as this store wrote it' in n for n in st['store']['recovered']), st['store']
+    q = quarantined(flash)
+    assert q and all(': torn last line (power loss while writing): ' in l for l in q), q
+    assert not any(l.startswith('edited ') for l in q)
+    assert actlog(flash) == {a + '.0': 1, a + '.1': 1, ids[JOB_B] + '.0': 1}
+
+
+def test_power_cuts_are_not_reported_as_edits(tmp_path):
+    """A signed store ended at flash mutations through runs, compactions and
+    a signed delivery: each time it reopens with nothing re-imported and
+    nothing quarantined as edited (jobs.nok carries a compaction's stamp
+    across its last renames; in.ok is written after each delivery)."""
+    flash0, fleet, ids = provisioned(tmp_path, jobs=(JOB_A, 'each 2026-12-01T00:00Z log tick ; every=10m'))
+    # a delivery signed by the fleet after the image was made
+    companion(fleet, 'add', 'each 2026-12-01T03:00Z log later ; every=1h')
+    with open(os.path.join(fleet, 'jobs.txt')) as f:
+        fleet_lines = f.read().splitlines()
+    code = '''
+from sporadic import store, clock
+st = store.open_store()
+st.receive(%r, 'peer')
+from sporadic import boot
+boot.main(until=%d)
+''' % (fleet_lines, T0 + 12 * 3600)
+    d = str(tmp_path / 'count')
+    shutil.copytree(flash0, d)
+    p = boot(d, code + 'print("OPS", store.ops, st.compactions)\n', start=T0, heap=HEAP)
+    total, compactions = [int(x) for x in p.stdout.split('OPS')[1].split()[:2]]
+    assert compactions >= 3
+    for i, n in enumerate(range(1, total, max(1, total // 30))):
+        d = str(tmp_path / ('c%d' % i))
+        shutil.copytree(flash0, d)
+        p = boot(d, code, start=T0, heap=HEAP, env={'SPORADIC_CRASH_AFTER': str(n)}, check=False)
+        assert p.returncode in (0, 77), p.stderr[-2000:]
+        st, _ = run(d, T0 + 12 * 3600)
+        notes = st['store']['recovered']
+        assert not any('not as this store wrote it' in x for x in notes), (n, notes)
+        assert not any(l.startswith('edited ') for l in quarantined(d)), (n, quarantined(d))
+        assert ids[JOB_A] + '.0' in actlog(d)
+
+
+def test_insecure_fleet_takes_an_edited_file_as_before(tmp_path):
+    flash, _, ids = provisioned(tmp_path, insecure=True)
+    edit(flash, 'jobs.txt', 'log other', 'log edited')
+    append(flash, 'jobs.txt', 'each 2026-12-01T06:30Z log added')
+    st, _ = run(flash, T0 + D)
+    ran = {l.split(' ', 1)[1] for l in lines(flash, 'actlog.txt')}
+    assert ran == {'hello', 'edited', 'added'}, ran
+    assert st['quarantined'] == 0 and st['trust']['mode'].startswith('insecure')
+    assert st['store']['recovered'] == ['jobs.txt not as this store wrote it: re-imported, 0 line(s) refused']
+
+
+def mpremote(port, *args):
+    """The tool a person with the cable uses."""
+    p = subprocess.run([sys.executable, '-m', 'mpremote', 'connect', port] + list(args),
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, (args, p.stdout, p.stderr)
+    return p.stdout
+
+
+@pytest.mark.slow
+def test_store_edited_through_the_repl_of_a_deployed_board(world):
+    """init, deploy, add, sync; then jobs.txt and log.txt changed through the
+    board's REPL with mpremote. The next sync's open re-checks them: the
+    edited and added lines are refused and reported (`companion status`),
+    never run, nothing the board did not do comes back (`companion
+    results`), and the untouched job runs on; the edited job comes back
+    from the companion at that sync, as the owner wrote it."""
+    c = world.companion
+    c('init')
+    vb = world.board('pump-1')
+    c('deploy', vb.path, '--id', 'pump-1', '-q')
+    keep = c('add', 'each +5m log keep ; every=1h within=30m').strip()
+    victim = c('add', 'each +5m log victim ; every=1h within=30m').strip()
+    c.sync(vb.path)
+    wait_for(lambda: actlog_(vb, keep + '.0') and actlog_(vb, victim + '.0'), timeout=60,
+             what='both jobs to run once')
+    # the person with the cable: jobs.txt out, one line rewritten, one added, back in
+    local = os.path.join(str(world.tmp), 'jobs.txt')
+    mpremote(vb.path, 'fs', 'cp', ':jobs.txt', local)
+    with open(local) as f:
+        text = f.read()
+    assert victim + ' each ' in text and 'log victim' in text
+    due = format_time(world.clock.now() - 60)      # due now, on the board's clock
+    forged_job = jobline.canonical('each %s log added-by-hand ; every=1h within=30m' % due)
+    with open(local, 'w') as f:
+        f.write(text.replace('log victim', 'log pwned') + forged_job + '\n')
+    mpremote(vb.path, 'fs', 'cp', local, ':jobs.txt')
+    # ... and three lines appended to log.txt: "victim.1 done" (so it would not
+    # run), a job line, another board's result
+    k = max(int(i.split('.')[1]) for i in actlog_all(vb) if i.startswith(victim + '.')) + 1
+    forged = [result(victim, 'pump-1', k, 'ok', '11' * 32),
+              jobline.canonical('each %s log from-the-log ; every=1h within=30m' % due),
+              result(keep, 'pump-9', 0, 'ok', '22' * 32)]
+    code = "f = open('log.txt', 'a')\n" + ''.join('f.write(%r)\n' % (l + '\n') for l in forged) + 'f.close()\n'
+    mpremote(vb.path, 'exec', code)
+    # the next sync (its soft reset opens the store: the check) and the board runs on
+    out = c('sync', vb.path)
+    assert 'synced pump-1' in out
+    st = c.json('status')
+    (dev,) = st['devices']
+    refusals = '\n'.join(dev['refusals'])
+    assert dev['quarantined'] >= 5, dev
+    assert 'jobs.txt not as this store wrote it: re-imported, 2 line(s) refused' in dev['recovered'], dev
+    text = c('status')
+    assert 'pump-1 refused' in text and 'edited' in text
+    assert 'pump-1 store: jobs.txt not as this store wrote it' in text
+    q = lines(vb.flash_dir, 'quar.txt')
+    assert any(l.startswith('edited jobs.txt: not signed') and 'log pwned' in l for l in q), q
+    assert any(l.startswith('edited jobs.txt: not signed') and 'added-by-hand' in l for l in q), q
+    assert any(l.startswith('edited log.txt: bad MAC') for l in q), q
+    assert any(l.startswith('edited log.txt: not a record of this board') and 'from-the-log' in l for l in q), q
+    assert any(l.startswith('edited log.txt: a result of pump-9') for l in q), q
+    assert 'edited' in refusals
+    # the board runs on: keep's next instances, victim as the owner wrote it
+    k_keep = max(int(i.split('.')[1]) for i in actlog_all(vb) if i.startswith(keep + '.'))
+    wait_for(lambda: actlog_(vb, '%s.%d' % (keep, k_keep + 1)) and actlog_(vb, '%s.%d' % (victim, k)),
+             timeout=60, what='keep and victim to run after the edit')
+    c.sync(vb.path)
+    texts = [l.split(' ', 1)[1] for l in lines(vb.flash_dir, 'actlog.txt')]
+    assert set(texts) == {'keep', 'victim'}, texts                  # nothing edited or added ran
+    rows = results(c)
+    assert rows and all(r['verified'] is True for r in rows), [r for r in rows if r['verified'] is not True]
+    assert all(r['output'] in ('', 'keep', 'victim') for r in rows), rows
+    assert not any(r['host'] == 'pump-9' for r in rows)
+    assert {j['job'] for j in c.json('jobs')} == {keep, victim}     # the fleet took nothing in
+
+
+def actlog_all(vb):
+    return actlog(vb.flash_dir)
+
+
+def actlog_(vb, inst):
+    return actlog(vb.flash_dir).get(inst, 0)
+
+
+def test_the_re_check_feeds_the_watchdog(tmp_path, capsys):
+    """A re-check of a changed file is several passes over it: each feeds
+    the watchdog as it goes (store.feed every FEED_LINES lines read, every
+    8 KB hashed, every 64 digests looked up), as the loop's passes do."""
+    from companion import cli
+    fleet = str(tmp_path / 'fleet')
+    assert cli.main(['--fleet', fleet, 'init']) == 0
+    n = 300
+    for i in range(n):
+        assert cli.main(['--fleet', fleet, 'add', 'each 2026-12-02T06:00Z log j%d ; every=1d' % i]) == 0
+    capsys.readouterr()
+    img = str(tmp_path / 'fs.bin')
+    assert cli.main(['--fleet', fleet, 'image', '--board', 'unix', '--id', 'pump-1', '-o', img]) == 0
+    with open(img, 'rb') as f:
+        found = image.read_image(f.read(), image.geometry('unix'))
+    flash = str(tmp_path / 'pump-1')
+    for path, data in found.items():
+        p = os.path.join(flash, path.lstrip('/'))
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, 'wb') as f:
+            f.write(data)
+    code = '''
+from sporadic import store
+feeds = [0]
+def feed():
+    feeds[0] += 1
+store.feed = feed
+st = store.open_store()
+print('FEEDS', feeds[0], st.quarantined, len(st.notes), st.notes)
+'''
+    last = [None]
+
+    def feeds():
+        p = boot(flash, code, start=T0, heap='128K')
+        last[0] = p.stdout
+        return [int(x) for x in p.stdout.split('FEEDS')[1].split()[:3]]
+
+    unchanged = feeds()[0]
+    edit(flash, 'jobs.txt', 'log j7 ', 'log jX ')
+    got, refused, notes = feeds()
+    assert (refused, notes) == (1, 1), last[0]
+    assert got >= 4 * n // 64 > unchanged, (got, unchanged)
