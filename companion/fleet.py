@@ -106,6 +106,44 @@ class Fleet:
         self.write_lines(out)
         return [l for l in out if l not in before]
 
+    def receive(self, new_lines, name='incoming', errors=None, conflicts=None):
+        """Merge what a board (or a peer) sent; returns [(line, reason)]
+        refused. In a signed fleet, a fleet-authored line (a job, a cancel,
+        `.h`, `.t`) the fleet does not hold must be covered by a batch whose
+        signature verifies under one of the fleet's keys: a board that was
+        tampered with cannot put a job into the fleet (where a key rotation
+        would sign it), only carry lines the owner signed."""
+        refused = [] if self.insecure else self._unsigned(new_lines)
+        if refused:
+            bad = {l for l, _ in refused}
+            new_lines = [l for l in new_lines if l not in bad]
+        self.merge_in(new_lines, name, errors=errors, conflicts=conflicts)
+        return refused
+
+    def _unsigned(self, new_lines):
+        from sporadic import batch
+        held = set(self.lines())
+        todo = {}
+        for l in new_lines:
+            if l not in held and batch.needs_batch(l):
+                todo[batch.line_digest(l)] = l
+        if not todo:
+            return []
+        from companion import keys
+        v = batch.Verifier(keys.trusted_pubs(self.dir), 0, window=len(todo))
+        covered = set()
+        records = sorted({l for l in new_lines if l[:3] == '.b '} | {l for l in held if l[:3] == '.b '})
+        for rec in records:
+            try:
+                ds = batch.parse_batch(rec)[2]
+            except ValueError:
+                continue
+            mine = {ds[i:i + batch.DIGEST] for i in range(0, len(ds), batch.DIGEST)} & set(todo)
+            if mine - covered and v.add_batch(rec) is None:
+                covered |= mine
+        return [(l, 'not signed by this fleet: no verified batch covers it')
+                for d, l in todo.items() if d not in covered]
+
     def sign(self, lines):
         """Batch records for the fleet-authored lines (none in insecure mode)."""
         if self.insecure:

@@ -112,6 +112,18 @@ def load_pub(fleet_dir):
     return text
 
 
+def trusted_pubs(fleet_dir):
+    """The fleet's public key and those of its retired keys (keys/old/): what
+    the companion checks a batch from a board against (it signed them all)."""
+    out = [load_pub(fleet_dir)]
+    old = os.path.join(_dir(fleet_dir), "old")
+    for name in sorted(os.listdir(old)) if os.path.isdir(old) else ():
+        if name.endswith(".pem"):
+            with open(os.path.join(old, name), "rb") as f:
+                out.append(pub_text_of(serialization.load_pem_private_key(f.read(), password=None)))
+    return out
+
+
 def keyid(fleet_dir):
     return rsa.keyid(load_pub(fleet_dir))
 

@@ -280,7 +280,9 @@ def _sync(fleet, port, link, now, base=0, seen=None):
         # the merge parses (and reports bad lines); results from signed
         # boards also have their MAC checked here
         errors = []
-        fleet.merge_in(lines, port, errors=errors)
+        refused = fleet.receive(lines, port, errors=errors)
+        for l, why in refused:
+            flagged.append('refused from %s: %s: %s' % (dev_id, why, l[:80]))
         flagged.extend(errors)
         received.extend(lines)
         if not fleet.insecure:
@@ -292,7 +294,7 @@ def _sync(fleet, port, link, now, base=0, seen=None):
                         continue
                     if verify_result(fleet, r) is False:
                         flagged.append('unverified result from %s: %s' % (r.host, l[:80]))
-        return []
+        return refused
 
     # a link that streams answers (serial, syncsrv.w) takes a whole node in
     # one pass over the board's file, however large

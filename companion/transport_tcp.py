@@ -125,13 +125,13 @@ def make_server(fleet, port=PORT, bind='0.0.0.0', log=None):
     from companion.syncer import device_secret
 
     def receive(lines):
-        fleet.merge_in(lines, 'tcp')
+        refused = fleet.receive(lines, 'tcp')
         res = [l for l in lines if l[8:11] == ' r ']
         if res:
             fleet.add_results(res)
         if log:
-            log('received %d lines' % len(lines))
-        return []
+            log('received %d lines%s' % (len(lines), ', refused %d' % len(refused) if refused else ''))
+        return refused   # the reasons travel back to the board (recon)
 
     responder = recon.Responder(fleet.lines, receive)
 
