@@ -1,5 +1,6 @@
-"""Virtual boards for the runtime tests: a flash folder laid out as deploy
-lays it out (/main.py, /lib/sporadic/*.mpy, /lib/board.py, /cfg.json), and
+"""Virtual boards for the runtime tests: a flash folder laid out by the
+product's own provisioning (/main.py, /lib/sporadic/*.mpy, /lib/board.mpy,
+/cfg.json: companion/files.py and provision.py, as deploy lays it out), and
 micropython -X heapsize=64K booting it through tests/devboot.py."""
 import json
 import sys
@@ -9,26 +10,47 @@ import subprocess
 import tempfile
 import time
 
-from tests.mpy import mpy_lib, MICROPYTHON, MPY_CROSS, ROOT
+from tests.mpy import MICROPYTHON, MPY_CROSS, ROOT
 
 DEVBOOT = os.path.join(ROOT, 'tests', 'devboot.py')
-BOARD_PY = os.path.join(ROOT, 'boards', 'unix', 'board.py')
-MAIN_PY = os.path.join(ROOT, 'firmware', 'main.py')
 T0 = 1796083200  # 2026-12-01T00:00Z
 
 
-def make_flash(folder, host='dev-1', cfg=None, jobs=None, actions=None, actions_source=False):
-    """Lay out a board's flash in `folder`; return folder."""
-    os.makedirs(os.path.join(folder, 'lib', 'sporadic'), exist_ok=True)
-    shutil.copy(MAIN_PY, os.path.join(folder, 'main.py'))
-    lib = os.path.join(mpy_lib(), 'sporadic')
-    for f in os.listdir(lib):
-        shutil.copy(os.path.join(lib, f), os.path.join(folder, 'lib', 'sporadic', f))
-    shutil.copy(BOARD_PY, os.path.join(folder, 'lib', 'board.py'))
-    c = {'id': host, 'seed': 'seed-' + host}
-    c.update(cfg or {})
-    with open(os.path.join(folder, 'cfg.json'), 'w') as f:
-        json.dump(c, f)
+_FIRMWARE = {}
+
+
+def firmware_files(board):
+    """What `companion deploy` / `image` put on a board of that kind
+    (companion/files.py: main.py, the .mpy package, the board module),
+    compiled once per test process."""
+    if board not in _FIRMWARE:
+        from companion import files
+        _FIRMWARE[board] = files.firmware_files(board)
+    return _FIRMWARE[board]
+
+
+def make_flash(folder, host='dev-1', cfg=None, jobs=None, actions=None, actions_source=False, fleet=None,
+               board='unix'):
+    """Lay out a board's flash in `folder` as the product provisions it
+    (companion/provision.py, the one path of deploy, image and flash):
+    from `fleet` when given (its secret, public key, fleet key, replay
+    floor; committed to the fleet as deploy does), else a board of no
+    fleet with a fixed secret. `cfg` adds keys a test plays with on purpose
+    (an old board's replay floor). `jobs`: lines of a jobs.txt copied onto
+    the board by hand (no stamp: the store imports it at its first open).
+    Returns folder."""
+    from companion import provision
+    import hashlib
+    secret = None if fleet is not None else hashlib.sha256(host.encode()).hexdigest()
+    prov = provision.prepare(fleet, host, board, secret=secret)
+    if cfg:
+        prov.extra.update(cfg)
+    for path, data in firmware_files(board) + prov.config_files():
+        dest = os.path.join(folder, path.lstrip('/'))
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        with open(dest, 'wb') as f:
+            f.write(data)
+    prov.commit(folder)
     if jobs is not None:
         with open(os.path.join(folder, 'jobs.txt'), 'w') as f:
             f.write(''.join(l + '\n' for l in jobs))

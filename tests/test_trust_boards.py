@@ -59,11 +59,8 @@ class Board:
         self.fleet = fleet
         self.host = host
         self.dir = str(tmp / host)
-        self.secret = syncer.device_secret(fleet, host, create=True)
-        c = {'mode': 'signed', 'pubkey': keys.load_pub(fleet.dir), 'secret': self.secret}
-        c.update(cfg or {})
-        devutil.make_flash(self.dir, host, c)
-        fleet.save_device(dict(fleet.device(host) or {}, id=host))
+        devutil.make_flash(self.dir, host, cfg, fleet=fleet)    # provisioned as deploy does
+        self.secret = syncer.device_secret(fleet, host)
         self.p = None
         self.bytes_sent = self.bytes_received = 0
 
@@ -215,7 +212,7 @@ def test_lines_before_their_batch_and_held_batch(fleet, boards):
 def test_replay_of_old_batch_after_done_and_compacted(tmp_path, fleet, boards):
     b = boards()
     at = 'a0000002 each 2026-12-01T00:10Z log once ; within=1h'
-    old = sign(fleet, [at])                        # batch 1: a one-shot job
+    old = sign(fleet, [at])                        # batch 1 (after the host lines): a one-shot job
     assert b.push(old) == {}
     b.run(T0 + 900)                                # it runs
     ran = {l for l in b.held() if l.startswith('a0000002 r pump-1 ')}
@@ -227,10 +224,11 @@ def test_replay_of_old_batch_after_done_and_compacted(tmp_path, fleet, boards):
     # the companion compacts too: batch 1 is dropped from the fleet file
     # (a board deployed now starts above it; see syncer.deploy's hwm)
     fleet.write_lines([l for l in cancel if l.startswith('a0000002')] + [cancel[0]])
-    b2 = boards('pump-2', cfg={'hwm': 1})
+    seq_old = int(old[0][3:11])
+    b2 = boards('pump-2', cfg={'hwm': seq_old})    # a board deployed when batch 1 was the fleet's newest
     good = sign(fleet, [JOB_C])
     ref = b2.push(old + good)                      # a replay of the old file, and a good batch
-    assert ref[old[0]].startswith('replay: seq 1 <= high-water mark 1')
+    assert ref[old[0]].startswith('replay: seq %d <= high-water mark %d' % (seq_old, seq_old))
     assert ref[at].startswith('not signed')
     assert set(good) <= b2.held() and at not in b2.held()
     assert_reported(b2, 'replay', 1)
@@ -245,13 +243,15 @@ def test_replay_of_old_batch_after_done_and_compacted(tmp_path, fleet, boards):
 
 def test_rollback_to_older_batch(fleet, boards):
     b = boards()
-    older = sign(fleet, [JOB_A])                   # seq 1, never delivered to this board
-    newer = sign(fleet, [JOB_B])                   # seq 2
+    older = sign(fleet, [JOB_A])                   # seq S, never delivered to this board
+    newer = sign(fleet, [JOB_B])                   # seq S + 1
+    s_older, s_newer = int(older[0][3:11]), int(newer[0][3:11])
+    assert s_newer == s_older + 1
     assert b.push(newer) == {}
-    assert json.load(open(os.path.join(b.dir, 'trust.json')))['hwm'] == 2
-    good = sign(fleet, [JOB_C])                    # seq 3
+    assert json.load(open(os.path.join(b.dir, 'trust.json')))['hwm'] == s_newer
+    good = sign(fleet, [JOB_C])                    # seq S + 2
     ref = b.push(older + good)
-    assert ref[older[0]].startswith('replay: seq 1 <= high-water mark 2')
+    assert ref[older[0]].startswith('replay: seq %d <= high-water mark %d' % (s_older, s_newer))
     assert JOB_A in ref
     assert set(good) <= b.held() and JOB_A not in b.held()
     assert_reported(b, 'replay')
@@ -266,8 +266,8 @@ def test_mix_of_two_batches(fleet, boards):
     spliced = ' '.join(fa[:4] + fb[4:])           # header and digests of A, signature of B
     moved = ' '.join([fa[0], fb[1]] + fa[2:])      # A under B's seq
     ref = b.push([spliced, moved, JOB_A, JOB_B] + bb)
-    assert ref[spliced].startswith('bad signature on batch 00000001')
-    assert ref[moved].startswith('bad signature on batch 00000002')
+    assert ref[spliced].startswith('bad signature on batch ' + fa[1])
+    assert ref[moved].startswith('bad signature on batch ' + fb[1])
     assert ref[JOB_A].startswith('not signed')
     assert JOB_B not in ref and set(bb) <= b.held()
     assert_reported(b, 'bad signature', 2)

@@ -23,9 +23,7 @@ N = 2000   # job lines
 def esp8266_flash(folder):
     jobs = ['each 2026-12-01T%02d:%02dZ log j%d ; every=1d within=1h' % (i // 60 % 24, i % 60, i)
             for i in range(N)]
-    make_flash(folder, jobs=jobs)
-    os.remove(os.path.join(folder, 'lib', 'board.py'))
-    shutil.copy(os.path.join(ROOT, 'boards', 'esp8266', 'board.py'), os.path.join(folder, 'lib', 'board.py'))
+    make_flash(folder, jobs=jobs, board='esp8266')      # the esp8266 image's files, as image/deploy give them
     shutil.copy(os.path.join(ROOT, 'tests', 'standin', 'machine.py'), os.path.join(folder, 'lib', 'machine.py'))
     return folder
 
