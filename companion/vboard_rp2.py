@@ -161,11 +161,36 @@ class RP2Relay:
         if self._proc and self._proc.poll() is None:
             self._proc.send_signal(sig)
 
-    def run(self):
+    def power_on(self, timeout=60.0):
+        """Start the emulator; return once its flash file is ready and the
+        chip runs (False: it exited, its reason is on stderr)."""
         if self._ma is None:
             self.open()
-        self._proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      preexec_fn=_die_with_parent)
+        rfd, wfd = os.pipe()
+        env = dict(os.environ, SPORADIC_RP2EMU_READY_FD=str(wfd))
+        self._proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+                                      pass_fds=(wfd,), preexec_fn=_die_with_parent)
+        os.close(wfd)
+        got = b""
+        deadline = time.monotonic() + timeout
+        try:
+            while not got.endswith(b"\n") and time.monotonic() < deadline:
+                r, _, _ = select.select([rfd], [], [], max(0.0, deadline - time.monotonic()))
+                chunk = os.read(rfd, 64) if r else b""
+                if not chunk:
+                    break
+                got += chunk
+        finally:
+            os.close(rfd)
+        if got != b"ready\n":
+            self.exit_status = self._proc.wait() or 1
+            return False
+        return True
+
+    def run(self):
+        if self._proc is None and not self.power_on():
+            self.close()
+            return self.exit_status
         cin, cout = self._proc.stdin.fileno(), self._proc.stdout.fileno()
         os.set_blocking(cin, False)
         os.set_blocking(cout, False)
@@ -424,6 +449,9 @@ def run_args(args):
     if args.with_parent:
         relay.parent_pid = os.getppid()
     path = relay.open()
+    if not relay.power_on():
+        relay.close()
+        raise SystemExit("companion: the emulated Pico did not start (exit status %s)" % relay.exit_status)
     signal.signal(signal.SIGTERM, relay.request_stop)
     signal.signal(signal.SIGINT, relay.request_stop)
     signal.signal(signal.SIGHUP, relay.request_stop)

@@ -404,3 +404,9 @@ process.on('SIGUSR2', () => writeStats());
 
 boot();
 schedule(0);
+if (process.env.SPORADIC_RP2EMU_READY_FD) {
+  // the flash file is ready and the chip powered: whoever started us may say so
+  const fd = Number(process.env.SPORADIC_RP2EMU_READY_FD);
+  fs.writeSync(fd, 'ready\n');
+  fs.closeSync(fd);
+}
