@@ -207,6 +207,11 @@ function boot() {
   watchdog.reason = lastReason;
   watchdog.onWatchdogTrigger = () => {
     lastReason = watchdog.reason;
+    // this chip is done: stop its watchdog (rp2040js re-arms an expired one
+    // at the same instant, for ever) and boot a new one from the flash
+    watchdog.alarm.enable = false;
+    watchdog.timer.enable = false;
+    log(`watchdog reset (reason ${lastReason}) at ${(clock.nanos / 1e9).toFixed(3)} s`);
     rebootWanted = true;
   };
   chip.onBreak = (code) => serviceBreak(code);
@@ -370,7 +375,7 @@ function run() {
 function writeStats() {
   if (!opts.stats) return;
   const stats = {
-    instructions, cycles: chip.core.cycles, boots, emulated_s: clock.nanos / 1e9,
+    instructions, cycles: chip.core.cycles, boots, watchdog_reason: lastReason, emulated_s: clock.nanos / 1e9,
     wall_s: (performance.now() - bootWall) / 1e3,
   };
   fs.writeFileSync(opts.stats + '.tmp', JSON.stringify(stats) + '\n');
