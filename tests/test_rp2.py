@@ -299,3 +299,50 @@ def test_a_hung_action_is_reset_by_the_watchdog_and_not_run_again(world):
     assert all(len(v) == 1 for v in by_instance(c.results()).values())
     assert actlog(vb.flash)['%s.0' % j_after] == 1
     assert vb.stats()['boots'] == 2, 'the hung action ran again after the reset'
+
+
+CHATTER = '''
+import time
+def chatter():
+    for i in range(250):
+        print('chatter', i, 'x' * 40)
+        time.sleep_ms(20)
+    return 'said 250'
+'''
+
+
+def test_a_sync_arrives_while_the_board_prints(world):
+    """The companion opens the line while a job floods it with output (what
+    the unix port's pty never showed at USB speed): the sync gets through,
+    the talking job is reported once, and a job sent by that sync runs."""
+    c = world.companion
+    c('init')
+    vb = world.pico()
+    c('deploy', vb.path, '--id', 'pico-1', '--board', 'rp2-pico', '-q')
+    src = world.tmp / 'actions.py'
+    src.write_text(CHATTER)
+    assert mpremote(vb.path, 'cp', str(src), ':actions.py').returncode == 0
+    j_talk = c('add', 'each +8s chatter ; within=10m').strip()
+    c.sync(vb.path)
+    marker = ('%s r pico-1 0 ' % j_talk).encode()
+
+    def talking():
+        with open(vb.flash, 'rb') as f:
+            return marker in f.read()
+
+    wait_for(talking, timeout=90, every=0.02, what='the chatter job to start')
+    j_next = c('add', 'each +8s log next ; within=10m').strip()
+    out = c.sync(vb.path)                       # into the flood
+    assert 'synced pico-1' in out, out
+    wait_for(lambda: actlog(vb.flash)['%s.0' % j_next], timeout=90, what='the job sent into the flood to run')
+
+    def reported():
+        c.sync(vb.path)
+        return {r['job']: r for r in c.results()}
+
+    got = wait_for(lambda: (lambda g: g if {j_talk, j_next} <= set(g) else None)(reported()),
+                   timeout=60, every=1.0, what='both reported')
+    # the sync landed inside it: interrupted (and reported), not re-run later
+    assert got[j_talk]['outcome'] == 'error' and 'interrupt' in got[j_talk]['output'], got[j_talk]
+    assert got[j_next]['outcome'] == 'ok'
+    assert all(len(v) == 1 for v in by_instance(c.results()).values())
