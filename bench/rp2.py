@@ -1,0 +1,185 @@
+"""Figures from the real MicroPython rp2 firmware (RPI_PICO) on an emulated
+Raspberry Pi Pico (companion vboard --board rp2-pico, rp2040js).
+
+    SPORADIC_RP2_UF2=RPI_PICO.uf2 SPORADIC_RP2_BOOTROM=rp2040-bootrom-b1.bin \\
+        python bench/rp2.py [--lines 1000,5000] [--syncs 300]
+
+One board, one run, driven through its USB-CDC line only (mpremote and the
+companion):
+
+1. free heap after boot (bare firmware, gc.collect(); gc.mem_free()), and
+   with sporadic's store and runtime imported after `companion deploy`;
+2. for each N of --lines: a job file of N lines (bench/device_heap.py's)
+   copied onto the board with `mpremote cp` (throughput up, bytes/s), then
+   opened by the store (a file without its stamp is imported again), two
+   loop passes and a compaction with the heap sampled every 25 lines
+   (device_heap's driver: "peak" is the highest gc.mem_alloc(), code
+   included); the emulator's instruction count of it; watchdog resets seen
+   (the RP2040's holds 8.3 s at most: every long pass must feed it);
+3. instructions of one idle loop step (a pass that runs nothing) with the
+   N-line file: the emulator counts the firmware's instructions (a Cortex-M0+
+   at 125 MHz runs about one per cycle: the energy of a wake);
+4. a first signed sync carrying --syncs new job lines (bytes on the wire / s)
+   beside `mpremote cp` up on the same line.
+
+The emulator runs at 0.3-0.45x a real RP2040 on a busy 2-core machine, so
+seconds here are emulated-speed seconds; instruction counts and heap bytes
+are the firmware's own. The last line is JSON.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, 'firmware'))
+sys.path.insert(0, HERE)
+
+from companion.vboard_rp2 import RP2VBoard, missing  # noqa: E402
+import device_heap  # noqa: E402
+
+SHARED = os.path.join(os.path.dirname(ROOT), 'shared', 'rp2')
+UF2 = os.environ.get('SPORADIC_RP2_UF2') or os.path.join(SHARED, 'RPI_PICO-v1.28.0.uf2')
+BOOTROM = os.environ.get('SPORADIC_RP2_BOOTROM') or os.path.join(SHARED, 'rp2040-bootrom-b1.bin')
+
+STEP = '''
+from sporadic import store
+store.open_store()
+from sporadic import runtime
+rt = runtime.get()
+rt.step(%d)
+%s
+print('RESULT', rt.jobs)
+'''
+
+
+def mpremote(port, *args, timeout=900):
+    t = time.monotonic()
+    p = subprocess.run([sys.executable, '-m', 'mpremote', 'connect', port] + list(args),
+                       capture_output=True, text=True, timeout=timeout)
+    if p.returncode:
+        raise SystemExit('mpremote %s failed: %s' % (' '.join(args[:2]), (p.stderr.strip().splitlines() or ['?'])[-1]))
+    return p.stdout, time.monotonic() - t
+
+
+def companion(fleet, *args):
+    t = time.monotonic()
+    p = subprocess.run([sys.executable, '-m', 'companion.cli', '--fleet', fleet] + list(args),
+                       capture_output=True, text=True, timeout=900)
+    if p.returncode:
+        raise SystemExit('companion %s failed: %s' % (args[0], p.stderr.strip()))
+    return p.stdout, time.monotonic() - t
+
+
+def result(out):
+    for line in out.splitlines():
+        if line.startswith('RESULT '):
+            return line[7:]
+    raise SystemExit('no RESULT in %r' % out[-500:])
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--lines', default='1000,5000')
+    ap.add_argument('--syncs', type=int, default=300, help='job lines carried by the measured first sync')
+    ap.add_argument('--keep', action='store_true')
+    a = ap.parse_args(argv)
+    why = missing(UF2, BOOTROM)
+    if why:
+        raise SystemExit('bench/rp2.py: ' + why)
+    tmp = tempfile.mkdtemp(prefix='rp2bench-')
+    fig = {}
+    vb = RP2VBoard(os.path.join(tmp, 'pico.flash'), firmware=UF2, bootrom=BOOTROM,
+                   stats=os.path.join(tmp, 'stats.json'))
+    try:
+        vb.start()
+        out, _ = mpremote(vb.path, 'exec', 'import gc; gc.collect(); print("RESULT", gc.mem_free(), gc.mem_alloc())')
+        free, alloc = map(int, result(out).split())
+        fig['free_heap_after_boot'] = free
+        fig['heap_total'] = free + alloc
+        print('free heap after boot: %d B of %d' % (free, free + alloc))
+
+        fleet = os.path.join(tmp, 'fleet')
+        companion(fleet, 'init')
+        _, dt = companion(fleet, 'deploy', vb.path, '--id', 'pico-1', '--board', 'rp2-pico', '-q')
+        fig['deploy_s'] = round(dt, 1)
+        out, _ = mpremote(vb.path, 'exec', 'import gc; gc.collect(); from sporadic import store, runtime; '
+                          'gc.collect(); print("RESULT", gc.mem_free())')
+        fig['free_heap_runtime_imported'] = int(result(out))
+        print('deploy %.1f s; free heap with store+runtime imported: %d B' % (dt, fig['free_heap_runtime_imported']))
+
+        T0 = device_heap.T0
+        fig['loop'] = {}
+        for n in [int(x) for x in a.lines.split(',') if x]:
+            jobs = os.path.join(tmp, 'jobs%d.txt' % n)
+            with open(jobs, 'w') as f:
+                f.write(''.join(l + '\n' for l in device_heap.job_file(n)))
+            size = os.path.getsize(jobs)
+            _, dt = mpremote(vb.path, 'cp', jobs, ':jobs.txt')
+            up = size / dt
+            s0 = vb.stats()
+            drv = os.path.join(tmp, 'drv.py')
+            with open(drv, 'w') as f:
+                f.write('from sporadic import store\nstore.open_store()\n'
+                        + device_heap.DRIVER % (T0 + 60, T0 + 120))
+            out, dt_pass = mpremote(vb.path, 'run', drv)
+            s1 = vb.stats()
+            r = json.loads(result(out))
+            # one idle step (nothing due) with the same file, minus the same exec without it
+            base = os.path.join(tmp, 'base.py')
+            with open(base, 'w') as f:
+                f.write(STEP % (T0 + 3 * 3600, ''))
+            mpremote(vb.path, 'run', base)          # the first, which may still import
+            s2 = vb.stats()
+            mpremote(vb.path, 'run', base)
+            s3 = vb.stats()
+            with open(base, 'w') as f:
+                f.write(STEP % (T0 + 3 * 3600, 'rt.step(%d)' % (T0 + 3 * 3600 + 1)))
+            mpremote(vb.path, 'run', base)
+            s4 = vb.stats()
+            step_instr = (s4['instructions'] - s3['instructions']) - (s3['instructions'] - s2['instructions'])
+            fig['loop'][str(n)] = {
+                'bytes': size, 'mpremote_cp_up_Bps': round(up), 'peak_heap': r['peak'], 'code_heap': r['code'],
+                'pass_instructions': s1['instructions'] - s0['instructions'], 'pass_s': round(dt_pass, 1),
+                'idle_step_instructions': step_instr,
+                'watchdog_resets': s4['boots'] - s0['boots'],
+            }
+            print('%5d lines (%d B): cp up %.0f B/s; open+2 passes+compaction: peak heap %d B (code %d), '
+                  '%.1f M instructions, %.1f s; one idle step %.1f M instructions; watchdog resets %d' % (
+                      n, size, up, r['peak'], r['code'], (s1['instructions'] - s0['instructions']) / 1e6,
+                      dt_pass, step_instr / 1e6, s4['boots'] - s0['boots']))
+
+        # a first signed sync carrying new job lines, beside mpremote cp
+        import contextlib
+        import io
+        from companion import cli
+        with contextlib.redirect_stdout(io.StringIO()):
+            for i in range(a.syncs):
+                cli.main(['--fleet', fleet, 'add', 'each 2026-12-%02dT%02d:%02dZ log s%d ; every=1d within=1h'
+                          % (2 + i % 20, i // 60 % 24, i % 60, i)])
+        out, dt = companion(fleet, 'sync', vb.path)
+        m = re.search(r'(\d+) bytes on the wire', out)
+        wire = int(m.group(1)) if m else 0
+        fig['sync'] = {'lines': a.syncs, 'wire_bytes': wire, 's': round(dt, 1),
+                       'Bps': round(wire / dt) if dt else None}
+        print('first signed sync of %d job lines: %d B on the wire in %.1f s = %.0f B/s (%s)'
+              % (a.syncs, wire, dt, wire / dt, out.strip().splitlines()[-1]))
+        fig['watchdog_resets_total'] = vb.stats()['boots'] - 1
+    finally:
+        vb.stop()
+        if a.keep:
+            print('kept', tmp)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print(json.dumps({'rp2': fig}))
+
+
+if __name__ == '__main__':
+    main()
