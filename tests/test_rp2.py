@@ -17,7 +17,6 @@ import os
 import random
 import subprocess
 import sys
-import threading
 import time
 import types
 
@@ -129,7 +128,7 @@ def mpremote(port, *args, timeout=60):
                           capture_output=True, text=True, timeout=timeout)
 
 
-def companion_cli(fleet, *args, timeout=120):
+def companion_cli(fleet, *args):
     return subprocess.Popen([sys.executable, '-m', 'companion.cli', '--fleet', fleet] + list(args),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
