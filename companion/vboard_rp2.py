@@ -451,7 +451,7 @@ def run_args(args):
     path = relay.open()
     if not relay.power_on():
         relay.close()
-        raise SystemExit("companion: the emulated Pico did not start (exit status %s)" % relay.exit_status)
+        raise SystemExit(relay.exit_status or 1)  # the emulator said why, in one line
     signal.signal(signal.SIGTERM, relay.request_stop)
     signal.signal(signal.SIGINT, relay.request_stop)
     signal.signal(signal.SIGHUP, relay.request_stop)

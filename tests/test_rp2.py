@@ -274,7 +274,8 @@ def test_a_hung_action_is_reset_by_the_watchdog_and_not_run_again(world):
     c = world.companion
     c('init')
     vb = world.pico()
-    c('deploy', vb.path, '--id', 'pico-1', '--board', 'rp2-pico', '-q')
+    c('deploy', vb.path, '--id', 'pico-1', '-q')      # the board is told by its os.uname().machine
+    assert json.loads(flash_files(vb.flash)['/cfg.json'])['board'] == 'rp2-pico'
     src = world.tmp / 'actions.py'
     src.write_text(HANG)
     p = mpremote(vb.path, 'cp', str(src), ':actions.py')

@@ -38,7 +38,8 @@ const BKPT_ERASE = 0x51;
 const BKPT_PROGRAM = 0x52;
 
 function die(msg) {
-  process.stderr.write('rp2emu: ' + msg + '\n');
+  // the one line a user sees (companion vboard prints nothing more)
+  process.stderr.write('companion: ' + msg + '\n');
   process.exit(2);
 }
 
@@ -92,6 +93,41 @@ const quietLogger = {
   error(component, msg) { process.stderr.write(`rp2emu: [${component}] ${msg}\n`); },
 };
 
+// (read and checked before the flash file is touched: a bad file changes nothing)
+function readUF2(file) {
+  let data;
+  try {
+    data = fs.readFileSync(file);
+  } catch (e) {
+    die('cannot read firmware ' + file + ': ' + e.message);
+  }
+  if (data.length % 512 || data.length === 0) die(file + ' is not a UF2 file');
+  const blocks = [];
+  for (let off = 0; off < data.length; off += 512) {
+    const magic0 = data.readUInt32LE(off), magic1 = data.readUInt32LE(off + 4);
+    const end = data.readUInt32LE(off + 508);
+    if (magic0 !== 0x0a324655 || magic1 !== 0x9e5d5157 || end !== 0x0ab16f30) die(file + ' is not a UF2 file');
+    const flags = data.readUInt32LE(off + 8);
+    if (flags & 1) continue; // "not main flash"
+    if (flags & 0x2000 && data.readUInt32LE(off + 28) !== 0xe48bff56) die(file + ' is not an RP2040 UF2 (family)');
+    const target = data.readUInt32LE(off + 12), size = data.readUInt32LE(off + 16);
+    const at = target - XIP_BASE;
+    if (at < 0 || at + size > FLASH_BYTES) die(file + ': block outside the 2 MiB flash at 0x' + target.toString(16));
+    blocks.push([at, data.subarray(off + 32, off + 32 + size)]);
+  }
+  return blocks;
+}
+const firmwareBlocks = opts.firmware ? readUF2(opts.firmware) : null;
+let imageBytes = null;
+if (opts.image) {
+  try {
+    imageBytes = fs.readFileSync(opts.image);
+  } catch (e) {
+    die('cannot read image ' + opts.image + ': ' + e.message);
+  }
+  if (opts.imageOffset + imageBytes.length > FLASH_BYTES) die('image does not fit the flash at 0x' + opts.imageOffset.toString(16));
+}
+
 // ---- the flash chip and its file --------------------------------------
 const flash = new Uint8Array(FLASH_BYTES).fill(0xff);
 let flashFd;
@@ -109,31 +145,13 @@ function persist(offset, length) {
   fs.writeSync(flashFd, flash, offset, length, offset);
 }
 
-function loadUF2(file) {
-  const data = fs.readFileSync(file);
-  if (data.length % 512 || data.length === 0) die(file + ' is not a UF2 file');
-  let blocks = 0;
-  for (let off = 0; off < data.length; off += 512) {
-    const magic0 = data.readUInt32LE(off), magic1 = data.readUInt32LE(off + 4);
-    const end = data.readUInt32LE(off + 508);
-    if (magic0 !== 0x0a324655 || magic1 !== 0x9e5d5157 || end !== 0x0ab16f30) die(file + ' is not a UF2 file');
-    const flags = data.readUInt32LE(off + 8);
-    if (flags & 1) continue; // "not main flash"
-    const target = data.readUInt32LE(off + 12), size = data.readUInt32LE(off + 16);
-    const at = target - XIP_BASE;
-    if (at < 0 || at + size > FLASH_BYTES) die(file + ': block outside the 2 MiB flash at 0x' + target.toString(16));
-    flash.set(data.subarray(off + 32, off + 32 + size), at);
-    blocks++;
-  }
-  log(`firmware ${file}: ${blocks} blocks`);
+if (firmwareBlocks) {
+  for (const [at, bytes] of firmwareBlocks) flash.set(bytes, at);
+  log(`firmware ${opts.firmware}: ${firmwareBlocks.length} blocks`);
 }
-
-if (opts.firmware) loadUF2(opts.firmware);
-if (opts.image) {
-  const img = fs.readFileSync(opts.image);
-  if (opts.imageOffset + img.length > FLASH_BYTES) die('image does not fit the flash at 0x' + opts.imageOffset.toString(16));
-  flash.set(img, opts.imageOffset);
-  log(`image ${opts.image}: ${img.length} bytes at 0x${opts.imageOffset.toString(16)}`);
+if (imageBytes) {
+  flash.set(imageBytes, opts.imageOffset);
+  log(`image ${opts.image}: ${imageBytes.length} bytes at 0x${opts.imageOffset.toString(16)}`);
 }
 if (opts.firmware || opts.image) {
   persist(0, FLASH_BYTES);
