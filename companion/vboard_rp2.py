@@ -19,7 +19,9 @@ had finished is there at the next start, nothing else. ``--image`` places a
 LittleFS image (``companion image --board rp2-pico``) at the filesystem
 offset. ``machine.reset()`` and the watchdog reset the chip; the flash and
 the pseudo-terminal stay. Time is paced to the wall clock unless
-``--unpaced`` (the emulated clock then skips idle time).
+``--unpaced`` (the emulated clock then skips idle time); while the emulator
+is slower than the chip, the board's clock falls behind the wall rather
+than jumping ahead later (see run.mjs).
 
 The boot ROM (16 KiB, RP2040 B1, raspberrypi/pico-bootrom, BSD-3) is given
 like the firmware (``--bootrom`` or ``$SPORADIC_RP2_BOOTROM``); the firmware

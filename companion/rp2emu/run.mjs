@@ -21,7 +21,9 @@
 //   SIGUSR1 (the reset button) boots a new chip on the same flash; the
 //   watchdog's reason register survives, as on silicon.
 // * time: paced to the wall clock (the emulated clock never runs ahead of
-//   the wall, and idle time is waited, not skipped) unless --unpaced.
+//   the wall, idle time is waited, not skipped, and time the emulator was
+//   too slow for is given up: the board's clock then trails the wall, as a
+//   slow board's does, until a sync sets it) unless --unpaced.
 // Exit: SIGTERM/SIGINT or the end of stdin. SIGUSR2 writes --stats.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -34,6 +36,7 @@ const SECTOR = 4096;
 const ERASE_NS_PER_SECTOR = 45e6; // W25Q16JV tSE typical 45 ms
 const PROGRAM_NS_PER_PAGE = 0.4e6; // tPP typical 0.4 ms a 256-byte page
 const CYCLE_NS = 1e9 / 125e6;
+const MAX_LAG_NS = 50e6; // paced: how far the emulated clock may trail the wall before it gives the time up
 const BKPT_ERASE = 0x51;
 const BKPT_PROGRAM = 0x52;
 
@@ -385,7 +388,15 @@ function run() {
       clock.tick(cycles * CYCLE_NS);
       if (rebootWanted) break;
     }
-    if (!opts.unpaced && clock.nanos > wallNanos() + 5e6) return schedule((clock.nanos - wallNanos()) / 1e6);
+    if (!opts.unpaced) {
+      const ahead = clock.nanos - wallNanos();
+      if (ahead > 5e6) return schedule(ahead / 1e6);
+      // Slower than the chip (busy): the emulated clock falls behind the wall
+      // and stays behind, as a slow board's clock would, instead of jumping
+      // forward at the next idle moment (a jump would spend a watchdog's or a
+      // timeout's time at once while the host's next byte is still on its way).
+      if (-ahead > MAX_LAG_NS) bootWall += (-ahead - MAX_LAG_NS) / 1e6;
+    }
     if (performance.now() >= sliceEnd) return schedule(0);
   }
 }
