@@ -136,8 +136,8 @@ def detect_board(link):
         return 'esp32s3' if 'S3' in machine.upper() else 'esp32'
     if plat == 'esp8266':
         return 'esp8266'
-    if plat == 'rp2':
-        return 'rp2-pico-w'
+    if plat == 'rp2':  # _machine: 'Raspberry Pi Pico W with RP2040' / 'Raspberry Pi Pico with RP2040'
+        return 'rp2-pico-w' if 'Pico W' in machine else 'rp2-pico'
     raise UserError('unknown board platform %r (%s): pass --board' % (plat, machine))
 
 

@@ -732,9 +732,16 @@ def _add_arguments(p):
                    help="do not turn a bare \\n of the board's output into \\r\\n")
     p.add_argument("--with-parent", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("-v", "--verbose", action="store_true", help="log boots to stderr")
+    from companion.vboard_rp2 import add_arguments as add_rp2_arguments
+
+    add_rp2_arguments(p)  # --board rp2-pico: the real rp2 firmware, emulated
 
 
 def _run_args(args):
+    if args.board != "unix":
+        from companion.vboard_rp2 import run_args
+
+        return run_args(args)
     env = {}  # added to the relay's own environment
     for kv in args.env:
         k, sep, v = kv.partition("=")

@@ -32,8 +32,8 @@ from sporadic import jobline
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MICROPYTHON = shutil.which("micropython")
-BOARDS = ["esp32", "esp32s3", "esp8266", "rp2-pico-w", "unix"]
-DEVICE_BOARDS = ["esp32", "esp32s3", "esp8266", "rp2-pico-w"]
+BOARDS = ["esp32", "esp32s3", "esp8266", "rp2-pico", "rp2-pico-w", "unix"]
+DEVICE_BOARDS = ["esp32", "esp32s3", "esp8266", "rp2-pico", "rp2-pico-w"]
 JOBS = "each 2026-12-01T06:00Z led blink 3 ; every=1d within=2h\n"
 # what a board's store keeps of it: the machine line the image carries
 JOBS_FILE = files.jobs_file(JOBS)[0][1]

@@ -1,0 +1,21 @@
+# sporadic board module: Raspberry Pi Pico (RP2040). Copied to /lib/board.py.
+# Facts and their MicroPython sources: boards/rp2-pico/board.json.
+from micropython import const
+
+NAME = "rp2-pico"
+LED_PIN = const(25)  # GPIO25 (pins.csv: LED)
+WDT_MS = const(8000)  # WDT_TIMEOUT_MAX is 8388 on RP2040
+CHUNK_MS = const(3600000)  # lightsleep refuses delays of 2**32 us or more
+RTC_MEM = const(0)  # no RTC user memory on RP2040
+DEEP_MAX_MS = const(0)  # (no deep sleep: DEEP_MS is 0)
+
+# Tunables the runtime may assign.
+LIGHT = True  # machine.lightsleep; False: time.sleep_ms (keeps USB alive)
+DEEP_MS = 0  # deepsleep here is lightsleep + reset: never worth it
+
+from sporadic.mboard import (unique_id, time_s, set_time, pin, pin_toggle, reset,  # noqa: E402
+                             wdt_feed, sleep_ms, rtc_memory)
+
+
+def led(on):
+    pin(LED_PIN, on)

@@ -1,0 +1,348 @@
+"""The real MicroPython rp2 firmware (RPI_PICO v1.28.0) on an emulated
+Raspberry Pi Pico (``companion vboard --board rp2-pico``: rp2040js), driven
+only through its USB-CDC serial line, as a user drives a Pico on a cable.
+
+Needs Node.js, the emulator (``npm ci --prefix companion/rp2emu``), a
+MicroPython RPI_PICO UF2 ($SPORADIC_RP2_UF2) and the RP2040 boot ROM
+($SPORADIC_RP2_BOOTROM); both default to ../shared/rp2/ beside the repository
+(what CI has). Without them every test here skips, saying what is missing.
+
+The board runs at the wall clock's pace (jobs are dated a few seconds
+ahead). The tests read the board's flash file only as an observer looks at
+a board's LEDs (its action log, through littlefs-python), never to drive it.
+"""
+import collections
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+import types
+
+import pytest
+
+from companion import cli, image
+from companion.vboard_rp2 import RP2VBoard, missing
+from tests.devutil import wait_for
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED = os.path.join(os.path.dirname(ROOT), 'shared', 'rp2')
+UF2 = os.environ.get('SPORADIC_RP2_UF2') or os.path.join(SHARED, 'RPI_PICO-v1.28.0.uf2')
+BOOTROM = os.environ.get('SPORADIC_RP2_BOOTROM') or os.path.join(SHARED, 'rp2040-bootrom-b1.bin')
+
+
+def _why_skip():
+    why = missing(None, BOOTROM) if os.path.isfile(BOOTROM) else (
+        'no RP2040 boot ROM at %s (set SPORADIC_RP2_BOOTROM)' % BOOTROM)
+    if why:
+        return why
+    if not os.path.isfile(UF2):
+        return 'no MicroPython RPI_PICO firmware at %s (set SPORADIC_RP2_UF2 to a UF2 from micropython.org)' % UF2
+    return None
+
+
+WHY = _why_skip()
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(WHY is not None, reason='emulated Pico: %s' % WHY)]
+
+GEOMETRY = image.geometry('rp2-pico')
+
+
+# -- helpers --------------------------------------------------------------------
+
+def flash_files(flash):
+    """{path: bytes} of the board's filesystem as its flash holds it now."""
+    with open(flash, 'rb') as f:
+        f.seek(GEOMETRY['offset'])
+        data = f.read(GEOMETRY['size'])
+    return image.read_image(data, GEOMETRY)
+
+
+def actlog(flash):
+    """Instances the board's `log` action ran: Counter of 'JOB.K'."""
+    for _ in range(5):   # a snapshot taken while littlefs commits may miss a block; look again
+        try:
+            text = flash_files(flash).get('/actlog.txt', b'').decode()
+            return collections.Counter(l.split(' ', 1)[0] for l in text.splitlines() if l.strip())
+        except Exception:
+            time.sleep(0.05)
+    raise AssertionError('cannot read the board flash %s' % flash)
+
+
+class Companion:
+    """`companion --fleet DIR VERB ...` in this process, on the real clock."""
+
+    def __init__(self, fleet_dir, capsys):
+        self.dir = fleet_dir
+        self.capsys = capsys
+
+    def __call__(self, *argv, ok=True):
+        self.capsys.readouterr()
+        rc = cli.main(['--fleet', self.dir] + [str(a) for a in argv])
+        out, err = self.capsys.readouterr()
+        if ok:
+            assert rc == 0, 'companion %s -> %d\n%s\n%s' % (' '.join(map(str, argv)), rc, out, err)
+        return out
+
+    def json(self, *argv):
+        return json.loads(self(*argv, '--json'))
+
+    def sync(self, port):
+        out = self('sync', port, '-q')
+        assert out.startswith('synced '), out
+        return out
+
+    def results(self):
+        return self.json('results')
+
+
+@pytest.fixture
+def world(tmp_path, capsys):
+    boards = []
+    comp = Companion(str(tmp_path / 'fleet'), capsys)
+
+    def pico(name='pico-1', firmware=True, image_file=None, **kw):
+        vb = RP2VBoard(str(tmp_path / (name + '.flash')), firmware=UF2 if firmware else None,
+                       bootrom=BOOTROM, image=image_file, stats=str(tmp_path / (name + '.stats')), **kw)
+        vb.start()
+        boards.append(vb)
+        return vb
+
+    w = types.SimpleNamespace(companion=comp, pico=pico, tmp=tmp_path)
+    try:
+        yield w
+    finally:
+        for vb in boards:
+            vb.stop()
+
+
+def by_instance(rows):
+    d = collections.defaultdict(list)
+    for r in rows:
+        d[r['instance']].append(r)
+    return d
+
+
+def mpremote(port, *args, timeout=60):
+    return subprocess.run([sys.executable, '-m', 'mpremote', 'connect', port] + list(args),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def companion_cli(fleet, *args):
+    return subprocess.Popen([sys.executable, '-m', 'companion.cli', '--fleet', fleet] + list(args),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+# -- the tests --------------------------------------------------------------------
+
+def test_deploy_sync_each_who_one_on_the_boards_own_clock(world):
+    """deploy into a signed fleet, add each/who/one jobs, sync; the board
+    runs them on its own clock (set by the sync) and one sync brings the
+    verified results back."""
+    c = world.companion
+    assert 'signed' in c('init')
+    vb = world.pico()
+    out = c('deploy', vb.path, '--id', 'pico-1', '--board', 'rp2-pico', '-q')
+    assert 'deployed pico-1' in out, out
+    files = flash_files(vb.flash)
+    cfg = json.loads(files['/cfg.json'])
+    assert (cfg['id'], cfg['board']) == ('pico-1', 'rp2-pico')
+    lead = 12
+    t_add = time.time()
+    j_each = c('add', 'each +%ds log hello ; within=10m' % lead).strip()
+    j_who = c('add', 'who:pico +%ds log who ; within=10m' % lead).strip()
+    j_not = c('add', 'who:pump +%ds log not-me ; within=10m' % lead).strip()
+    j_one = c('add', 'one +%ds log one ; within=10m' % lead).strip()
+    out = c.sync(vb.path)
+    assert 'synced pico-1' in out
+    st = c.json('status')
+    assert st['devices'][0]['clock'] == 'trusted'
+    want = {'%s.0' % j for j in (j_each, j_who, j_one)}
+    wait_for(lambda: want <= set(actlog(vb.flash)), timeout=90, what='the board to run each/who/one')
+    assert actlog(vb.flash)['%s.0' % j_not] == 0
+
+    def synced_back():
+        c.sync(vb.path)
+        return {r['job']: r for r in c.results()}
+
+    got = wait_for(lambda: (lambda g: g if {j_each, j_who, j_one} <= set(g) else None)(synced_back()),
+                   timeout=60, every=1.0, what='the results synced back')
+    for j, text in ((j_each, 'hello'), (j_who, 'who'), (j_one, 'one')):
+        r = got[j]
+        assert (r['host'], r['outcome'], r['output']) == ('pico-1', 'ok', text), r
+        # on the board's clock, not before the time it was given
+        assert t_add + lead - 2 <= r['at'] <= time.time() + 2, (r, t_add)
+    assert j_not not in got
+    st = c.json('status')
+    (dev,) = st['devices']
+    assert dev['id'] == 'pico-1' and dev['clock'] == 'trusted' and dev['ok'] >= 3
+    assert dev['duplicates'] == [] and st['duplicates'] == {}
+    assert max(actlog(vb.flash).values()) == 1
+
+
+def test_an_image_built_on_the_desktop_boots_with_its_jobs(world):
+    """`companion image --board rp2-pico` on the desktop, placed at the
+    filesystem offset (`vboard --image`): the board boots from it, knows its
+    jobs, and after the first sync (its clock) runs them."""
+    c = world.companion
+    c('init')
+    j = c('add', 'each +15s log from-image ; within=10m').strip()
+    fs_bin = str(world.tmp / 'fs.bin')
+    c('image', '--board', 'rp2-pico', '--id', 'pico-2', '-o', fs_bin)
+    vb = world.pico('pico-2', image_file=fs_bin)
+    files = flash_files(vb.flash)
+    assert json.loads(files['/cfg.json'])['id'] == 'pico-2'
+    assert j.encode() in files['/jobs.txt']
+    out = c.sync(vb.path)
+    assert 'synced pico-2' in out and 'sent 0 line(s)' in out, out   # the jobs came with the image
+    wait_for(lambda: actlog(vb.flash)['%s.0' % j], timeout=90, what='the job from the image to run')
+    wait_for(lambda: c.sync(vb.path) and any(r['job'] == j and r['outcome'] == 'ok' for r in c.results()),
+             timeout=60, every=1.0, what='its result')
+
+
+def test_power_cut_during_a_run_and_during_a_sync(world):
+    """Killing the emulated Pico (its flash keeps what the chip finished) at
+    the moment a run lands on flash and at random points of a sync: after
+    it boots again and syncs, nothing is lost and nothing ran twice."""
+    rnd = random.Random(13)
+    c = world.companion
+    c('init')
+    vb = world.pico()
+    c('deploy', vb.path, '--id', 'pico-1', '--board', 'rp2-pico', '-q')
+    jobs = [c('add', 'each +%ds log cut%d ; within=10m' % (10 + 2 * i, i)).strip() for i in range(3)]
+    c.sync(vb.path)
+    flash = vb.flash
+    # 1. a power cut as soon as the first run reaches the flash
+    marker = ('%s.0 ' % jobs[0]).encode()
+
+    def landed():
+        with open(flash, 'rb') as f:
+            return marker in f.read()
+
+    wait_for(landed, timeout=90, every=0.01, what='the first run on flash')
+    vb.kill()
+    before = actlog(flash)
+    vb = world.pico(firmware=False)          # power back: boots from its flash
+    c.sync(vb.path)                           # its clock is gone with the power (RP2040: no RTC battery)
+    # 2. power cuts at random points of syncs that carry new jobs
+    more = []
+    cut_syncs = 0
+    for k in range(3):
+        more.append(c('add', 'each +%ds log more%d ; within=10m' % (8, k)).strip())
+        p = companion_cli(world.companion.dir, 'sync', vb.path, '-q')
+        time.sleep(rnd.uniform(0.3, 1.5))    # (a sync takes 2-4 s here)
+        vb.kill()
+        out, err = p.communicate(timeout=120)
+        if p.returncode:
+            cut_syncs += 1
+            assert err.strip().count('\n') == 0 and err.startswith('companion: '), err
+        vb = world.pico(firmware=False)
+        c.sync(vb.path)
+    assert cut_syncs >= 1, 'no power cut landed inside a sync'
+    want = {'%s.0' % j for j in jobs + more}
+
+    def all_reported():
+        c.sync(vb.path)
+        return want <= set(by_instance(c.results()))
+
+    wait_for(all_reported, timeout=120, every=2.0, what='every instance reported')
+    ran = actlog(vb.flash)
+    assert not (set(before) - set(ran)), 'a power cut lost runs from the action log'
+    assert max(ran.values()) == 1, ran                        # nothing ran twice
+    rows = by_instance(c.results())
+    assert all(len(v) == 1 for v in rows.values()), rows      # each reported once
+    for inst in want:
+        (r,) = rows[inst]
+        assert r['outcome'] in ('ok', 'error', 'missed'), r
+        if inst in ran:
+            assert r['outcome'] in ('ok', 'error'), r         # a run is never reported missed
+    st = c.json('status')
+    assert st['duplicates'] == {} and st['devices'][0]['duplicates'] == []
+
+
+HANG = '''
+def hang():
+    while True:
+        pass
+'''
+
+
+def test_a_hung_action_is_reset_by_the_watchdog_and_not_run_again(world):
+    """A user's action that never returns: the RP2040 watchdog (8 s) resets
+    the chip (its REASON register reads TIMER); after the next sync the
+    instance is reported as failed, not run again, and the board goes on."""
+    c = world.companion
+    c('init')
+    vb = world.pico()
+    c('deploy', vb.path, '--id', 'pico-1', '-q')      # the board is told by its os.uname().machine
+    assert json.loads(flash_files(vb.flash)['/cfg.json'])['board'] == 'rp2-pico'
+    src = world.tmp / 'actions.py'
+    src.write_text(HANG)
+    p = mpremote(vb.path, 'cp', str(src), ':actions.py')
+    assert p.returncode == 0, p.stderr
+    j_hang = c('add', 'each +10s hang ; within=10m').strip()
+    j_after = c('add', 'each +40s log after ; within=10m').strip()
+    c.sync(vb.path)
+    # the watchdog resets the chip (the emulator's counters, as a power LED
+    # blinking off would show it); it comes back with its clock lost
+    wait_for(lambda: vb.stats()['boots'] >= 2, timeout=90, every=0.5, what='a watchdog reset')
+    assert vb.stats()['watchdog_reason'] == 1    # REASON.TIMER, not FORCE (machine.reset)
+
+    def reported():
+        c.sync(vb.path)
+        return {r['job']: r for r in c.results()}
+
+    got = wait_for(lambda: (lambda g: g if {j_hang, j_after} <= set(g) else None)(reported()),
+                   timeout=120, every=2.0, what='both reported')
+    assert got[j_hang]['outcome'] == 'error' and 'interrupt' in got[j_hang]['output'], got[j_hang]
+    assert got[j_after]['outcome'] == 'ok'
+    assert all(len(v) == 1 for v in by_instance(c.results()).values())
+    assert actlog(vb.flash)['%s.0' % j_after] == 1
+    assert vb.stats()['boots'] == 2, 'the hung action ran again after the reset'
+
+
+CHATTER = '''
+import time
+def chatter():
+    for i in range(250):
+        print('chatter', i, 'x' * 40)
+        time.sleep_ms(20)
+    return 'said 250'
+'''
+
+
+def test_a_sync_arrives_while_the_board_prints(world):
+    """The companion opens the line while a job floods it with output (what
+    the unix port's pty never showed at USB speed): the sync gets through,
+    the talking job is reported once, and a job sent by that sync runs."""
+    c = world.companion
+    c('init')
+    vb = world.pico()
+    c('deploy', vb.path, '--id', 'pico-1', '--board', 'rp2-pico', '-q')
+    src = world.tmp / 'actions.py'
+    src.write_text(CHATTER)
+    assert mpremote(vb.path, 'cp', str(src), ':actions.py').returncode == 0
+    j_talk = c('add', 'each +8s chatter ; within=10m').strip()
+    c.sync(vb.path)
+    marker = ('%s r pico-1 0 ' % j_talk).encode()
+
+    def talking():
+        with open(vb.flash, 'rb') as f:
+            return marker in f.read()
+
+    wait_for(talking, timeout=90, every=0.02, what='the chatter job to start')
+    j_next = c('add', 'each +8s log next ; within=10m').strip()
+    out = c.sync(vb.path)                       # into the flood
+    assert 'synced pico-1' in out, out
+    wait_for(lambda: actlog(vb.flash)['%s.0' % j_next], timeout=90, what='the job sent into the flood to run')
+
+    def reported():
+        c.sync(vb.path)
+        return {r['job']: r for r in c.results()}
+
+    got = wait_for(lambda: (lambda g: g if {j_talk, j_next} <= set(g) else None)(reported()),
+                   timeout=60, every=1.0, what='both reported')
+    # the sync landed inside it: interrupted (and reported), not re-run later
+    assert got[j_talk]['outcome'] == 'error' and 'interrupt' in got[j_talk]['output'], got[j_talk]
+    assert got[j_next]['outcome'] == 'ok'
+    assert all(len(v) == 1 for v in by_instance(c.results()).values())
