@@ -72,3 +72,22 @@ print('WDT', machine.WDT_STARTS, 'FEEDS', machine.FEEDS - first[1])
     # resets into its loop), and the answer over N lines fed it as it went
     assert 'first 1 1' in p.stdout, p.stdout[-500:]
     assert starts == 1 and feeds >= N // 64, (starts, feeds)
+
+
+def test_the_boot_path_feeds_the_watchdog_while_it_re_imports_a_copied_file(tmp_path):
+    """A jobs.txt copied onto the board by hand (no stamp) is re-imported
+    when the store opens at boot, before the loop runs; a watchdog left
+    running by the session before the soft reset must be fed meanwhile.
+    This is what main.py runs (sporadic.boot.main), stopped before the
+    loop's first step."""
+    d = esp8266_flash(str(tmp_path / 'b'))
+    code = '''
+import machine
+from sporadic import boot, runtime
+runtime.main = lambda **kw: None      # stop where the loop would start
+boot.main()
+print('WDT', machine.WDT_STARTS, 'FEEDS', machine.FEEDS)
+'''
+    p = boot(d, code, heap='128K')
+    starts, feeds = counts(p)
+    assert starts == 1 and feeds >= N // 64, (starts, feeds)

@@ -18,6 +18,10 @@ def networked(cfg, board):
 
 def main(**kw):
     from sporadic import store
+    import board
+    # a watchdog started before a soft reset still runs: a re-import at
+    # open (a file changed behind the store's back) must feed it too
+    store.feed = board.wdt_feed
     store.open_store()
     from sporadic import runtime
     if networked(runtime.get().cfg, runtime.board):
