@@ -497,7 +497,7 @@ def flash_rp2(port, board, firmware=None, board_id=None, erase=False, out_path=N
         subprocess.run(["picotool", "reboot"], check=False)
         result["loaded"] = True
     else:
-        log("to flash: hold BOOTSEL while plugging the Pico W in, then copy %s to the RPI-RP2 drive\n"
+        log("to flash: hold BOOTSEL while plugging the board in, then copy %s to the RPI-RP2 drive\n"
             "  (or give that drive's folder as PORT)" % out_path)
     return result
 
