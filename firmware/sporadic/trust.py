@@ -19,6 +19,7 @@ try:
 except ImportError:  # CPython (tools that read a board's flash)
     def const(x):
         return x
+import binascii
 import json
 import os
 from sporadic import jobline, stamp
@@ -274,22 +275,29 @@ def _mac(c):
     return f[6] if len(f) > 6 else '-'
 
 
+def _digests(line):
+    # the DIGESTS field of a held .b record (.b SEQ KEYID DIGESTS SIG), as
+    # bytes, without checking its signature (it was checked on arrival)
+    if line[:3] != '.b ':
+        return None
+    a = line.find(' ', 12)
+    try:
+        return binascii.unhexlify(line[a + 1:line.find(' ', a + 1)])
+    except Exception:
+        return None
+
+
 def _held_cover(st, lines):
     """[bool]: which lines a .b record held in the store covers (they were
     verified when they arrived; here one sha256 a line, no RSA)."""
     ds = [batch.line_digest(c) for c in lines]
     ok = [False] * len(lines)
     left = len(lines)
-    import binascii
     for line in st.stream():
         if line[0] != '.' or line[:3] > '.b ':
             break
-        if line[:3] != '.b ':
-            continue
-        a = line.find(' ', 12)            # .b SEQ KEYID DIGESTS SIG
-        try:
-            seg = binascii.unhexlify(line[a + 1:line.find(' ', a + 1)])
-        except Exception:
+        seg = _digests(line)
+        if seg is None:
             continue
         line = None
         for i in range(len(ds)):
@@ -313,7 +321,6 @@ def covered(st, path, held):
     if batch is None:
         from sporadic import batch as b
         batch = b
-    import binascii
     from sporadic.store import read_lines, _write, _remove
     dig = st.root + 'jobs.dig'
     zero = bytes(batch.DIGEST)
@@ -338,12 +345,8 @@ def covered(st, path, held):
     segs = []
     used = 0
     for line in read_lines(held):
-        if line[:3] != '.b ':
-            continue
-        a = line.find(' ', 12)            # .b SEQ KEYID DIGESTS SIG
-        try:
-            seg = binascii.unhexlify(line[a + 1:line.find(' ', a + 1)])
-        except Exception:
+        seg = _digests(line)
+        if seg is None:
             continue
         line = None
         if segs and (used + len(seg) // batch.DIGEST > batch.WINDOW or len(segs) >= SEGS_MAX):
