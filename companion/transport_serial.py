@@ -657,7 +657,9 @@ class SerialLink(Link):
                 if start < 0 or end < 0:
                     self._fail(LinkError("%s: no framed answer to a request (board printed %r)"
                                          % (self.port_url, out[-80:])))
-                return out[start + 1:end]
+                # the board's keep-alive bytes (syncsrv.KEEPALIVE: it is at
+                # work; each one restarted the silence timeout) are no part of it
+                return out[start + 1:end].replace("\x06", "")
         if len(raw) > self.stream_threshold and self._streaming():
             code = "print(repr(%s.h(_sp_req(%s))))" % (target, self._stream_args(raw))
             out = _text(self._run(code, payload=raw))

@@ -30,6 +30,7 @@ QUAR_MAX = const(8192)    # quar.txt bytes before it is rotated to quar.old
 CHUNK = const(256)        # bytes gathered before one write while compacting
 CRASH_EXIT = const(77)
 FEED_LINES = const(64)    # lines read between two calls of `feed`
+READ_CHUNK = const(512)   # characters read at a time by read_lines
 
 # The watchdog: every long read calls feed() each FEED_LINES lines (set to
 # board.wdt_feed by the runtime and the sync server). A board's watchdog,
@@ -114,27 +115,40 @@ def _remove(path):
 
 def read_lines(path, torn=False):
     """Stream the lines of a file (without '\\n'); a last line without its
-    newline (torn) is yielded only when `torn` (imports), else dropped."""
+    newline (torn) is yielded only when `torn` (imports), else dropped.
+    The file is read READ_CHUNK characters at a time and cut at its
+    newlines: MicroPython's readline() takes a byte at a time from the
+    filesystem (on the rp2 port about 1,700 instructions a byte, most of
+    a pass; bench/rp2_requests.py)."""
     try:
         f = open(path)
     except OSError:
         return
     n = 0
+    rest = ''
     try:
         while True:
-            line = f.readline()
-            if not line:
+            chunk = f.read(READ_CHUNK)
+            if not chunk:
                 break
-            n += 1
-            if n == FEED_LINES:
-                n = 0
-                if feed is not None:
-                    feed()
-            if line[-1] != '\n':
-                if torn:
-                    yield line
-                break
-            yield line[:-1]
+            if rest:
+                chunk = rest + chunk
+            i = 0
+            while True:
+                j = chunk.find('\n', i)
+                if j < 0:
+                    break
+                n += 1
+                if n == FEED_LINES:
+                    n = 0
+                    if feed is not None:
+                        feed()
+                yield chunk[i:j]
+                i = j + 1
+            rest = chunk[i:] if i < len(chunk) else ''
+            chunk = None
+        if rest and torn:
+            yield rest
     finally:
         f.close()
 
@@ -240,6 +254,8 @@ class Store:
         self._pend = None
 
     def needs_compaction(self):
+        # in.txt of a sync that broke off (storex.in_limit may have let it
+        # pass IN_MAX) is folded in at the loop's next step
         return self.log_size > LOG_MAX or self.in_size > IN_MAX
 
     def compact(self, extra=None):
