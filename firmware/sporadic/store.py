@@ -255,7 +255,7 @@ class Store:
         self._pend = None
 
     def needs_compaction(self):
-        # in.txt of a sync that broke off (storex.in_limit may have let it
+        # in.txt of a sync that broke off (storex.receive may have let it
         # pass IN_MAX) is folded in at the loop's next step
         return self.log_size > LOG_MAX or self.in_size > IN_MAX
 

@@ -3,29 +3,12 @@
 # compacted view, the outbox and the health report. Only a sync (serial
 # after a soft reset, or TCP) and the store's recovery of a hand-written
 # job file load this module; the loop never does (docs/device.md#memory).
+import gc
 from sporadic import jobline, merge, store
 from sporadic.store import IN_MAX, size, read_lines, _write, _remove
 
 CHUNK_LINES = 32     # lines of a re-checked file in one delivery (reimport)
 CHUNK_CHARS = 2048
-IN_HEAP_SHARE = 16   # in.txt may hold up to 1/16 of the free heap before a sync compacts
-
-
-def in_limit():
-    """in.txt bytes a delivery may leave before it compacts: IN_MAX, or
-    1/16 of the free heap when that is more. Every compaction rewrites the
-    whole jobs.txt (on flash, an erase a 4 KB sector): at IN_MAX a sync of
-    140 KB compacted 140 times (bench/rp2_requests.py). pending() holds
-    in.txt sorted in RAM, about its size in text: a 38 KB ESP8266 stays at
-    IN_MAX, a Pico's 200 KB free takes 12 KB a compaction."""
-    import gc
-    free = getattr(gc, 'mem_free', None)     # CPython (the companion's tools): IN_MAX
-    if free is None:
-        return IN_MAX
-    gc.collect()       # else the garbage of the requests so far counts as used
-    return max(IN_MAX, free() // IN_HEAP_SHARE)
-
-
 def lines(st):
     """The compacted view of everything the device holds (for sync).
     With nothing pending it is jobs.txt itself (compacted when written):
@@ -51,7 +34,15 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None):
     if tr is not None:
         lines, ref = tr.admit(st, lines, src, refused, stored)
     f = None
-    limit = in_limit()
+    # in.txt may grow to 1/16 of the free heap (at least IN_MAX) before this
+    # compacts: each compaction rewrites all of jobs.txt, and at IN_MAX a
+    # Pico took 140 of them for 140 KB received (docs/sync.md, rp2). The
+    # in-RAM sort of pending() holds about in.txt's size: an ESP8266 stays
+    # at IN_MAX. (gc.collect: the requests' garbage is not used memory.)
+    limit = IN_MAX
+    if hasattr(gc, 'mem_free'):
+        gc.collect()
+        limit = max(limit, gc.mem_free() >> 4)
     try:
         for raw in lines:
             try:
