@@ -316,7 +316,9 @@ def _sync(fleet, port, link, now, base=0, seen=None):
         # Skipped when nothing moved after a complete sync: the board wrote
         # nothing since (its records are in the reconciled set), so an
         # unchanged pair costs T and S only.
-        out = _check(link.call('O'), 'the outbox')
+        # O and C may compact (a rewrite of the board's whole job file): as
+        # streamed answers, the board's keep-alives hold the link open
+        out = _check(call('O'), 'the outbox').replace('\r\n', '\n')
         seg, _, body = out.partition('\n')
         outbox = [l for l in body.split('\n') if l]
         for l in outbox:
@@ -327,7 +329,7 @@ def _sync(fleet, port, link, now, base=0, seen=None):
         if int(seg):
             _check(link.call('A %s' % seg), 'the acknowledgement')
         if stats['lines_out'] or int(seg):    # the board received lines or sealed its log
-            _check(link.call('C'), 'compaction')
+            _check(call('C'), 'compaction')
         status = json.loads(_check(link.call('I'), 'the status'))
     info = fleet.device(dev_id) or {'id': dev_id}
     wire = link.bytes_sent + link.bytes_received - base

@@ -22,6 +22,14 @@ than ``stream_threshold`` (2 KiB) are streamed instead (below), as
 ``h(_sp_req(n, window, sha256))``. Anything raised on the board comes back
 as ``LinkExecError`` with the board's traceback.
 
+Streamed answers (``call(request, stream=True)``, ``syncsrv.w``): the board
+writes STX, the answer as it makes it, ETX. While it works (a pass over its
+job file, a compaction) it writes a keep-alive byte (0x06) each time it
+feeds its watchdog (every 64 lines read); they are dropped from the answer,
+and each one restarts the silence timeout: a slow board with a large file
+is waited for as long as it works, a silent one is given up after
+``timeout``.
+
 Streams (big requests, files over 2 KiB). One execution reads the raw bytes
 from stdin with Ctrl-C off, under the same flow control as raw-paste: the
 board grants two windows (its raw-paste window, 128 bytes on most ports) and
@@ -657,7 +665,9 @@ class SerialLink(Link):
                 if start < 0 or end < 0:
                     self._fail(LinkError("%s: no framed answer to a request (board printed %r)"
                                          % (self.port_url, out[-80:])))
-                return out[start + 1:end]
+                # the board's keep-alive bytes (syncsrv.KEEPALIVE: it is at
+                # work; each one restarted the silence timeout) are no part of it
+                return out[start + 1:end].replace("\x06", "")
         if len(raw) > self.stream_threshold and self._streaming():
             code = "print(repr(%s.h(_sp_req(%s))))" % (target, self._stream_args(raw))
             out = _text(self._run(code, payload=raw))

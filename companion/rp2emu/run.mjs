@@ -213,6 +213,8 @@ let rebootWanted = false;
 let lastReason = 0;
 let instructions = 0; // since this process started
 let boots = 0;
+let erasedSectors = 0; // flash sectors erased, since this process started
+let programmedBytes = 0;
 
 function boot() {
   clock = new SimulationClock();
@@ -263,6 +265,7 @@ function serviceBreak(code) {
       flash.fill(0xff, from, to);
       chip.flash.fill(0xff, from, to);
       persist(from, to - from);
+      erasedSectors += (to - from) / SECTOR;
       clock.tick(((to - from) / SECTOR) * ERASE_NS_PER_SECTOR);
     }
   } else if (code === BKPT_PROGRAM) {
@@ -275,6 +278,7 @@ function serviceBreak(code) {
     }
     if (end > start) {
       persist(start, end - start);
+      programmedBytes += end - start;
       clock.tick(Math.ceil(count / 256) * PROGRAM_NS_PER_PAGE);
     }
   } else {
@@ -405,6 +409,7 @@ function writeStats() {
   if (!opts.stats) return;
   const stats = {
     instructions, cycles: chip.core.cycles, boots, watchdog_reason: lastReason, emulated_s: clock.nanos / 1e9,
+    erased_sectors: erasedSectors, programmed_bytes: programmedBytes,
     wall_s: (performance.now() - bootWall) / 1e3,
   };
   fs.writeFileSync(opts.stats + '.tmp', JSON.stringify(stats) + '\n');

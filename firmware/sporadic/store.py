@@ -30,6 +30,7 @@ QUAR_MAX = const(8192)    # quar.txt bytes before it is rotated to quar.old
 CHUNK = const(256)        # bytes gathered before one write while compacting
 CRASH_EXIT = const(77)
 FEED_LINES = const(64)    # lines read between two calls of `feed`
+READ_CHUNK = const(512)   # bytes read at a time by read_lines
 
 # The watchdog: every long read calls feed() each FEED_LINES lines (set to
 # board.wdt_feed by the runtime and the sync server). A board's watchdog,
@@ -114,27 +115,41 @@ def _remove(path):
 
 def read_lines(path, torn=False):
     """Stream the lines of a file (without '\\n'); a last line without its
-    newline (torn) is yielded only when `torn` (imports), else dropped."""
+    newline (torn) is yielded only when `torn` (imports), else dropped.
+    The file is read as bytes, READ_CHUNK at a time, and cut at its
+    newlines: readline() takes a byte at a time from the filesystem, and
+    on MicroPython a str index costs a scan of the UTF-8 before it. On the
+    rp2 port a 445 KB file takes 1.0 s this way, 2.1 s with readline()
+    (0.68 s of it the filesystem's read itself; bench/rp2_requests.py)."""
     try:
-        f = open(path)
+        f = open(path, 'rb')
     except OSError:
         return
     n = 0
+    rest = b''
     try:
         while True:
-            line = f.readline()
-            if not line:
+            chunk = f.read(READ_CHUNK)
+            if not chunk:
                 break
-            n += 1
-            if n == FEED_LINES:
-                n = 0
-                if feed is not None:
-                    feed()
-            if line[-1] != '\n':
-                if torn:
-                    yield line
-                break
-            yield line[:-1]
+            if rest:
+                chunk = rest + chunk
+            i = 0
+            while True:
+                j = chunk.find(b'\n', i)
+                if j < 0:
+                    break
+                n += 1
+                if n == FEED_LINES:
+                    n = 0
+                    if feed is not None:
+                        feed()
+                yield chunk[i:j].decode()
+                i = j + 1
+            rest = chunk[i:]
+            chunk = None
+        if rest and torn:
+            yield rest.decode()
     finally:
         f.close()
 
@@ -240,6 +255,8 @@ class Store:
         self._pend = None
 
     def needs_compaction(self):
+        # in.txt of a sync that broke off (storex.receive may have let it
+        # pass IN_MAX) is folded in at the loop's next step
         return self.log_size > LOG_MAX or self.in_size > IN_MAX
 
     def compact(self, extra=None):

@@ -3,13 +3,12 @@
 # compacted view, the outbox and the health report. Only a sync (serial
 # after a soft reset, or TCP) and the store's recovery of a hand-written
 # job file load this module; the loop never does (docs/device.md#memory).
+import gc
 from sporadic import jobline, merge, store
 from sporadic.store import IN_MAX, size, read_lines, _write, _remove
 
 CHUNK_LINES = 32     # lines of a re-checked file in one delivery (reimport)
 CHUNK_CHARS = 2048
-
-
 def lines(st):
     """The compacted view of everything the device holds (for sync).
     With nothing pending it is jobs.txt itself (compacted when written):
@@ -35,6 +34,15 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None):
     if tr is not None:
         lines, ref = tr.admit(st, lines, src, refused, stored)
     f = None
+    # in.txt may grow to 1/16 of the free heap (at least IN_MAX) before this
+    # compacts: each compaction rewrites all of jobs.txt, and at IN_MAX a
+    # Pico took 140 of them for 140 KB received (docs/sync.md, rp2). The
+    # in-RAM sort of pending() holds about in.txt's size: an ESP8266 stays
+    # at IN_MAX. (gc.collect: the requests' garbage is not used memory.)
+    limit = IN_MAX
+    if hasattr(gc, 'mem_free'):
+        gc.collect()
+        limit = max(limit, gc.mem_free() >> 4)
     try:
         for raw in lines:
             try:
@@ -60,7 +68,7 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None):
             data = c + '\n'
             _write(f, data)
             st.in_size += len(data)
-            if st.in_size > IN_MAX:
+            if st.in_size > limit:
                 f.close()
                 f = None
                 st._pend = None

@@ -98,16 +98,35 @@ def status():
     return d
 
 
+KEEPALIVE = '\x06'   # written by w() while a request works: never inside an answer
+_dog = None          # board.wdt_feed, once a request has started the watchdog
+_out = None          # the stream of the w() answer being made
+
+
+def _fed():
+    # store.feed during a sync: called every FEED_LINES lines of any read
+    # (a pass, a compaction, a re-import), so about every 15 ms of a Pico's
+    # time. Feeds the watchdog and, inside w(), tells the companion the
+    # board is at work: its answer timeout counts silence, and one pass of a
+    # 5,000-line file takes longer than that (bench/rp2_requests.py).
+    if _dog is not None:
+        _dog()
+    if _out is not None:
+        _out.write(KEEPALIVE)
+
+
 def _watchdog():
     # Each request feeds the board's watchdog, and so starts it: a board left
     # in the raw REPL by a cable pulled mid-sync then resets into its loop
     # within WDT_MS instead of waiting there. Long answers feed it as they
     # read the store (store.feed). docs/hardware.md#the-watchdog
+    global _dog
+    from sporadic import store as s
+    s.feed = _fed
     try:
         import board
-        from sporadic import store as s
-        s.feed = board.wdt_feed
-        board.wdt_feed()
+        _dog = board.wdt_feed
+        _dog()
     except Exception:
         pass   # a board module without a watchdog: nothing to feed
 
@@ -145,25 +164,32 @@ def w(req):
     """Answer one request by writing it out as it is made: STX, the answer
     in pieces, ETX (the serial link reads between the two). A long G answer
     (a first sync) then streams in one pass over the store instead of being
-    built in RAM, so its size is not bounded by the heap."""
+    built in RAM, so its size is not bounded by the heap. While the board
+    works (a pass, a compaction) KEEPALIVE bytes come between the pieces:
+    the companion drops them, and waits as long as they come."""
+    global _out
     out = sys.stdout
     out.write('\x02')
-    c = req[:1]
-    if c in 'SNDGP' and req[1:2] in (' ', ''):
-        _watchdog()
-        buf = []
-        n = 0
-        try:
-            for piece in responder().handle_iter(req):
-                buf.append(piece)
-                n += len(piece)
-                if n >= OUT_CHUNK:       # few large writes, not one per line
-                    out.write(''.join(buf))
-                    buf = []
-                    n = 0
-        except Exception as e:
-            buf.append('!error %s: %s' % (type(e).__name__, e))
-        out.write(''.join(buf))
-    else:
-        out.write(h(req))
+    _out = out
+    try:
+        c = req[:1]
+        if c in 'SNDGP' and req[1:2] in (' ', ''):
+            _watchdog()
+            buf = []
+            n = 0
+            try:
+                for piece in responder().handle_iter(req):
+                    buf.append(piece)
+                    n += len(piece)
+                    if n >= OUT_CHUNK:       # few large writes, not one per line
+                        out.write(''.join(buf))
+                        buf = []
+                        n = 0
+            except Exception as e:
+                buf.append('!error %s: %s' % (type(e).__name__, e))
+            out.write(''.join(buf))
+        else:
+            out.write(h(req))
+    finally:
+        _out = None
     out.write('\x03')
