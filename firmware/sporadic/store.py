@@ -30,7 +30,6 @@ QUAR_MAX = const(8192)    # quar.txt bytes before it is rotated to quar.old
 CHUNK = const(256)        # bytes gathered before one write while compacting
 CRASH_EXIT = const(77)
 FEED_LINES = const(64)    # lines read between two calls of `feed`
-READ_CHUNK = const(512)   # bytes read at a time by read_lines
 
 # The watchdog: every long read calls feed() each FEED_LINES lines (set to
 # board.wdt_feed by the runtime and the sync server). A board's watchdog,
@@ -116,40 +115,29 @@ def _remove(path):
 def read_lines(path, torn=False):
     """Stream the lines of a file (without '\\n'); a last line without its
     newline (torn) is yielded only when `torn` (imports), else dropped.
-    The file is read as bytes, READ_CHUNK at a time, and cut at its
-    newlines: readline() takes a byte at a time from the filesystem, and
-    on MicroPython a str index costs a scan of the UTF-8 before it. On the
-    rp2 port a 445 KB file takes 1.0 s this way, 2.1 s with readline()
-    (0.68 s of it the filesystem's read itself; bench/rp2_requests.py)."""
+    (Reading 512 bytes at a time and cutting them is about 1.8x faster on
+    the rp2 port, but its 512-byte blocks fragment a 64K heap: the loop
+    then fails a 20,000-line compaction; bench/device_heap.py.)"""
     try:
-        f = open(path, 'rb')
+        f = open(path)
     except OSError:
         return
     n = 0
-    rest = b''
     try:
         while True:
-            chunk = f.read(READ_CHUNK)
-            if not chunk:
+            line = f.readline()
+            if not line:
                 break
-            if rest:
-                chunk = rest + chunk
-            i = 0
-            while True:
-                j = chunk.find(b'\n', i)
-                if j < 0:
-                    break
-                n += 1
-                if n == FEED_LINES:
-                    n = 0
-                    if feed is not None:
-                        feed()
-                yield chunk[i:j].decode()
-                i = j + 1
-            rest = chunk[i:]
-            chunk = None
-        if rest and torn:
-            yield rest.decode()
+            n += 1
+            if n == FEED_LINES:
+                n = 0
+                if feed is not None:
+                    feed()
+            if line[-1] != '\n':
+                if torn:
+                    yield line
+                break
+            yield line[:-1]
     finally:
         f.close()
 
