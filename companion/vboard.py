@@ -584,7 +584,35 @@ def _descendants(pid):
     return out
 
 
-class VBoard:
+class BoardProcess:
+    """The life cycle every virtual board shares (this unix-port one, the
+    emulated Pico of vboard_rp2): a process in self.proc, start() and
+    kill() (a power cut) of its own; stop() asks it to end, then cuts."""
+    STOP_TIMEOUT = 5.0
+
+    def stop(self, timeout=None):
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(self.STOP_TIMEOUT if timeout is None else timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        if self.proc is not None and self.proc.stdout:
+            self.proc.stdout.close()
+        self.proc = None
+
+    def __enter__(self):
+        if self.proc is None:
+            self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+class VBoard(BoardProcess):
     """A virtual board in its own process; ``start()`` returns its device path.
 
     flash_dir: host folder mounted at ``/`` on the board (created if missing).
@@ -670,28 +698,6 @@ class VBoard:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
-
-    def stop(self, timeout=5.0):
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc.stdout:
-            self.proc.stdout.close()
-        self.proc = None
-
-    def __enter__(self):
-        if self.proc is None:
-            self.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
 
     def __repr__(self):
         return "VBoard(%r, id=%r, path=%r)" % (self.flash_dir, self.board_id, self.path)

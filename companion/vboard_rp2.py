@@ -47,6 +47,8 @@ import sys
 import time
 import tty
 
+from companion.vboard import BoardProcess
+
 __all__ = ["RP2VBoard", "RP2Relay", "emulator_dir", "add_arguments", "run_args", "missing"]
 
 BOARD = "rp2-pico"
@@ -276,7 +278,7 @@ class RP2Relay:
         self._ma = self._sa = None
 
 
-class RP2VBoard:
+class RP2VBoard(BoardProcess):
     """An emulated Pico in its own process; ``start()`` returns its device path.
 
     flash:    the board's 2 MiB flash file (created blank if missing).
@@ -287,6 +289,8 @@ class RP2VBoard:
     unpaced:  skip idle time instead of waiting for the wall clock.
     stats:    a file the emulator writes its instruction count to (``stats()``).
     """
+
+    STOP_TIMEOUT = 15.0
 
     def __init__(self, flash, firmware=None, bootrom=None, image=None, unpaced=False, stats=None):
         self.flash = os.path.abspath(flash)
@@ -379,26 +383,6 @@ class RP2VBoard:
             while any(os.path.exists("/proc/%d" % p) and not _zombie(p) for p in pids) and time.monotonic() < deadline:
                 time.sleep(0.01)
 
-    def stop(self, timeout=15.0):
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        if self.proc and self.proc.stdout:
-            self.proc.stdout.close()
-        self.proc = None
-
-    def __enter__(self):
-        if self.proc is None:
-            self.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
 
 
 def _zombie(pid):
