@@ -39,4 +39,4 @@ make -C "$SRC/ports/unix" VARIANT=standard BUILD=build-frozen FROZEN_MANIFEST="$
      MICROPY_PY_FFI=0 MICROPY_PY_BTREE=0 MICROPY_PY_SSL=0 CFLAGS_EXTRA=-m32 LDFLAGS_EXTRA=-m32 -j2 >/dev/null
 cp "$SRC/ports/unix/build-frozen/micropython" "$OUT/micropython-frozen"
 "$OUT/micropython" -c "import sys; print('built', sys.implementation.version, 'maxsize', sys.maxsize)"
-"$OUT/micropython-frozen" -c "import sporadic.jobline as m; print('frozen', m.__file__)"
+"$OUT/micropython-frozen" -c "import sporadic.core.jobline as m; print('frozen', m.__file__)"

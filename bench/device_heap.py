@@ -23,7 +23,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, 'firmware'))
 
-from sporadic import jobline, merge  # noqa: E402
+from sporadic.core import jobline, merge  # noqa: E402
+from sporadic.desktop import merging
 from tests.devutil import make_flash, boot, T0  # noqa: E402
 from tests.mpy import MPY_CROSS  # noqa: E402
 
@@ -31,7 +32,7 @@ D = 86400
 DRIVER = r'''
 import gc, json
 gc.collect()
-from sporadic import store, runtime
+from sporadic.device import store, runtime
 gc.collect()
 code = gc.mem_alloc()
 peak = [code]
@@ -70,7 +71,7 @@ def job_file(n):
         lines.append(j.line())
         lines.append(jobline.Result(j.id, 'other-%d' % (i % 2 + 1), 0, T0 - D, 'ok', 1, '-', 'x').line())
         i += 1
-    return merge.merge(lines[:n])
+    return merging.merge(lines[:n])
 
 
 def main():

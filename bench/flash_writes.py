@@ -22,7 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, 'firmware'))
 
-from sporadic import jobline  # noqa: E402
+from sporadic.core import jobline  # noqa: E402
 from tests.devutil import make_flash, boot, T0  # noqa: E402
 from tests.mpy import MPY_CROSS  # noqa: E402
 
@@ -30,7 +30,7 @@ N = 1000
 JOBS = ['each 2026-12-01T00:%02dZ sleep 0 ; every=10m' % i for i in range(10)]
 DRIVER = r'''
 import json
-from sporadic import store, runtime
+from sporadic.device import store, runtime
 rt = runtime.get()
 b0 = store.bytes_written
 done = 0

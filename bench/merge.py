@@ -12,7 +12,8 @@ import sys
 import tempfile
 import time
 
-from sporadic import jobline, merge
+from sporadic.core import jobline, merge
+from sporadic.desktop import merging
 
 
 def make_file(path, n, seed, jobs):
@@ -47,7 +48,7 @@ def main():
 
     t = time.perf_counter()
     with open(A) as fa, open(B) as fb:
-        out = merge.merge(('a', fa), ('b', fb))
+        out = merging.merge(('a', fa), ('b', fb))
     with open(os.path.join(d, 'ours.txt'), 'w') as f:
         f.write('\n'.join(out) + '\n')
     ours = time.perf_counter() - t

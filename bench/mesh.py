@@ -17,7 +17,8 @@ import sys
 import os
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'firmware'))
-from sporadic import jobline, recon  # noqa: E402
+from sporadic.core import jobline, recon  # noqa: E402
+from sporadic.core import recondrv
 
 BASE = 300
 TRIALS = 20
@@ -37,7 +38,7 @@ class Board:
 
 def sync(a, b):
     r = recon.Responder(b.source, b.receive)
-    st = recon.reconcile(a.source, a.receive, r.handle, verify=False)
+    st = recondrv.reconcile(a.source, a.receive, r.handle, verify=False)
     return st['bytes_out'] + st['bytes_in']
 
 

@@ -30,7 +30,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), 'firmware'))
 
-from sporadic import recon  # noqa: E402
+from sporadic.core import recon  # noqa: E402
+from sporadic.core import recondrv
 
 
 def records(n, seed, tag=''):
@@ -53,7 +54,7 @@ class Side:
 SERVER = r'''
 import sys
 sys.path.insert(0, LIB)
-from sporadic import recon
+from sporadic.core import recon
 def receive(lines):
     f = open(LOG, 'a')
     for l in lines:
@@ -68,10 +69,11 @@ def micropython_call(tmp, lines):
     """A call() talking to a Responder on `micropython -X heapsize=64K`."""
     lib = os.path.join(tmp, 'lib')
     if not os.path.isdir(lib):
-        os.makedirs(os.path.join(lib, 'sporadic'))
+        os.makedirs(os.path.join(lib, 'sporadic', 'core'))
         open(os.path.join(lib, 'sporadic', '__init__.py'), 'w').close()
-        src = os.path.join(os.path.dirname(HERE), 'firmware', 'sporadic', 'recon.py')
-        subprocess.check_call(['mpy-cross', '-o', os.path.join(lib, 'sporadic', 'recon.mpy'), src])
+        open(os.path.join(lib, 'sporadic', 'core', '__init__.py'), 'w').close()
+        src = os.path.join(os.path.dirname(HERE), 'firmware', 'sporadic', 'core', 'recon.py')
+        subprocess.check_call(['mpy-cross', '-o', os.path.join(lib, 'sporadic', 'core', 'recon.mpy'), src])
     data = os.path.join(tmp, 'data.txt')
     log = os.path.join(tmp, 'log.txt')
     with open(data, 'w') as f:
@@ -107,7 +109,7 @@ def case(n, k, use_mpy, tmp, empty_driver=False):
         call, close = resp.handle, (lambda: None)
     t = time.time()
     try:
-        s = recon.reconcile(a.source, a.receive, call)
+        s = recondrv.reconcile(a.source, a.receive, call)
     finally:
         close()
     dt = time.time() - t

@@ -51,9 +51,9 @@ UF2 = os.environ.get('SPORADIC_RP2_UF2') or os.path.join(SHARED, 'RPI_PICO-v1.28
 BOOTROM = os.environ.get('SPORADIC_RP2_BOOTROM') or os.path.join(SHARED, 'rp2040-bootrom-b1.bin')
 
 STEP = '''
-from sporadic import store
+from sporadic.device import store
 store.open_store()
-from sporadic import runtime
+from sporadic.device import runtime
 rt = runtime.get()
 rt.step(%d)
 %s
@@ -137,13 +137,13 @@ def main(argv=None):
             _, dt = companion(fleet, 'deploy', vb.path, '--id', 'pico-1', '--board', 'rp2-pico', '-q')
             fig.setdefault('deploy_s', round(dt, 1))
             if 'free_heap_runtime_imported' not in fig:
-                out, _ = mpremote(vb.path, 'exec', 'import gc; gc.collect(); from sporadic import store, runtime; '
+                out, _ = mpremote(vb.path, 'exec', 'import gc; gc.collect(); from sporadic.device import store, runtime; '
                                   'gc.collect(); print("RESULT", gc.mem_free())')
                 fig['free_heap_runtime_imported'] = int(result(out))
             s0 = vb.stats()
             drv = os.path.join(tmp, 'drv.py')
             with open(drv, 'w') as f:
-                f.write('from sporadic import store\nstore.open_store()\n'
+                f.write('from sporadic.device import store\nstore.open_store()\n'
                         + device_heap.DRIVER % (T0 + 60, T0 + 120))
             out, dt_pass = mpremote(vb.path, 'run', drv)
             s1 = vb.stats()

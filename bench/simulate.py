@@ -25,7 +25,8 @@ sys.path.insert(0, os.path.join(HERE, '..'))
 sys.path.insert(0, os.path.join(HERE, '..', 'firmware'))
 
 from companion.simulate import simulate  # noqa: E402
-from sporadic.timeutil import format_time, parse_time  # noqa: E402
+from sporadic.core.timeutil import parse_time
+from sporadic.core.timefmt import format_time  # noqa: E402
 
 
 def scenario(hosts, days, jobs=100):

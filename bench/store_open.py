@@ -42,21 +42,22 @@ for p in (os.path.join(ROOT, 'firmware'), ROOT):
 
 from companion import files, keys  # noqa: E402
 from companion.fleet import Fleet  # noqa: E402
-from sporadic import jobline, merge  # noqa: E402
+from sporadic.core import jobline, merge  # noqa: E402
+from sporadic.desktop import merging
 from tests.devutil import make_flash, boot, T0  # noqa: E402
 from tests.mpy import MPY_CROSS  # noqa: E402
 
 SIZES = (100, 1000, 5000)
 DRIVER = r'''
 import gc, json, time
-from sporadic import store
+from sporadic.device import store
 CASE = %r
 if CASE == 'size_only':
     def size_only(path):
         # the store's old check: jobs.ok held the size alone
         ok = open('jobs.ok').read()
         return ok if int(ok.split()[0]) == store.size(path) else None
-    from sporadic import stamp
+    from sporadic.core import stamp
     stamp.file_stamp = size_only
 peak = [0]
 if CASE[:5] == 'heap_':
@@ -67,7 +68,7 @@ if CASE[:5] == 'heap_':
             peak[0] = a
     store.feed = sample
 if CASE == 'digest':
-    from sporadic import stamp
+    from sporadic.core import stamp
 gc.collect()
 base = gc.mem_alloc()
 t = time.time_ns()
@@ -92,7 +93,7 @@ def signed_flash(tmp, n):
     while len(jobs) < n - 1:
         jobs.append(jobline.parse_job('each 2026-12-02T06:00Z log job%d ; every=1d' % i, salt=str(i)).line())
         i += 1
-    body = merge.merge(keys.sign_lines(fleet.dir, jobs) + jobs)
+    body = merging.merge(keys.sign_lines(fleet.dir, jobs) + jobs)
     jobs = body[:n]     # the .b records sort first: keep n lines, all covered
     from companion import syncer
     cfg = {'mode': 'signed', 'pubkey': keys.load_pub(fleet.dir),

@@ -20,7 +20,7 @@ Phases (one board, one run):
    throughput = bytes of the file / s.
 
 The board's state is written straight into its flash folder (jobs.txt: the
-records, canonical and sorted by sporadic.merge.merge), not synced in. The
+records, canonical and sorted by sporadic.desktop.merging.merge), not synced in. The
 fleet is `insecure`: signatures are beside the point for bytes.
 The last line is JSON.
 """
@@ -37,7 +37,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), 'firmware'))
 
-from sporadic import merge  # noqa: E402
+from sporadic.core import merge  # noqa: E402
+from sporadic.desktop import merging
 from companion import syncer  # noqa: E402
 from companion.fleet import Fleet  # noqa: E402
 from companion.transport_serial import SerialLink  # noqa: E402
@@ -153,7 +154,7 @@ def main(argv=None):
         vb = VBoard(flash, board_id=BOARD, heap=args.heap)
         syncer.deploy(setup, vb.start(), BOARD, board='unix', progress=False)
         vb.stop()
-        lines = merge.merge(('bench', records(args.n, 1)))
+        lines = merging.merge(('bench', records(args.n, 1)))
         text = ''.join(l + '\n' for l in lines)
         with open(os.path.join(flash, 'jobs.txt'), 'w') as f:
             f.write(text)

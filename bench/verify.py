@@ -39,7 +39,7 @@ SIZES = (1, 10, 100)
 MP_SCRIPT = r"""
 import sys, json, time, hashlib
 sys.path.insert(0, %(fw)r)
-from sporadic import batch
+from sporadic.core import batch
 cfg = json.load(open(%(cfg)r))
 pub = cfg["pub"]
 reps = cfg["reps"]

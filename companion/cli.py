@@ -8,8 +8,11 @@ import os
 import sys
 import time
 
-from sporadic import jobline, merge, plan
-from sporadic.timeutil import parse_time, format_time, parse_duration
+from sporadic.core import jobline, merge, plan
+from sporadic.desktop import schedule
+from sporadic.desktop import merging
+from sporadic.core.timeutil import parse_time, parse_duration
+from sporadic.core.timefmt import format_time
 
 
 from companion.errors import UserError, console
@@ -46,7 +49,7 @@ def cmd_check(args):
     errors = []
     n = 0
     for path in args.files:
-        for _ in merge.canonical_lines(read_lines(path), path, errors):
+        for _ in merging.canonical_lines(read_lines(path), path, errors):
             n += 1
     for e in errors:
         print(e)
@@ -58,7 +61,7 @@ def cmd_check(args):
 def cmd_merge(args):
     errors = []
     conflicts = []
-    out = merge.merge(*[(p, read_lines(p)) for p in args.files], errors=errors, conflicts=conflicts)
+    out = merging.merge(*[(p, read_lines(p)) for p in args.files], errors=errors, conflicts=conflicts)
     for e in errors + conflicts:
         print(e, file=sys.stderr)
     text = ''.join(line + '\n' for line in out)
@@ -72,7 +75,7 @@ def cmd_merge(args):
 def jobs_of(lines, errors, name='-'):
     """Job records of a merged file (cancelled ones are gone after compaction)."""
     out = []
-    for line in merge.merge((name, lines), errors=errors):
+    for line in merging.merge((name, lines), errors=errors):
         r = jobline.parse(line)
         if isinstance(r, jobline.Job):
             out.append(r)
@@ -97,7 +100,7 @@ def cmd_plan(args):
     rows = []
     try:
         for j in jobs:
-            for row in plan.schedule(j, hosts, t_from, t_until, limit=args.limit):
+            for row in schedule.schedule(j, hosts, t_from, t_until, limit=args.limit):
                 row['command'] = ' '.join(j.words)
                 rows.append(row)
     except ValueError as e:

@@ -8,7 +8,7 @@ import shutil
 import tempfile
 import time
 
-from sporadic.timeutil import format_time
+from sporadic.core.timefmt import format_time
 from companion.errors import console
 from companion.fleet import Fleet
 

@@ -4,8 +4,9 @@ places.
 
     firmware_files(board, compile=True, frozen=False) -> [(dest_path, bytes)]
         /main.py                 firmware/main.py (always source: it boots)
-        /lib/sporadic/*.mpy      firmware/sporadic/*.py through mpy-cross
-                                 (for the board's -march), __init__ stays .py
+        /lib/sporadic/**.mpy     firmware/sporadic/ (core/, device/, net/; never
+                                 desktop/) through mpy-cross for the board's
+                                 -march (the package __init__ files too)
         /lib/board.mpy           boards/<name>/board.py (through mpy-cross too)
     config_files(board_id, secret, pubkey, extra=None) -> [("/cfg.json", bytes)]
     jobs_file(text) -> [("/jobs.txt", bytes), ("/jobs.ok", its stamp)]
@@ -25,10 +26,12 @@ import shutil
 import subprocess
 import tempfile
 
+from sporadic.desktop import merging
+
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # What firmware/main.py says, for an installed package without the checkout.
-_MAIN_FALLBACK = b"from sporadic import boot\nboot.main()\n"
+_MAIN_FALLBACK = b"from sporadic.device import boot\nboot.main()\n"
 
 
 def boards():
@@ -116,6 +119,23 @@ def small_heap_note(board, frozen):
             % (data["name"], heap // 1024, FROZEN_ADVICE))
 
 
+# sporadic/desktop/ is portable but desktop-only: it never goes to a board.
+DESKTOP_ONLY = "desktop"
+
+
+def board_modules(fw=None):
+    """The package files a board carries, as paths under firmware/ ("sporadic/core/plan.py"):
+    every .py of firmware/sporadic/ and its subpackages but sporadic/desktop/."""
+    fw = fw or firmware_dir()
+    out = []
+    for top, dirs, names in os.walk(os.path.join(fw, "sporadic")):
+        dirs[:] = sorted(d for d in dirs if d != DESKTOP_ONLY and not d.startswith(("_", ".")))
+        for n in sorted(names):
+            if n.endswith(".py"):
+                out.append(os.path.relpath(os.path.join(top, n), fw).replace(os.sep, "/"))
+    return out
+
+
 def firmware_files(board, compile=True, frozen=False):
     """frozen: the MicroPython firmware already holds the sporadic package
     (built with boards/<name>/manifest.py), so /lib/sporadic is left out.
@@ -128,15 +148,15 @@ def firmware_files(board, compile=True, frozen=False):
     files.append(("/main.py", _read(main) if os.path.isfile(main) else _MAIN_FALLBACK))
     use_mpy = compile and mpy_cross_command() is not None
     arch = data.get("mpy_arch")
-    for src in ([] if frozen else sorted(glob.glob(os.path.join(fw, "sporadic", "*.py")))):
-        name = os.path.basename(src)
-        if use_mpy and name != "__init__.py":
-            dest = "/lib/sporadic/" + name[:-3] + ".mpy"
+    for rel in ([] if frozen else board_modules(fw)):
+        src = os.path.join(fw, rel)
+        if use_mpy:
+            dest = "/lib/" + rel[:-3] + ".mpy"
             # the source name a traceback shows is the file's own path: one
             # qstr with the module's __file__ instead of two on the board
             files.append((dest, compile_mpy(src, arch, dest)))
         else:
-            files.append(("/lib/sporadic/" + name, _read(src)))
+            files.append(("/lib/" + rel, _read(src)))
     board_py = boards().board_py(data["name"])
     if board_py:
         if use_mpy:
@@ -177,14 +197,14 @@ def jobs_file(text):
     bad line."""
     if isinstance(text, (bytes, bytearray)):
         text = bytes(text).decode()
-    from sporadic import merge
+    from sporadic.core import merge
     errors = []
-    lines = merge.merge(("jobs", (text or "").splitlines()), errors=errors)
+    lines = merging.merge(("jobs", (text or "").splitlines()), errors=errors)
     if errors:
         raise ValueError("job file: " + "; ".join(errors))
     body = "".join(l + "\n" for l in lines).encode()
     import hashlib
-    from sporadic import store
+    from sporadic.device import store
     return [("/jobs.txt", body), ("/jobs.ok", store.stamp_text(len(body), hashlib.sha256(body)).encode())]
 
 
@@ -197,11 +217,10 @@ def all_files(board, board_id, jobs_text="", secret=None, pubkey=None, extra=Non
 
 
 def package_json(version="0.1.0"):
-    """firmware/package.json in mip's format: every firmware/sporadic/*.py,
-    installed under the target (/lib by default) as sporadic/NAME.py; URLs
-    are relative to the package.json (a checkout, github:, or https://)."""
-    names = sorted(os.path.basename(p) for p in glob.glob(os.path.join(firmware_dir(), "sporadic", "*.py")))
-    rows = ",\n".join('    ["sporadic/%s", "sporadic/%s"]' % (n, n) for n in names)
+    """firmware/package.json in mip's format: every file a board carries
+    (board_modules), installed under the target (/lib by default) at the same
+    path; URLs are relative to the package.json (a checkout, github:, or https://)."""
+    rows = ",\n".join('    ["%s", "%s"]' % (n, n) for n in board_modules())
     return '{\n  "urls": [\n%s\n  ],\n  "deps": [],\n  "version": "%s"\n}\n' % (rows, version)
 
 

@@ -14,7 +14,8 @@ import json
 import os
 import time
 
-from sporadic import jobline, merge
+from sporadic.core import jobline, merge
+from sporadic.desktop import merging
 from companion.errors import UserError
 
 JOBS = 'jobs.txt'
@@ -102,7 +103,7 @@ class Fleet:
     def merge_in(self, new_lines, name='incoming', errors=None, conflicts=None):
         """Merge lines into jobs.txt; returns the lines that were new."""
         before = set(self.lines())
-        out = merge.merge((JOBS, before), (name, new_lines), errors=errors, conflicts=conflicts)
+        out = merging.merge((JOBS, before), (name, new_lines), errors=errors, conflicts=conflicts)
         self.write_lines(out)
         return [l for l in out if l not in before]
 
@@ -121,7 +122,7 @@ class Fleet:
         return refused
 
     def _unsigned(self, new_lines):
-        from sporadic import batch
+        from sporadic.core import batch
         held = set(self.lines())
         todo = {}
         for l in new_lines:

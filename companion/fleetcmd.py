@@ -6,8 +6,10 @@ import os
 import sys
 import time
 
-from sporadic import jobline, merge, plan
-from sporadic.timeutil import format_time, parse_duration
+from sporadic.core import jobline, merge, plan
+from sporadic.desktop import merging
+from sporadic.core.timeutil import parse_duration
+from sporadic.core.timefmt import format_time
 from companion.errors import UserError, console
 from companion.fleet import Fleet
 
@@ -382,7 +384,7 @@ def cmd_keys(args):
         old = f.lines()
         live = [l for l in old if not l.startswith(('.b ', '.k '))]
         chain = [l for l in old if l.startswith('.k ')]
-        f.write_lines(merge.merge(live + chain + [rec] + keys.sign_lines(f.dir, live)))
+        f.write_lines(merging.merge(live + chain + [rec] + keys.sign_lines(f.dir, live)))
         print('rotated to key %s; boards take it at their next sync and refuse the old key after' % keys.keyid(f.dir))
     else:
         print('%s  %s' % (keys.keyid(f.dir), keys.load_pub(f.dir)[:40] + '...'))

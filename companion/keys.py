@@ -28,7 +28,7 @@ import sys
 
 _FW = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "firmware")
 try:
-    import sporadic.rsa  # noqa: F401
+    import sporadic.core.rsa  # noqa: F401
 except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, _FW)
 
@@ -36,8 +36,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa as crsa
 from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
 
-from sporadic import batch, rsa
-from sporadic import hmac as shmac
+from sporadic.core import batch, rsa
+from sporadic.desktop import batching
+from sporadic.core import hmac as shmac
 
 BITS = 2048
 E = 65537
@@ -158,7 +159,7 @@ def next_seq(fleet_dir):
 def sign_batch(lines, seq, fleet_dir):
     """The .b record covering lines (1..MAX_LINES of them) under SEQ."""
     key = load_private(fleet_dir)
-    return batch.make_batch_record(
+    return batching.make_batch_record(
         seq, rsa.keyid(pub_text_of(key)),
         [batch.line_digest(ln) for ln in lines],
         lambda dg: _sign(key, dg),
@@ -193,7 +194,7 @@ def rotate(fleet_dir):
     old_id = rsa.keyid(old_text)
     new = _new_key()
     new_text = pub_text_of(new)
-    rec = batch.make_key_record(next_seq(fleet_dir), old_id, new_text, lambda dg: _sign(old, dg))
+    rec = batching.make_key_record(next_seq(fleet_dir), old_id, new_text, lambda dg: _sign(old, dg))
     os.makedirs(os.path.join(d, "old"), exist_ok=True)
     os.chmod(os.path.join(d, "old"), 0o700)
     _write(os.path.join(d, "old", old_id + ".pem"), _pem(old), 0o600)

@@ -20,7 +20,7 @@ import os
 import secrets
 import time
 
-from sporadic import jobline
+from sporadic.core import jobline
 from companion import files
 from companion.errors import UserError
 

@@ -4,7 +4,7 @@
 # plan.hash_rnd; what a host knows is its copy of the job-line file under
 # merge (held as a version vector over the parties' append-only record
 # logs, which is exactly the compacted file: --verify keeps the literal line
-# sets too and checks every sync against merge.merge).
+# sets too and checks every sync against merging.merge).
 import bisect
 import copy
 import heapq
@@ -18,8 +18,10 @@ from fnmatch import fnmatchcase
 from itertools import compress, repeat
 from operator import getitem, gt
 
-from sporadic import jobline, merge, plan
-from sporadic.timeutil import parse_time, format_time, parse_duration, format_duration
+from sporadic.core import jobline, merge, plan
+from sporadic.desktop import merging
+from sporadic.core.timeutil import parse_time, parse_duration
+from sporadic.core.timefmt import format_time, format_duration
 
 try:
     from companion.errors import UserError
@@ -334,7 +336,7 @@ class Sim:
         self.jobs = jobs
         self.J = len(jobs)
         self.single = [j.kind in ('any', 'one') for j in jobs]
-        self.static = merge.merge(lines + ['.h ' + h.name for h in self.hosts])
+        self.static = merging.merge(lines + ['.h ' + h.name for h in self.hosts])
         self.static_bytes = sum(len(s) + 1 for s in self.static)
         self.scores = {}
         self.ranks = {}
@@ -783,7 +785,7 @@ class Sim:
             nt += rng.uniform(-m['jitter'], m['jitter'])
         self._push(max(self._grid(nt), t + self.res), _SYNC, _MESH, li, 0)
 
-    # -- verify: the literal files, merged by merge.merge --
+    # -- verify: the literal files, merged by merging.merge --
 
     def materialize(self, V):
         """The compacted file of a party whose knowledge is V."""
@@ -797,8 +799,8 @@ class Sim:
         return sorted(out)
 
     def _check_sync(self, parties, U, n):
-        files = [merge.merge(sorted(self.lit[x])) for x in parties]
-        m = merge.merge(*files)
+        files = [merging.merge(sorted(self.lit[x])) for x in parties]
+        m = merging.merge(*files)
         ms = set(m)
         lit = 0
         for f in files:
@@ -807,7 +809,7 @@ class Sim:
         if lit != n:
             raise AssertionError('bytes: literal %d, fast %d' % (lit, n))
         if m != self.materialize(U):
-            raise AssertionError('file after sync differs from merge.merge')
+            raise AssertionError('file after sync differs from merging.merge')
         for x in parties:
             self.lit[x] = set(ms)
         self.stats['verified_syncs'] += 1
@@ -823,7 +825,7 @@ class Sim:
         mkey = None
         done = -1
         pre = job.id + ' r '
-        for line in merge.merge(sorted(self.lit[x])):
+        for line in merging.merge(sorted(self.lit[x])):
             if not line.startswith(pre):
                 continue
             r = jobline.parse(line)
@@ -1302,7 +1304,7 @@ def add_parser(subparsers):
     s.add_argument('--steps', type=int, default=6, help='points of an A..B sweep (default 6)')
     s.add_argument('--plot', metavar='OUT.png', help='with --sweep: plot duplicates and misses (needs matplotlib)')
     s.add_argument('--verify', action='store_true', help='also keep literal line sets and check every sync '
-                   'against merge.merge (slow; small scenarios)')
+                   'against merging.merge (slow; small scenarios)')
     s.set_defaults(func=command)
     return s
 

@@ -7,7 +7,8 @@ import os
 import time
 from contextlib import contextmanager
 
-from sporadic import jobline, recon
+from sporadic.core import jobline, recon
+from sporadic.core import recondrv
 from companion.errors import UserError
 from companion import files
 from companion.transport import LinkError, NotSporadic
@@ -84,7 +85,7 @@ def verify_result(fleet, r):
     secret = device_secret(fleet, r.host)
     if secret is None or r.mac == '-':
         return False
-    from sporadic import hmac
+    from sporadic.core import hmac
     mac = r.mac
     r.mac = '-'
     try:
@@ -111,7 +112,7 @@ ID_PROBE = ("import os\n"
 # the flash, and '.frozen' comes before '/lib' on sys.path. (timeutil
 # imports nothing else: no board module is needed yet.)
 FROZEN_PROBE = ("try:\n"
-                " import sporadic.timeutil as m\n"
+                " import sporadic.core.timeutil as m\n"
                 " print('F' if m.__file__[:1] != '/' else 'L')\n"
                 "except ImportError:\n"
                 " print('-')\n")
@@ -299,14 +300,14 @@ def _sync(fleet, port, link, now, base=0, seen=None):
     # a link that streams answers (serial, syncsrv.w) takes a whole node in
     # one pass over the board's file, however large
     if getattr(link, 'stream_answers', False):
-        get_lines = recon.WHOLE
+        get_lines = recondrv.WHOLE
 
         def call(req):
             return link.call(req, stream=True)
     else:
         get_lines = GET_LINES
         call = link.call
-    stats = recon.reconcile(board_view(fleet, dev_id), local_receive, call, get_lines=get_lines,
+    stats = recondrv.reconcile(board_view(fleet, dev_id), local_receive, call, get_lines=get_lines,
                             put_bytes=put_bytes_for(heap))
     moved = stats['lines_in'] or stats['lines_out']
     new_results = []

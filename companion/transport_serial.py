@@ -11,7 +11,7 @@ has it, because mpremote reads a byte at a time and sends 256-byte chunks.
 
 Requests. ``call(request)`` is one raw-REPL execution of::
 
-    print(repr(__import__('sporadic.syncsrv').syncsrv.h('<request>')))
+    print(repr(__import__('sporadic.device.syncsrv').device.syncsrv.h('<request>')))
 
 where ``'<request>'`` is ``repr(request)`` (a Python ``str`` literal) and
 ``h(req: str) -> str`` is the device end of sync. The board prints the
@@ -216,7 +216,7 @@ class SerialLink(Link):
     stream_answers = True    # answers come framed as they are made (syncsrv.w)
 
     def __init__(self, port_url, baud=115200, timeout=20.0, interrupt_timeout=15.0,
-                 chunk_size=4096, syncsrv="sporadic.syncsrv"):
+                 chunk_size=4096, syncsrv="sporadic.device.syncsrv"):
         self.port_url = port_url
         self.timeout = timeout
         self.interrupt_timeout = interrupt_timeout

@@ -1,5 +1,5 @@
 """A TCP link to a board (Wi-Fi): the same requests as the serial link,
-framed and authenticated as firmware/sporadic/net.py says (docs/wifi.md).
+framed and authenticated as firmware/sporadic/net/node.py says (docs/wifi.md).
 
     TcpLink(host, port=7370, secret=None, fleet_key=None, me='companion', timeout=10)
         .call(request) -> response      bytes counted (framing and handshake included)
@@ -19,7 +19,8 @@ import binascii
 import socket
 import time
 
-from sporadic import net, recon
+from sporadic.net import node as net
+from sporadic.core import recon
 from companion.transport import Link, LinkError, LinkClosed, LinkTimeout, LinkRefused, NotSporadic, AuthRefused
 
 PORT = net.PORT

@@ -1,2 +1,2 @@
-from sporadic import boot
+from sporadic.device import boot
 boot.main()

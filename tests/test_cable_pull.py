@@ -37,7 +37,8 @@ from companion.fleet import Fleet
 from companion.transport_serial import SerialLink
 from companion.vboard import VBoard
 from tests.devutil import wait_for
-from sporadic import jobline, merge, recon
+from sporadic.core import jobline, merge, recon
+from sporadic.desktop import merging
 
 HEAP = '128K'        # see tests/test_e2e.py: 64K when the memory diet lands
 SCALE = 600
@@ -98,7 +99,7 @@ def check_fleet(fleet):
     for l in lines:
         jobline.parse(l)
     errors = []
-    assert merge.merge(('jobs.txt', lines), errors=errors) == lines and not errors, errors[:3]
+    assert merging.merge(('jobs.txt', lines), errors=errors) == lines and not errors, errors[:3]
     for l in complete_lines(fleet.path('results.txt')):
         assert isinstance(jobline.parse(l), jobline.Result), l
 

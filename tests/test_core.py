@@ -5,9 +5,13 @@ import random
 import pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
 
-from sporadic import jobline, merge, plan
-from sporadic.jobline import ParseError
-from sporadic.timeutil import parse_time, format_time, parse_duration, format_duration
+from sporadic.core import jobline, merge, plan
+from sporadic.core import jobtext
+from sporadic.desktop import schedule
+from sporadic.desktop import merging
+from sporadic.core.jobline import ParseError
+from sporadic.core.timeutil import parse_time, parse_duration
+from sporadic.core.timefmt import format_time, format_duration
 
 T0 = parse_time('2026-12-01T06:00Z')
 DAY = 86400
@@ -47,7 +51,7 @@ records = st.lists(record(), max_size=25)
 
 
 def m(*parts):
-    return merge.merge(*parts)
+    return merging.merge(*parts)
 
 
 # -- merge properties ---------------------------------------------------------
@@ -117,7 +121,7 @@ def test_conflict_is_reported_and_resolved_deterministically():
     a = [jid + ' each 2026-12-01T06:00Z led blink 3 ; every=1d within=2h']
     b = [jid + ' who:pump 2026-12-01T06:00Z log other']
     c1, c2 = [], []
-    assert merge.merge(a, b, conflicts=c1) == merge.merge(b, a, conflicts=c2)
+    assert merging.merge(a, b, conflicts=c1) == merging.merge(b, a, conflicts=c2)
     assert c1 and c1 == c2
 
 
@@ -164,7 +168,7 @@ def test_bad_lines_have_reasons(line, reason):
 def test_check_reports_file_and_line_and_keeps_good_lines():
     errors = []
     text = ['# fleet', JOBS[0], 'each nonsense', '', JOBS[1], 'any:2 2026-12-01T06:00Z x']
-    good = list(merge.canonical_lines(text, 'jobs.txt', errors))
+    good = list(merging.canonical_lines(text, 'jobs.txt', errors))
     assert len(good) == 2
     assert len(errors) == 2
     assert errors[0].startswith('jobs.txt:3: bad time')
@@ -326,11 +330,11 @@ def test_hosts_with_the_same_file_decide_the_same():
 
 
 def test_schedule_rows():
-    rows = list(plan.schedule(job(JOBS[4]), ['a', 'b', 'c'], T0 - 6 * 3600, T0 + DAY))
+    rows = list(schedule.schedule(job(JOBS[4]), ['a', 'b', 'c'], T0 - 6 * 3600, T0 + DAY))
     assert [r['state'] for r in rows].count('run') == 2  # instances 0 and 1
     assert sorted(r['rank'] for r in rows if r['instance'].endswith('.0')) == [0, 1, 2]
     with pytest.raises(ValueError):
-        list(plan.schedule(job('each 2026-12-01T00:00Z x ; every=1s'), ['a'], T0, T0 + 10 * DAY, limit=1000))
+        list(schedule.schedule(job('each 2026-12-01T00:00Z x ; every=1s'), ['a'], T0, T0 + 10 * DAY, limit=1000))
 
 
 @given(record(), st.lists(st.tuples(st.integers(0, 80), st.sampled_from(list(' x1-\t\x7f"é.') + ['ok2', ' r ', '00'])), max_size=3))
@@ -339,7 +343,7 @@ def test_fast_path_accepts_only_what_parse_writes_back(line, edits):
     accepts, parse() accepts and writes back unchanged."""
     for i, s in edits:
         line = line[:i] + s + line[i + 1:]
-    if jobline.fast_canonical is None:
+    if jobtext.fast_canonical is None:
         pytest.skip('no accelerator on this interpreter')
-    if jobline.fast_canonical(line) is not None:
+    if jobtext.fast_canonical(line) is not None:
         assert jobline.parse(line).line() == line

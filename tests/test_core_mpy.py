@@ -3,19 +3,20 @@ properties, byte-identical output to CPython, parser fuzz, planner answers."""
 import json
 import random
 
-from sporadic import jobline, merge, plan
+from sporadic.core import jobline, merge, plan
+from sporadic.desktop import merging
 from tests.mpy import run_mpy
 from tests.test_core import JOBS, JOB_IDS, T0
 
 MPY_MERGE = r'''
 import json, sys
-from sporadic import merge
+from sporadic.desktop import merging
 while True:
     text = sys.stdin.readline()
     if not text:
         break
     a, b, c = json.loads(text)
-    m = merge.merge
+    m = merging.merge
     ab = m(a, b)
     assert ab == m(b, a), 'commutative'
     assert m(ab, c) == m(a, m(b, c)), 'associative'
@@ -53,13 +54,13 @@ def test_merge_properties_hold_on_micropython_and_match_cpython():
     cs = cases(1, 150)
     out = run_mpy(MPY_MERGE, stdin=''.join(json.dumps(c) + '\n' for c in cs))
     got = [json.loads(l) for l in out.splitlines()]
-    want = [merge.merge(a, b) for a, b, c in cs]
+    want = [merging.merge(a, b) for a, b, c in cs]
     assert got == want
 
 
 MPY_PARSE = r'''
 import json, sys
-from sporadic import jobline
+from sporadic.core import jobline
 while True:
     text = sys.stdin.readline()
     if not text:
@@ -113,7 +114,7 @@ def test_parser_fuzz_on_micropython_matches_cpython():
 
 MPY_PLAN = r'''
 import json, sys
-from sporadic import jobline, plan
+from sporadic.core import jobline, plan
 q = json.loads(sys.stdin.read())
 hosts = q['hosts']
 for text in q['jobs']:

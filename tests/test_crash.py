@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from sporadic import jobline
+from sporadic.core import jobline
 from tests.devutil import make_flash, boot, lines, actlog, T0, MICROPYTHON, DEVBOOT
 from tests.mpy import run_mpy
 
@@ -33,9 +33,9 @@ JOBS = ['each 2026-12-01T00:00Z log a ; every=10m',
         '.h dev-1']
 RETRY_JOB = jobline.parse(JOBS[2]).id
 DRIVER = '''
-from sporadic import runtime
+from sporadic.device import runtime, storesync
 rt = runtime.get()
-rt.store.receive(['.h dev-2', 'each 2026-12-01T00:07Z log c ; every=1h'], 'peer')
+storesync.receive(rt.store, ['.h dev-2', 'each 2026-12-01T00:07Z log c ; every=1h'], 'peer')
 runtime.main(until=%d)
 ''' % END
 CRASH = 77
@@ -103,7 +103,7 @@ def one_crash(tmp, n, n2=None):
 def count_ops(tmp):
     """Flash mutations of the whole workload, without a crash."""
     d = make_flash(os.path.join(tmp, 'count'), jobs=JOBS)
-    code = DRIVER + '\nfrom sporadic import store\nprint("OPS", store.ops)\n'
+    code = DRIVER + '\nfrom sporadic.device import store\nprint("OPS", store.ops)\n'
     p = boot(d, code, start=T0, heap=HEAP)
     ops = int([l for l in p.stdout.splitlines() if l.startswith('OPS')][0].split()[1])
     check_store(d)
@@ -153,7 +153,8 @@ def test_sigkill_at_random_instants(tmp_path):
 
 LFS = r'''
 import os, sys
-from sporadic import store, jobline
+from sporadic.device import store, storesync
+from sporadic.core import jobline
 
 class BD:
     # a block device that loses power after `limit` block writes: later
@@ -204,7 +205,7 @@ def workload(root):
         if st.needs_compaction():
             st.compact()
         if i == 30:
-            st.receive(['.h dev-2'], 'peer')
+            storesync.receive(st, ['.h dev-2'], 'peer')
     return mine
 
 def fresh():
@@ -252,7 +253,7 @@ for limit in range(1, total + 1, step):
     assert js == sorted(js), limit
     for l in JOBS:
         assert l in js, (limit, 'job lost', l)
-    have = set(st.outbox())
+    have = set(storesync.outbox(st))
     for l in store.read_lines('/flash/log.txt'):
         have.add(l)
     got = [l in have for l in mine]

@@ -27,8 +27,8 @@ from companion import cli, fleetcmd, syncer
 from companion.demo import DemoClock
 from companion.vboard import VBoard
 from tests.devutil import wait_for
-from sporadic import plan
-from sporadic.timeutil import format_time
+from sporadic.core import plan
+from sporadic.core.timefmt import format_time
 
 # 64K (ESP8266 class) is the goal; today a signed-fleet sync on a fresh 64K
 # heap fails with a MemoryError on the first `S` (firmware is on a memory

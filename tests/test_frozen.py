@@ -26,6 +26,7 @@ def run_manifest(path, seen):
 
     def package(name, files=None, base_path=".", opt=None):
         seen["packages"].append((os.path.normpath(os.path.join(here, base_path, name)), opt))
+        seen["files"] = files
 
     def module(name, base_path=".", opt=None):
         seen["modules"].append((os.path.normpath(os.path.join(here, base_path, name)), opt))
@@ -35,16 +36,24 @@ def run_manifest(path, seen):
 
     with open(path) as f:
         code = compile(f.read(), path, "exec")
-    exec(code, {"include": include, "package": package, "module": module, "require": require,
-                "freeze": require, "options": None})
+    cwd = os.getcwd()
+    os.chdir(here)
+    try:
+        exec(code, {"include": include, "package": package, "module": module, "require": require,
+                    "freeze": require, "options": None})
+    finally:
+        os.chdir(cwd)
 
 
 def test_esp8266_manifest_freezes_the_package_and_the_board_module():
-    seen = {"external": [], "packages": [], "modules": []}
+    seen = {"external": [], "packages": [], "modules": [], "files": None}
     run_manifest(os.path.join(ROOT, "boards", "esp8266", "manifest.py"), seen)
     pkg = os.path.join(ROOT, "firmware", "sporadic")
     assert seen["packages"] == [(pkg, 3)]
-    assert os.path.isfile(os.path.join(pkg, "__init__.py")) and os.path.isfile(os.path.join(pkg, "runtime.py"))
+    assert os.path.isfile(os.path.join(pkg, "__init__.py")) and os.path.isfile(os.path.join(pkg, "device", "runtime.py"))
+    # what a board carries, and never the desktop-only part
+    assert sorted(seen["files"]) == sorted(p[len("sporadic/"):] for p in files.board_modules())
+    assert "device/runtime.py" in seen["files"] and not any(f.startswith("desktop") for f in seen["files"])
     assert seen["modules"] == [(os.path.join(ROOT, "boards", "esp8266", "board.py"), 3)]
     # MicroPython's own ESP8266 modules stay in (flashbdev, _boot, networking)
     assert seen["external"] == ["$(PORT_DIR)/boards/ESP8266_GENERIC/manifest_2MiB.py"]

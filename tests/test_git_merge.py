@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from sporadic import jobline
+from sporadic.core import jobline
 from companion.fleet import Fleet
 from companion import fleetcmd
 

@@ -22,9 +22,9 @@ import sys
 import pytest
 
 from companion import image
-from sporadic import hmac as shmac
-from sporadic import jobline
-from sporadic.timeutil import format_time
+from sporadic.core import hmac as shmac
+from sporadic.core import jobline
+from sporadic.core.timefmt import format_time
 from tests.devutil import boot, lines, actlog, wait_for, T0, MICROPYTHON
 from tests.test_e2e import world, results  # noqa: F401  (the CLI-on-virtual-boards fixture)
 
@@ -36,9 +36,9 @@ JOB_A = 'each 2026-12-01T06:00Z log hello ; every=1d'
 JOB_B = 'each 2026-12-01T07:00Z log other ; every=1d'
 DRIVER = '''
 import json, sys
-from sporadic import boot
+from sporadic.device import boot
 rt = boot.main(until=%d)
-from sporadic import syncsrv
+from sporadic.device import syncsrv
 sys.stdout.write('STATUS ')
 json.dump(syncsrv.status(), sys.stdout)
 print()
@@ -191,7 +191,7 @@ def test_unchanged_store_opens_without_a_pass(tmp_path):
     reads no line of jobs.txt (one sha256 over it) and writes nothing."""
     flash, _, _ = provisioned(tmp_path)
     code = '''
-from sporadic import store
+from sporadic.device import store
 reads = []
 plain = store.read_lines
 def counted(path, torn=False):
@@ -244,10 +244,10 @@ def test_power_cuts_are_not_reported_as_edits(tmp_path):
     with open(os.path.join(fleet, 'jobs.txt')) as f:
         fleet_lines = f.read().splitlines()
     code = '''
-from sporadic import store, clock
+from sporadic.device import store, clock, storesync
 st = store.open_store()
-st.receive(%r, 'peer')
-from sporadic import boot
+storesync.receive(st, %r, 'peer')
+from sporadic.device import boot
 boot.main(until=%d)
 ''' % (fleet_lines, T0 + 12 * 3600)
     d = str(tmp_path / 'count')
@@ -384,7 +384,7 @@ def test_the_re_check_feeds_the_watchdog(tmp_path, capsys):
         with open(p, 'wb') as f:
             f.write(data)
     code = '''
-from sporadic import store
+from sporadic.device import store
 feeds = [0]
 def feed():
     feeds[0] += 1

@@ -15,7 +15,10 @@ import pytest
 
 from companion import syncer
 from companion.fleet import Fleet
-from sporadic import jobline, leader, merge, plan, recon
+from sporadic.core import jobline, leader, merge, plan, recon
+from sporadic.core import recondrv
+from sporadic.core import jobtext
+from sporadic.desktop import merging
 from tests.devutil import CLI, free_ports, wait_for
 
 HEAP = '192K'    # runtime + store + recon + net + a signed sync on the 64-bit port (docs/wifi.md)
@@ -69,10 +72,10 @@ class Board:
         got = []
         link = self.link()
         try:
-            recon.reconcile(lambda: iter(()), lambda ls: got.extend(ls), link.call, verify=False)
+            recondrv.reconcile(lambda: iter(()), lambda ls: got.extend(ls), link.call, verify=False)
         finally:
             link.close()
-        return merge.merge(got)
+        return merging.merge(got)
 
     def drop(self, ids):
         p = os.path.join(self.dir, 'drop.txt')
@@ -335,17 +338,17 @@ def test_election_lowest_leads_split_heal_and_loss():
 
 def test_assignment_record_parses_merges_and_plans():
     j = jobline.parse('one 2026-12-01T00:00Z backup ; every=1d')
-    a = jobline.Assign(j.id, 'p2', 3, 100, 'p1')
+    a = jobtext.Assign(j.id, 'p2', 3, 100, 'p1')
     assert jobline.canonical(a.line()) == a.line() == j.id + ' a p2 3 100 p1 -'
-    b = jobline.Assign(j.id, 'p3', 3, 200, 'p4').line()
-    c = jobline.Assign(j.id, 'p1', 2, 900, 'p4').line()
+    b = jobtext.Assign(j.id, 'p3', 3, 200, 'p4').line()
+    c = jobtext.Assign(j.id, 'p1', 2, 900, 'p4').line()
     for order in ([a.line(), b, c, j.line()], [j.line(), c, b, a.line()]):
-        assert merge.merge(order) == [b, j.line()]
-    assert merge.merge([a.line(), j.line(), j.id + ' cancel']) == [j.id + ' cancel']
+        assert merging.merge(order) == [b, j.line()]
+    assert merging.merge([a.line(), j.line(), j.id + ' cancel']) == [j.id + ' cancel']
     anyj = jobline.parse('any:0.5 2026-12-01T00:00Z up')
-    x = jobline.Assign(anyj.id, 'p2', 0, 5, 'p1').line()
-    assert merge.merge([x, anyj.line(), anyj.id + ' cancel']) == [anyj.id + ' cancel']
-    assert merge.merge([x, anyj.line()]) == [x, anyj.line()]
+    x = jobtext.Assign(anyj.id, 'p2', 0, 5, 'p1').line()
+    assert merging.merge([x, anyj.line(), anyj.id + ' cancel']) == [anyj.id + ' cancel']
+    assert merging.merge([x, anyj.line()]) == [x, anyj.line()]
     due = plan.due(j, 3)
     assert plan.decide(j, 'p3', due + 5, (2, 'ok', 1), rnk=2, assigned=(3, 'p3'), led=True)[0] == plan.RUN
     assert plan.decide(j, 'p2', due + 5, (2, 'ok', 1), rnk=0, assigned=(3, 'p3'), led=True)[0] == plan.WAIT
@@ -359,20 +362,20 @@ def test_assignment_record_parses_merges_and_plans():
 
 def test_leader_assigns_alive_hosts_once_and_reports_duplicates():
     j = jobline.parse('one 2026-12-01T00:00Z backup ; every=1d')
-    lines = merge.merge(['.h p1', '.h p2', '.h p3', j.line()])
+    lines = merging.merge(['.h p1', '.h p2', '.h p3', j.line()])
     t = j.t0 + 10
     new = leader.assignments(lines, 'p1', ['p1', 'p2', 'p3'], t)
     assert len(new) == 1 and new[0].split()[3] == '0'
-    lines = merge.merge(lines + new)
+    lines = merging.merge(lines + new)
     assert leader.assignments(lines, 'p1', ['p1', 'p2', 'p3'], t + 5) == []
     host = new[0].split()[2]
     rest = [h for h in ['p1', 'p2', 'p3'] if h != host]
     again = leader.assignments(lines, 'p1', rest, t + 5)   # the assignee went away
     assert len(again) == 1 and again[0].split()[2] in rest
-    done = merge.merge(lines + again + [j.id + ' r %s 0 %d ok -' % (host, t)])
+    done = merging.merge(lines + again + [j.id + ' r %s 0 %d ok -' % (host, t)])
     nxt = leader.assignments(done, 'p1', ['p1', 'p2', 'p3'], t + 10)
     assert len(nxt) == 1 and nxt[0].split()[3] == '1'     # the next instance, ahead of time
-    dup = merge.merge(done + [j.id + ' r %s 0 %d ok -' % (rest[0], t)])
+    dup = merging.merge(done + [j.id + ' r %s 0 %d ok -' % (rest[0], t)])
     assert leader.duplicates(dup) == ['%s.0: %s' % (j.id, ' '.join(sorted([host, rest[0]])))]
 
 

@@ -10,8 +10,10 @@ import sys
 import pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
 
-from sporadic import recon, merge
-from sporadic.jobline import parse
+from sporadic.core import recon, merge
+from sporadic.core import recondrv
+from sporadic.desktop import merging
+from sporadic.core.jobline import parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIRMWARE = os.path.join(os.path.dirname(HERE), 'firmware')
@@ -39,7 +41,7 @@ class Side:
 
 def sync(a, b, **kw):
     resp = recon.Responder(b.source, b.receive)
-    return recon.reconcile(a.source, a.receive, resp.handle, **kw)
+    return recondrv.reconcile(a.source, a.receive, resp.handle, **kw)
 
 
 def records(n, seed, tag=''):
@@ -101,7 +103,7 @@ def test_union_then_compact_agree(common, only_a, only_b):
     ca = list(merge.compact(sorted(a.lines)))
     cb = list(merge.compact(sorted(b.lines)))
     assert ca == cb
-    assert ca == merge.merge(common | only_a, common | only_b)
+    assert ca == merging.merge(common | only_a, common | only_b)
 
 
 @settings(max_examples=40, deadline=None)
@@ -186,7 +188,7 @@ def test_duplicates_in_a_source_lose_nothing():
     b_lines = records(50, 9) + ['dup', 'dup']
     resp = recon.Responder(lambda: iter(b_lines), lambda lines: b_lines.extend(lines))
     a = Side(records(50, 9)[:40] + ['mine'])
-    recon.reconcile(a.source, a.receive, resp.handle)
+    recondrv.reconcile(a.source, a.receive, resp.handle)
     assert set(b_lines) == a.lines
 
 
@@ -194,7 +196,7 @@ def test_trailing_newlines_and_blank_lines_are_ignored():
     lines = records(100, 10)
     b = recon.Responder(lambda: iter([x + '\n' for x in lines] + ['\n', '']), lambda l: [])
     a = Side(lines)
-    s = recon.reconcile(a.source, a.receive, b.handle)
+    s = recondrv.reconcile(a.source, a.receive, b.handle)
     assert s['rounds'] == 1 and s['equal']
 
 
@@ -226,7 +228,7 @@ def test_failing_receive_and_source_are_reported():
     r = recon.Responder(bad_source, lambda lines: [])
     assert '!' in r.handle('G .')
     with pytest.raises(recon.SyncError):
-        recon.reconcile(Side([]).source, lambda l: [], r.handle)
+        recondrv.reconcile(Side([]).source, lambda l: [], r.handle)
 
 
 # -- the responder on MicroPython, under a 64 KB heap, over a pipe ----------
@@ -234,7 +236,7 @@ def test_failing_receive_and_source_are_reported():
 SERVER = r'''
 import sys, gc
 sys.path.insert(0, LIB)
-from sporadic import recon
+from sporadic.core import recon
 peak = [0]
 def src():
     n = 0
@@ -277,21 +279,12 @@ def micropython():
 
 
 @pytest.fixture(scope='module')
-def mpy_lib(tmp_path_factory):
-    """recon compiled with mpy-cross, as it is deployed (compiling the source
-    on the board itself would not fit a 64 KB heap)."""
+def mpy_lib():
+    """The firmware compiled with mpy-cross, as it is deployed (compiling the
+    source on the board itself would not fit a 64 KB heap)."""
     micropython()
-    lib = tmp_path_factory.mktemp('lib')
-    os.mkdir(str(lib / 'sporadic'))
-    open(str(lib / 'sporadic' / '__init__.py'), 'w').close()
-    # recondrv.py: the driving side (recon.reconcile), loaded on first use
-    for name in ('recon', 'recondrv'):
-        src = os.path.join(FIRMWARE, 'sporadic', name + '.py')
-        if shutil.which('mpy-cross'):
-            subprocess.check_call(['mpy-cross', '-o', str(lib / 'sporadic' / (name + '.mpy')), src])
-        else:
-            shutil.copy(src, str(lib / 'sporadic' / (name + '.py')))
-    return str(lib)
+    from tests.mpy import mpy_lib as compiled
+    return compiled()
 
 
 def run_on_micropython(tmp_path, lib, n):
@@ -317,7 +310,7 @@ def run_on_micropython(tmp_path, lib, n):
 
     a = Side(mine)
     try:
-        s = recon.reconcile(a.source, a.receive, call)
+        s = recondrv.reconcile(a.source, a.receive, call)
         # the largest requests a driver may send, the same for both files:
         # the responder's peak is set by these, never by its file
         assert not call('N ' + ' '.join('%02x' % i for i in range(recon.MAXQ))).startswith('!')
@@ -354,7 +347,7 @@ def test_responder_on_micropython_64k_constant_heap(tmp_path, mpy_lib):
 BOTH = r'''
 import sys, gc
 sys.path.insert(0, LIB)
-from sporadic import recon
+from sporadic.core import recon, recondrv
 def appender(path):
     def rec(lines):
         f = open(path, 'a')
@@ -364,7 +357,7 @@ def appender(path):
         f.close()
     return rec
 resp = recon.Responder(recon.file_source(B, BLOG), appender(BLOG))
-st = recon.reconcile(recon.file_source(A, ALOG), appender(ALOG), resp.handle,
+st = recondrv.reconcile(recon.file_source(A, ALOG), appender(ALOG), resp.handle,
                      maxq=8, maxd=16, get_lines=64, put_bytes=1024)
 print('RESULT %d %d %d %s' % (st['lines_out'], st['lines_in'], st['rounds'], st['equal']))
 '''

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from sporadic import jobline
+from sporadic.core import jobline
 from tests.devutil import make_flash, boot, lines, own_results, actlog, T0, MICROPYTHON
 
 pytestmark = pytest.mark.skipif(MICROPYTHON is None, reason='micropython not installed')
@@ -16,10 +16,10 @@ D = 86400
 
 DRIVER = '''
 import json, sys
-from sporadic import runtime, clock
+from sporadic.device import runtime, clock
 rt = runtime.get()
 %s
-from sporadic import syncsrv
+from sporadic.device import syncsrv
 sys.stdout.write('STATUS ')
 json.dump(syncsrv.status(), sys.stdout)
 print()
@@ -119,7 +119,7 @@ def test_clock_unknown_runs_nothing_until_set(tmp_path):
     assert own_results(d, 'dev-1') == []
     # the companion sets the time (at 20:00 on day 1): day 0 was missed
     # because the clock was unknown, day 1 runs
-    st, _ = run(d, 'clock.set(%d)\nruntime.main(until=%d)' % (T0 + D + 7 * H, T0 + 2 * D), start=0)
+    st, _ = run(d, 'from sporadic.device import clockset\nclockset.set(%d)\nruntime.main(until=%d)' % (T0 + D + 7 * H, T0 + 2 * D), start=0)
     j = jid(job)
     assert st['clock'] == 'trusted' and st['source'] == 'companion'
     assert actlog(d) == {'%s.1' % j: 1}
@@ -135,10 +135,11 @@ def test_jumps_back_and_forth_run_nothing_twice(tmp_path):
     job = 'each 2026-12-01T06:00Z log once ; every=1d within=1d'
     d = make_flash(str(tmp_path), jobs=[job])
     body = '''
+from sporadic.device import clockset
 runtime.main(until=%d)
-clock.set(%d)              # back two days
+clockset.set(%d)              # back two days
 runtime.main(until=%d)
-clock.set(%d)              # forward again, past the first
+clockset.set(%d)              # forward again, past the first
 runtime.main(until=%d)
 ''' % (T0 + 3 * D, T0 + 1 * D, T0 + 3 * D, T0 + 10 * D, T0 + 12 * D)
     st, _ = run(d, body)
@@ -153,7 +154,7 @@ def test_one_ranked_host_first_and_grace(tmp_path):
     job = 'one 2026-12-01T06:00Z log backup ; every=1d grace=1h'
     j = jid(job)
     hosts = ['.h h-a', '.h h-b', '.h h-c']
-    from sporadic import plan
+    from sporadic.core import plan
     order = sorted(['h-a', 'h-b', 'h-c'], key=lambda h: plan.score(j, h), reverse=True)
     # every board alone (no sync): rank r starts at due + r x grace
     starts = {}
@@ -167,7 +168,7 @@ def test_one_ranked_host_first_and_grace(tmp_path):
     d0 = str(tmp_path / order[0])
     d1 = make_flash(str(tmp_path / 'second'), host=order[1], jobs=hosts + [job])
     got = [r['line'] for r in own_results(d0, order[0]) if r['k'] == 0]
-    body = 'rt.step(%d)\nrt.store.receive(%r)\nruntime.main(until=%d)' % (T0 + 6 * H + 60, got, T0 + D)
+    body = 'rt.step(%d)\nfrom sporadic.device import storesync\nstoresync.receive(rt.store, %r)\nruntime.main(until=%d)' % (T0 + 6 * H + 60, got, T0 + D)
     run(d1, body)
     assert actlog(d1) == {}
     # a host not in the list never runs a `one` job
@@ -191,7 +192,7 @@ def test_any_fires_once_and_stops_on_news(tmp_path):
     # another host that has heard of h-a's runs does not fire those instances
     got = [r['line'] for r in own_results(d, 'h-a')]
     d2 = make_flash(str(tmp_path / 'b'), host='h-b', jobs=[job])
-    run(d2, heap=HEAP_BIG, body='rt.store.receive(%r)\nruntime.main(until=%d)' % (got, T0 + 10 * D))
+    run(d2, heap=HEAP_BIG, body='from sporadic.device import storesync\nstoresync.receive(rt.store, %r)\nruntime.main(until=%d)' % (got, T0 + 10 * D))
     ran_b = actlog(d2)
     assert not (set(ran_b) & set(counts)), (ran_b, counts)
 
@@ -282,7 +283,7 @@ def test_reset_action_records_ok_then_reboots(tmp_path):
 
 def test_bad_lines_quarantined_good_kept(tmp_path):
     d = make_flash(str(tmp_path), jobs=['each 2026-12-01T06:00Z log good'])
-    body = 'print("RECV", rt.store.receive(["each 2026-13-01T06:00Z log bad", "any:2 2026-12-01T06:00Z x", "# c", "each 2026-12-01T07:00Z log also"]))\nruntime.main(until=%d)' % (T0 + D)
+    body = 'from sporadic.device import storesync\nprint("RECV", storesync.receive(rt.store, ["each 2026-13-01T06:00Z log bad", "any:2 2026-12-01T06:00Z x", "# c", "each 2026-12-01T07:00Z log also"]))\nruntime.main(until=%d)' % (T0 + D)
     st, p = run(d, body)
     assert 'RECV (1, 2)' in p.stdout
     q = lines(d, 'quar.txt')
@@ -296,13 +297,14 @@ def test_status_and_outbox_ack(tmp_path):
     d = make_flash(str(tmp_path), jobs=jobs)
     body = '''
 runtime.main(until=%d)
-top = rt.store.seal()
+from sporadic.device import storesync
+top = storesync.seal(rt.store)
 mine = 0
-for l in rt.store.outbox(top):
+for l in storesync.outbox(rt.store, top):
     if ' r dev-1 ' in l:
         mine += 1
 print('OUT', top, mine)
-print('ACK', rt.store.ack(top), rt.store.out_seqs())
+print('ACK', storesync.ack(rt.store, top), rt.store.out_seqs())
 ''' % (T0 + 2 * D)
     st, p = run(d, heap=HEAP_BIG, body=body)
     out = [l for l in p.stdout.splitlines() if l.startswith('OUT ')][0].split()

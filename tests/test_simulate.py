@@ -15,7 +15,9 @@ sys.path.insert(0, ROOT)
 
 from companion import simulate as S  # noqa: E402
 from companion.errors import UserError  # noqa: E402
-from sporadic import jobline, plan  # noqa: E402
+from sporadic.core import jobline, plan  # noqa: E402
+from sporadic.core import timefmt
+from sporadic.desktop import merging
 
 
 def scn(jobs, hosts, end='2026-01-03T00:00Z', **kw):
@@ -73,7 +75,7 @@ def test_reproducible_byte_identical(tmp_path):
 
 def test_verify_against_merge():
     # every sync (pairwise visits, contacts, mesh rounds, across a split) is
-    # checked against merge.merge of the literal line sets: same file, same
+    # checked against merging.merge of the literal line sets: same file, same
     # bytes; every decision against one made from the literal file
     rep = S.simulate(copy.deepcopy(MIXED), 3, verify=True)
     assert rep['counts']['verified_syncs'] > 50
@@ -275,7 +277,7 @@ def test_examples_load_and_run(name):
     s = S.load(os.path.join(ROOT, 'examples', name + '.toml'))
     # a short slice of each example, to keep the suite fast
     start = S._time(s['start'], 'start')
-    s['end'] = jobline.format_time(start + 3 * 86400)
+    s['end'] = timefmt.format_time(start + 3 * 86400)
     rep = S.simulate(s)
     assert rep['hosts'] >= 20 and rep['sync']['ok'] > 0
     assert sum(r['runs'] for r in rep['jobs']) > 0

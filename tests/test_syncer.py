@@ -24,7 +24,7 @@ def test_board_view_leaves_out_other_boards_each_results(tmp_path):
 def test_push_requests_follow_the_board_heap():
     """A P request is compiled on the board from source text, so it is held
     about three times over: a small heap gets small requests."""
-    from sporadic import recon
+    from sporadic.core import recon
     assert syncer.put_bytes_for(38 * 1024) == 512          # an ESP8266
     assert syncer.put_bytes_for(100 * 1024) == 1024
     assert syncer.put_bytes_for(2 * 1024 * 1024) == recon.REQ_MAX

@@ -30,8 +30,8 @@ from tests.mpy import MICROPYTHON, ROOT
 from companion import keys, syncer
 from companion.fleet import Fleet
 from companion import fleetcmd
-from sporadic import batch, jobline, recon
-from sporadic import hmac as shmac
+from sporadic.core import batch, jobline, recon
+from sporadic.core import hmac as shmac
 
 pytestmark = pytest.mark.skipif(MICROPYTHON is None, reason='micropython unix port not installed')
 
@@ -41,7 +41,7 @@ WEEK = 7 * 86400
 
 SERVE = r'''
 import sys, json, gc
-from sporadic import syncsrv
+from sporadic.device import syncsrv
 while True:
     req = sys.stdin.readline()
     if not req:
@@ -126,7 +126,7 @@ class Board:
     def run(self, now):
         """One pass of the runtime at `now` (a fresh boot: the sync server stops)."""
         self.stop()
-        code = 'from sporadic import runtime\nruntime.step(%d)\n' % now
+        code = 'from sporadic.device import runtime\nruntime.step(%d)\n' % now
         devutil.boot(self.dir, code=code, start=now, heap=HEAP)
 
 

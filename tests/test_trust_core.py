@@ -24,8 +24,9 @@ for p in (FW, ROOT):
         sys.path.insert(0, p)
 
 from companion import keys  # noqa: E402
-from sporadic import batch, rsa  # noqa: E402
-from sporadic import hmac as shmac  # noqa: E402
+from sporadic.core import batch, rsa  # noqa: E402
+from sporadic.desktop import batching
+from sporadic.core import hmac as shmac  # noqa: E402
 
 MP = shutil.which("micropython")
 needs_mp = pytest.mark.skipif(MP is None, reason="micropython unix port not installed")
@@ -151,10 +152,10 @@ def test_modexp_fallback(fleet):
 def test_covers(fleet):
     a = lines_a()
     rec = keys.sign_batch(a, keys.next_seq(fleet), fleet)
-    ds = batch.digests_of(rec)
-    assert all(batch.covers(ds, ln) for ln in a)
-    assert all(batch.covers(ds, ln + "\n") for ln in a)
-    assert not batch.covers(ds, _tamper(a[3]))
+    ds = batching.digests_of(rec)
+    assert all(batching.covers(ds, ln) for ln in a)
+    assert all(batching.covers(ds, ln + "\n") for ln in a)
+    assert not batching.covers(ds, _tamper(a[3]))
 
 
 def test_rsa_verify_cpython(fleet):
@@ -169,7 +170,7 @@ def test_rsa_verify_micropython(fleet, tmp_path):
         json.dump(vec, f)
     out = run_mp("""
 import json, binascii
-from sporadic import rsa
+from sporadic.core import rsa
 for n, e, dg, sig, ok in json.load(open(%r)):
     r = rsa.verify(int(n, 16), e, binascii.unhexlify(dg), binascii.unhexlify(sig))
     print('ok' if r == ok else 'FAIL')
@@ -222,7 +223,7 @@ def test_hmac_micropython(tmp_path):
     vec = hmac_vectors()
     out = run_mp("""
 import binascii
-from sporadic import hmac
+from sporadic.core import hmac
 for k, m, want in %r:
     got = binascii.hexlify(hmac.hmac_sha256(binascii.unhexlify(k), binascii.unhexlify(m))).decode()
     print('ok' if got == want and hmac.compare(got, want) and not hmac.compare(got, want[:-1] + 'x') else 'FAIL')
@@ -237,7 +238,7 @@ print(hmac.mac_result('00' * 32, 'abc'))
 
 # One portable runner: the same text runs on CPython (exec) and MicroPython.
 RUNNER = r"""
-from sporadic import batch
+from sporadic.core import batch
 
 def run_scenario(sc):
     v = batch.Verifier(sc["keys"], sc["hwm"], held=sc.get("held", ()), retired=sc.get("retired", ()))
@@ -359,9 +360,9 @@ def rotation_scenarios(tmp_path):
     # after rotation, a record still signed with the old key (e.g. the old key leaked)
     old_key = keys.serialization.load_pem_private_key(
         open(os.path.join(d, "keys", "old", old_id + ".pem"), "rb").read(), None)
-    late_old = batch.make_batch_record(
+    late_old = batching.make_batch_record(
         keys.next_seq(d), old_id, [batch.line_digest(ln) for ln in a[3:]], lambda dg: keys._sign(old_key, dg))
-    forged_k = batch.make_key_record(keys.next_seq(d), old_id, keys.pub_text_of(keys._new_key()),
+    forged_k = batching.make_key_record(keys.next_seq(d), old_id, keys.pub_text_of(keys._new_key()),
                                      lambda dg: keys._sign(old_key, dg))
     sc = {
         "rotation in seq order": ({"keys": [old_pub], "hwm": 0, "feed": sorted([b1, krec] + resigned + [late_old], key=batch.ingest_key) + a[3:]},
@@ -400,7 +401,7 @@ def test_sign_lines_splits_and_skips(fleet):
     assert seqs == sorted(seqs) and len(set(seqs)) == 3
     assert [batch.ingest_key(r) for r in recs] == sorted(batch.ingest_key(r) for r in recs)
     with pytest.raises(ValueError):
-        batch.make_batch_record(1, "00000000", [b"\x00" * 8] * 0, lambda d: b"")
+        batching.make_batch_record(1, "00000000", [b"\x00" * 8] * 0, lambda d: b"")
 
 
 @needs_mp
@@ -418,7 +419,7 @@ def test_5000_lines_stream_in_64k(fleet, tmp_path):
         f.write("deadbeef each 2026-12-01T06:00Z log forged ; within=1h\n")
     out = run_mp("""
 import gc
-from sporadic import batch
+from sporadic.core import batch
 v = batch.Verifier([%r], 0)
 ok = bad = 0
 peak = 0

@@ -48,10 +48,11 @@ time.sleep(1000)
 
 
 def make_flash(path, main=None, files=None):
-    os.makedirs(os.path.join(path, "lib", "sporadic"), exist_ok=True)
-    with open(os.path.join(path, "lib", "sporadic", "__init__.py"), "w"):
-        pass
-    with open(os.path.join(path, "lib", "sporadic", "syncsrv.py"), "w") as f:
+    os.makedirs(os.path.join(path, "lib", "sporadic", "device"), exist_ok=True)
+    for pkg in ("sporadic", "sporadic/device"):
+        with open(os.path.join(path, "lib", pkg, "__init__.py"), "w"):
+            pass
+    with open(os.path.join(path, "lib", "sporadic", "device", "syncsrv.py"), "w") as f:
         f.write(SYNCSRV)
     if main is not None:
         with open(os.path.join(path, "main.py"), "w") as f:
@@ -385,7 +386,8 @@ def test_littlefs_image_as_flash(tmp_path):
         with SerialLink(vb.path) as link:  # a blank image: formatted at first boot
             assert link.exec("import os; print(os.statvfs('/')[:3])").strip() == "(4096, 4096, 128)"
             link.put_file("lib/sporadic/__init__.py", b"")
-            link.put_file("lib/sporadic/syncsrv.py", SYNCSRV.encode())
+            link.put_file("lib/sporadic/device/__init__.py", b"")
+            link.put_file("lib/sporadic/device/syncsrv.py", SYNCSRV.encode())
             # (LittleFS commits a file when it is closed, as on a board)
             link.put_file("main.py", b"with open('ran.txt', 'w') as f:\n    f.write('yes')\n")
             link.put_file("big.bin", bytes(range(256)) * 100)

@@ -37,9 +37,9 @@ def counts(p):
 def test_a_pass_over_a_big_file_feeds_the_watchdog_as_it_reads(tmp_path):
     d = esp8266_flash(str(tmp_path / 'b'))
     code = '''
-from sporadic import store
+from sporadic.device import store
 store.open_store()
-from sporadic import runtime
+from sporadic.device import runtime
 import machine
 rt = runtime.get()
 before = machine.FEEDS
@@ -58,7 +58,7 @@ def test_a_sync_request_starts_the_watchdog_and_a_long_answer_feeds_it(tmp_path)
     d = esp8266_flash(str(tmp_path / 'b'))
     code = '''
 import machine
-from sporadic import syncsrv
+from sporadic.device import syncsrv
 syncsrv.h('T %d')
 first = (machine.WDT_STARTS, machine.FEEDS)
 syncsrv.w('G .')
@@ -83,7 +83,7 @@ def test_the_boot_path_feeds_the_watchdog_while_it_re_imports_a_copied_file(tmp_
     d = esp8266_flash(str(tmp_path / 'b'))
     code = '''
 import machine
-from sporadic import boot, runtime
+from sporadic.device import boot, runtime
 runtime.main = lambda **kw: None      # stop where the loop would start
 boot.main()
 print('WDT', machine.WDT_STARTS, 'FEEDS', machine.FEEDS)

@@ -14,7 +14,7 @@ DEEP_MAX_MS = const(0)  # deep sleep of any length
 LIGHT = True  # machine.lightsleep; False: time.sleep_ms (keeps USB/UART alive)
 DEEP_MS = 1800000  # sleeps at least this long use deepsleep (reboot); 0 = never
 
-from sporadic.mboard import (unique_id, time_s, set_time, pin, pin_toggle, reset,  # noqa: E402
+from sporadic.device.mboard import (unique_id, time_s, set_time, pin, pin_toggle, reset,  # noqa: E402
                              wdt_feed, sleep_ms, rtc_memory)
 
 

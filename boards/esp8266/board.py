@@ -13,7 +13,7 @@ CHUNK_MS = const(3600000)
 LIGHT = True  # machine.lightsleep (idles the CPU); False: time.sleep_ms
 DEEP_MS = 0  # deepsleep needs GPIO16 wired to RST: set it only then; 0 = never
 
-from sporadic.mboard import (unique_id, time_s, set_time, pin, pin_toggle, reset,  # noqa: E402
+from sporadic.device.mboard import (unique_id, time_s, set_time, pin, pin_toggle, reset,  # noqa: E402
                              wdt_feed, sleep_ms, rtc_memory)
 
 

@@ -13,7 +13,7 @@ DEEP_MAX_MS = const(0)  # (no deep sleep: DEEP_MS is 0)
 LIGHT = True  # machine.lightsleep; False: time.sleep_ms (keeps USB alive)
 DEEP_MS = 0  # deepsleep here is lightsleep + reset: never worth it
 
-from sporadic.mboard import (unique_id, time_s, set_time, pin, pin_toggle, reset,  # noqa: E402
+from sporadic.device.mboard import (unique_id, time_s, set_time, pin, pin_toggle, reset,  # noqa: E402
                              wdt_feed, sleep_ms, rtc_memory)
 
 

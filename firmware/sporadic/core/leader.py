@@ -12,9 +12,9 @@
 #
 # While it leads, the leader assigns each unsettled `any`/`one` instance of
 # its section's jobs to one alive host: a line `ID a HOST K AT BY MAC`
-# (jobline.Assign; merge keeps the greatest (K, AT) per job). Boards under a
+# (jobtext.Assign; merge keeps the greatest (K, AT) per job). Boards under a
 # lease run only what is assigned to them (plan.decide(..., assigned, led)).
-from sporadic import jobline, plan, hmac
+from sporadic.core import jobline, plan, hmac
 
 try:
     from micropython import const
@@ -263,7 +263,8 @@ def assignments(lines, me, alive, now, ahead=86400):
         h = pick(job, alive, known)
         if h is None:
             continue
-        out.append(jobline.Assign(jid, h, k, now, me).line())
+        from sporadic.core import jobtext
+        out.append(jobtext.Assign(jid, h, k, now, me).line())
     return out
 
 

@@ -56,7 +56,4 @@ def note_jump(at, delta, src):
         jumps.pop(0)
 
 
-def __getattr__(name):
-    # set, info: what a sync does with the clock (clockx.py), read as clock.NAME
-    from sporadic import clockx
-    return getattr(clockx, name)
+

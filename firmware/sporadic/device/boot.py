@@ -17,14 +17,14 @@ def networked(cfg, board):
 
 
 def main(**kw):
-    from sporadic import store
+    from sporadic.device import store
     import board
     # a watchdog started before a soft reset still runs: a re-import at
     # open (a file changed behind the store's back) must feed it too
     store.feed = board.wdt_feed
     store.open_store()
-    from sporadic import runtime
+    from sporadic.device import runtime
     if networked(runtime.get().cfg, runtime.board):
-        from sporadic import net
+        from sporadic.net import node as net
         return net.main(**kw)
     return runtime.main(**kw)

@@ -12,12 +12,6 @@ except ImportError:  # CPython
         return x
 
 
-def __getattr__(name):
-    # schedule() and expected_fire() (companion plan, simulator) live in
-    # planx.py, loaded on first use
-    from sporadic import planx
-    return getattr(planx, name)
-
 
 RUN = 'run'      # run instance k now (attempt n)
 MISS = 'miss'    # record instance k as missed (covers older unsettled ones too)

@@ -2,7 +2,7 @@
 # clock.__getattr__): set it from a trusted source, report it. The loop
 # only reads the clock, so it never loads this module.
 import board
-from sporadic import clock
+from sporadic.device import clock
 
 
 def set(unix_epoch, src='companion'):

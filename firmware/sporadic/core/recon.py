@@ -99,13 +99,6 @@ class SyncError(Exception):
     pass
 
 
-def __getattr__(name):
-    # reconcile() (the driving side: the companion, or a board driving a
-    # sync over the network) lives in recondrv.py, loaded on first use: a
-    # board answering a sync holds only the responder
-    from sporadic import recondrv
-    return getattr(recondrv, name)
-
 
 def digest(line):
     """8-byte digest of one line (str)."""

@@ -1,6 +1,6 @@
 # The rarely used part of timeutil.py (read as timeutil.NAME): formatting
 # times and durations, and the error messages. A board's loop only parses.
-from sporadic.timeutil import civil_from_days, _unit
+from sporadic.core.timeutil import civil_from_days, _unit
 
 _MSG = ('bad time: %s\n'
         'bad time: %s out of range\n'

@@ -1,7 +1,7 @@
 # The companion's side of plan.py (read as plan.NAME): the all-up schedule
 # for `companion plan`. A board never loads this module.
-from sporadic.jobline import P_ONE
-from sporadic.plan import due, newest, score, eligible
+from sporadic.core.jobline import P_ONE
+from sporadic.core.plan import due, newest, score, eligible
 
 
 def expected_fire(job, k):

@@ -5,9 +5,9 @@
 # line is bad or a job's text must be written.
 import hashlib
 
-from sporadic.jobline import (ParseError, ID_LEN, DEFAULT_TICK, DEFAULT_GRACE, _B32,
+from sporadic.core.jobline import (ParseError, ID_LEN, DEFAULT_TICK, DEFAULT_GRACE, _B32,
                               check_host, default_within, _int, _is_hex)
-from sporadic.timex import format_time, format_duration
+from sporadic.core.timefmt import format_time, format_duration
 
 # jobline's error messages, by number (jobline._err)
 _MSG = (

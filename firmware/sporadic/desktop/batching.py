@@ -3,8 +3,8 @@
 import binascii
 import hashlib
 
-from sporadic import rsa
-from sporadic.batch import MAX_LINES, DIGEST, SEQ_W, parse_batch, line_digest, _find
+from sporadic.core import rsa
+from sporadic.core.batch import MAX_LINES, DIGEST, SEQ_W, parse_batch, line_digest, _find
 
 
 def _b64(sig):

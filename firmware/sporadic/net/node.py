@@ -24,7 +24,7 @@ import select
 import socket
 import time
 
-from sporadic import hmac, leader
+from sporadic.core import hmac, leader
 
 try:
     import binascii
@@ -631,7 +631,7 @@ class Node:
         return out
 
     def sync_with(self, host, port):
-        from sporadic import recon
+        from sporadic.core import recondrv
         link = PeerLink(self.me, host, port, self.keyfor, self.call_ms)
         try:
             if not self.allowed(link.peer):
@@ -641,7 +641,7 @@ class Node:
             def recv(lines):
                 got.append(len(lines))
                 return self.receive(lines)
-            st = recon.reconcile(self.source, recv, link.call, put_bytes=1024,
+            st = recondrv.reconcile(self.source, recv, link.call, put_bytes=1024,
                                  get_lines=32, verify=False)
         finally:
             link.close()
@@ -745,20 +745,20 @@ def main(max_ms=None, max_steps=None):
     cannot join its Wi-Fi or open its sync port says why and runs the plain
     loop (its jobs do not wait for the network)."""
     import board
-    from sporadic import runtime, syncsrv, clock
+    from sporadic.device import runtime, syncsrv, clock, storesync
     rt = runtime.get()
     cfg = rt.cfg
     st = rt.store
 
     def receive(lines):
         ref = []
-        st.receive(lines, 'peer', ref)
+        storesync.receive(st, lines, 'peer', ref)
         return ref
 
     try:
         if not wifi_join(cfg, board):
             raise OSError('Wi-Fi not joined')
-        node = Node(rt.id, cfg, syncsrv.h, st.lines, receive, clock.now, ticks_ms, st.append, board)
+        node = Node(rt.id, cfg, syncsrv.h, lambda: storesync.lines(st), receive, clock.now, ticks_ms, st.append, board)
     except OSError as e:
         print('sporadic: no network (%s): running without it' % e)
         return runtime.main(max_steps=max_steps)

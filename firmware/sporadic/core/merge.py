@@ -2,14 +2,8 @@
 # Compaction streams over lines in byte order, one group (job id) at a time,
 # holding at most one pending job line and one result line: constant memory,
 # so the device runs the same code over a file larger than its heap.
-from sporadic.jobline import ID_LEN
+from sporadic.core.jobline import ID_LEN
 
-
-def __getattr__(name):
-    # merge(), canonical_lines() (the companion's, a board's sync never
-    # parses here) live in mergex.py, loaded on first use
-    from sporadic import mergex
-    return getattr(mergex, name)
 
 
 # A result's rank, read straight from its canonical text:

@@ -22,7 +22,7 @@ except ImportError:  # CPython (tools that read a board's flash)
 import binascii
 import json
 import os
-from sporadic import jobline, stamp
+from sporadic.core import jobline, stamp
 
 batch = None   # sporadic.batch (and rsa), imported by the first signed store
 
@@ -48,13 +48,8 @@ def load(root=''):
     pub = cfg.get('pubkey')
     if not stamp.signed(cfg):
         # nothing to check: let this module go (a 64K heap recovering a store)
-        import sys
         import sporadic
-        sys.modules.pop('sporadic.trust', None)
-        try:
-            delattr(sporadic, 'trust')
-        except (AttributeError, TypeError):
-            pass
+        sporadic.forget('sporadic.device.trust')
         return None
     t = Trust(root, pub, cfg.get('hwm') or 0)
     t.me = cfg.get('id')
@@ -108,7 +103,7 @@ class Trust:
         checked (signature, key) but may be at or below the hwm."""
         global batch
         if batch is None:
-            from sporadic import batch as b   # and rsa: only once lines arrive
+            from sporadic.core import batch as b   # and rsa: only once lines arrive
             batch = b
         out = []
         recs = []
@@ -189,7 +184,7 @@ class Trust:
         # False for a result naming this board whose MAC is not this board's
         if c.split(' ', 3)[2] != self.me:
             return True
-        from sporadic import hmac
+        from sporadic.core import hmac
         return hmac.check_line(self.secret, c)
 
     def _held(self, st, recs):
@@ -243,13 +238,14 @@ class Trust:
         # a signed time record: sets an unknown clock, moves a trusted one
         # forward; one behind a trusted clock by more than BACK_MAX is
         # refused and reported (a stale or replayed time, or a push back)
-        from sporadic import clock
+        from sporadic.device import clock
         if clock.state == 'unknown' and clock.source == '':
             clock.init()
         now = clock.now()
         if now is None or t > now:
+            from sporadic.device import clockset
             try:
-                clock.set(t, 'signed')
+                clockset.set(t, 'signed')
             except ValueError as e:
                 self.clock_note = str(e)
             return
@@ -319,9 +315,9 @@ def covered(st, path, held):
     by one read of that file; a batch record is read once."""
     global batch
     if batch is None:
-        from sporadic import batch as b
+        from sporadic.core import batch as b
         batch = b
-    from sporadic.store import read_lines, _write, _remove
+    from sporadic.device.store import read_lines, _write, _remove
     dig = st.root + 'jobs.dig'
     zero = bytes(batch.DIGEST)
     f = open(dig, 'wb')
@@ -363,7 +359,7 @@ def covered(st, path, held):
 
 def _mark(dig, segs, bits, zero):
     # one read of jobs.dig: the lines these batches cover get their bit
-    from sporadic import store
+    from sporadic.device import store
     w = batch.DIGEST
     buf = bytearray(64 * w)
     mv = memoryview(buf)

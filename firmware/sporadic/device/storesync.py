@@ -4,8 +4,9 @@
 # after a soft reset, or TCP) and the store's recovery of a hand-written
 # job file load this module; the loop never does (docs/device.md#memory).
 import gc
-from sporadic import jobline, merge, store
-from sporadic.store import IN_MAX, size, read_lines, _write, _remove
+from sporadic.core import jobline, merge
+from sporadic.device import store
+from sporadic.device.store import IN_MAX, size, read_lines, _write, _remove
 
 CHUNK_LINES = 32     # lines of a re-checked file in one delivery (reimport)
 CHUNK_CHARS = 2048
@@ -76,7 +77,7 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None):
     finally:
         if f is not None:
             f.close()
-            from sporadic import stamp
+            from sporadic.core import stamp
             store.put(st.inp[:-4] + '.ok', stamp.file_stamp(st.inp))
     st._pend = None
     if tr is not None:
@@ -87,7 +88,7 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None):
 def trust(st):
     """The signed-batch check (sporadic/trust.py), None when insecure."""
     if st._tr == 0:
-        from sporadic import trust
+        from sporadic.device import trust
         st._tr = trust.load(st.root)
     return st._tr
 
@@ -172,7 +173,7 @@ def reimport(st, path, name, signed):
             if chunk:
                 _take(st, chunk, src, sink)
             out.close()         # the verified batch records, for the look-ups
-            from sporadic import trust as tm
+            from sporadic.device import trust as tm
             bits = tm.covered(st, path, side)
             out = open(side, 'a')
             batch = tm.batch
@@ -230,5 +231,5 @@ def _take(st, chunk, src, sink=None):
     # one delivery of a re-check, in a heap as empty as it gets (the boot's)
     import gc
     gc.collect()
-    st.receive(chunk, src, None, True, sink)
+    receive(st, chunk, src, None, True, sink)
     return []

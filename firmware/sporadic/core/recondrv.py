@@ -1,8 +1,8 @@
-# The driving side of recon.py (read as recon.reconcile): the companion, or
+# The driving side of recon.py (recondrv.reconcile): the companion, or
 # a board driving a sync over the network (net.py). A board answering a
 # sync (syncsrv) holds only recon.Responder and never loads this module.
 from array import array
-from sporadic.recon import (MAXQ, MAXD, MAXG, REQ_MAX, LEAF, DIGLEN, SyncError, _Nodes, _clean,
+from sporadic.core.recon import (MAXQ, MAXD, MAXG, REQ_MAX, LEAF, DIGLEN, SyncError, _Nodes, _clean,
                             _parse_summary, digest, hexd, esc, unesc, summaries)
 
 

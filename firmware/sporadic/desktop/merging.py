@@ -1,8 +1,9 @@
 # The companion's side of merge.py (read as merge.NAME): parse any number
 # of line sources and merge them. A board only streams already canonical
 # lines through merge.compact/merge_sorted, so it never loads this module.
-from sporadic.jobline import parse, ParseError, fast_canonical
-from sporadic.merge import compact
+from sporadic.core.jobline import parse, ParseError
+from sporadic.core.jobtext import fast_canonical
+from sporadic.core.merge import compact
 
 
 def canonical_lines(lines, name='-', errors=None, start=1):

@@ -1,8 +1,8 @@
 # Opening the flash store: bring any interrupted operation to a consistent
 # end (docs/device.md#crash-safety). Loaded by Store.recover() for the open
 # only, then dropped from RAM.
-from sporadic import jobline, stamp
-from sporadic.store import exists, size, read_lines, crashpoint, put as _put, _write, _rename, _remove
+from sporadic.core import jobline, stamp
+from sporadic.device.store import exists, size, read_lines, crashpoint, put as _put, _write, _rename, _remove
 import os
 
 
@@ -145,7 +145,7 @@ def _foreign(line, me, secret):
     if f[2] != me:
         return 'a result of %s in the log of %s' % (f[2], me)
     if secret:
-        from sporadic import hmac
+        from sporadic.core import hmac
         if not hmac.check_line(secret, line):
             return 'bad MAC: a result of %s that %s did not write' % (me, me)
     return None

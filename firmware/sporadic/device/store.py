@@ -21,7 +21,7 @@ import binascii
 import hashlib
 import os
 import sys
-from sporadic import jobline, merge
+from sporadic.core import jobline, merge
 
 LOG_MAX = const(2048)     # own log bytes that trigger a compaction
 IN_MAX = const(1024)      # received bytes that trigger a compaction
@@ -163,13 +163,6 @@ class Store:
         self._tr = 0             # storex.trust: 0 not loaded yet, None insecure
         self.recover()
 
-    def __getattr__(self, name):
-        # the sync-time methods (receive, trust, lines, seal, outbox, ack,
-        # health) live in storex.py: a board's loop never loads them
-        from sporadic import storex
-        f = getattr(storex, name)
-        return lambda *a, **k: f(self, *a, **k)
-
     def recover(self):
         # the recovery code is loaded for the open only, then dropped from
         # RAM before a re-import of a changed file (storex.reimport_all;
@@ -177,13 +170,14 @@ class Store:
         import gc
         had = list(sys.modules)
         try:
-            from sporadic import recover
+            from sporadic.device import recover
             todo, signed = recover.recover(self)
             recover = None
             _drop(had)
             gc.collect()
             if todo:
-                self.reimport_all(todo, signed)
+                from sporadic.device import storesync
+                storesync.reimport_all(self, todo, signed)
         finally:
             self._tr = 0
             _drop(had)
@@ -320,11 +314,7 @@ def _drop(had):
     import sporadic
     for name in list(sys.modules):
         if name[:9] == 'sporadic.' and name not in had:
-            sys.modules.pop(name)
-            try:
-                delattr(sporadic, name[9:])
-            except (AttributeError, TypeError):
-                pass
+            sporadic.forget(name)
 
 
 _opened = None

@@ -4,7 +4,7 @@
 # action's return value or exception becomes the text of its result record.
 from micropython import const
 import board
-from sporadic import store
+from sporadic.device import store
 
 ACTLOG = '/actlog.txt'
 BLINK_MS = const(150)

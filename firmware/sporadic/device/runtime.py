@@ -6,7 +6,8 @@ import gc
 import json
 import os
 import board
-from sporadic import clock, jobline, merge, plan, store
+from sporadic.device import clock, store
+from sporadic.core import jobline, merge, plan
 
 actions = None   # sporadic.actions, imported once the store is open (see Runtime)
 
@@ -68,7 +69,7 @@ class Runtime:
         gc.collect()
         global actions
         if actions is None:
-            from sporadic import actions as a
+            from sporadic.device import actions as a
             actions = a
         if self.cfg.get('mode') == 'insecure' or not (self.cfg.get('mode') or self.cfg.get('pubkey')):
             self.store._tr = None     # nothing to check (trust.load's rule): never load it
@@ -89,7 +90,7 @@ class Runtime:
         self._asg = None          # (k, host) of the job being decided (leader.py)
         self.mac = None           # hmac.mac_hex under the board's secret (docs/security.md)
         if self.cfg.get('secret'):
-            from sporadic import hmac
+            from sporadic.core import hmac
             self.mac = hmac.mac_result
 
     # ---- recording ----

@@ -18,7 +18,7 @@
 # imported for `I` alone, after recon is let go.
 import gc
 import sys
-from sporadic import clock
+from sporadic.device import clock
 
 try:
     from micropython import const
@@ -37,7 +37,7 @@ def store():
     # has no loop)
     global _store
     if _store is None:
-        from sporadic.store import open_store
+        from sporadic.device.store import open_store
         _store = open_store()
     return _store
 
@@ -45,16 +45,19 @@ def store():
 def _refusals(lines):
     # store.receive quarantines what it refuses (with the reason, reported in
     # status); here the refusals travel back to the peer as well.
+    from sporadic.device import storesync
     refused = []
-    store().receive(lines, 'sync', refused)
+    storesync.receive(store(), lines, 'sync', refused)
     return refused
 
 
 def responder():
     global _responder
     if _responder is None:
-        from sporadic import recon
-        _responder = recon.Responder(store().lines, _refusals)
+        from sporadic.core import recon
+        from sporadic.device import storesync
+        st = store()
+        _responder = recon.Responder(lambda: storesync.lines(st), _refusals)
     return _responder
 
 
@@ -76,18 +79,20 @@ def status():
     st = store()
     if clock.state == 'unknown' and clock.source == '':
         clock.init()      # an RTC that kept its time across the reset
-    d = clock.info()
+    from sporadic.device import clockset
+    d = clockset.info()
     d['id'] = _host_id()
     try:
         import board
         d['board'] = board.NAME
     except ImportError:
         pass
-    d['store'] = st.health()
+    from sporadic.device import storesync
+    d['store'] = storesync.health(st)
     d['quarantined'] = st.quarantined
-    tr = st.trust()
+    tr = storesync.trust(st)
     d['trust'] = tr.info() if tr else {'mode': 'insecure or no key'}
-    runtime = sys.modules.get('sporadic.runtime')
+    runtime = sys.modules.get('sporadic.device.runtime')
     rt = runtime._rt if runtime is not None else None
     if rt is not None:
         d.update({'pending': rt.pending, 'jobs': rt.jobs, 'bad_jobs': rt.bad_jobs,
@@ -121,7 +126,7 @@ def _watchdog():
     # within WDT_MS instead of waiting there. Long answers feed it as they
     # read the store (store.feed). docs/hardware.md#the-watchdog
     global _dog
-    from sporadic import store as s
+    from sporadic.device import store as s
     s.feed = _fed
     try:
         import board
@@ -143,15 +148,18 @@ def h(req):
             if clock.state == 'unknown' and clock.source == '':
                 clock.init()
             before = clock.now()
-            clock.set(int(req[2:]), 'companion')
+            from sporadic.device import clockset
+            clockset.set(int(req[2:]), 'companion')
             return '%s %s %d' % (_host_id(), '-' if before is None else before,
                                  gc.mem_alloc() + gc.mem_free())
         if req == 'O':
+            from sporadic.device import storesync
             st = store()
-            seg = st.seal()
-            return str(seg) + '\n' + '\n'.join(st.outbox(seg))
+            seg = storesync.seal(st)
+            return str(seg) + '\n' + '\n'.join(storesync.outbox(st, seg))
         if c == 'A ':
-            return str(store().ack(int(req[2:])))
+            from sporadic.device import storesync
+            return str(storesync.ack(store(), int(req[2:])))
         if req == 'C':
             store().compact()
             return '1'

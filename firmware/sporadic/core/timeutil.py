@@ -3,12 +3,6 @@
 # The port's own epoch is converted once, in clock.py.
 
 
-def __getattr__(name):
-    # format_time, format_duration and the error messages live in timex.py,
-    # loaded on first use (a board's loop only parses)
-    from sporadic import timex
-    return getattr(timex, name)
-
 
 def _unit(c):
     # seconds in a duration unit (s m h d w), 0 for anything else
@@ -17,7 +11,7 @@ def _unit(c):
 
 
 def _err(n, a=()):
-    from sporadic import timex
+    from sporadic.core import timefmt as timex
     return ValueError(timex.msg(n, a))
 
 

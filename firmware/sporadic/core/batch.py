@@ -32,7 +32,7 @@ Records (one line each; byte order of SEQ = numeric order):
 import binascii
 import hashlib
 
-from sporadic import rsa
+from sporadic.core import rsa
 
 try:
     from micropython import const
@@ -49,12 +49,6 @@ SEQ_W = const(8)
 # they carry a device MAC instead of a batch.
 DEVICE_KINDS = ".s"
 
-
-def __getattr__(name):
-    # the sender's side (make_batch_record, make_key_record, digests_of,
-    # covers: the companion) lives in batchx.py, loaded on first use
-    from sporadic import batchx
-    return getattr(batchx, name)
 
 
 def _b(line):

@@ -7,7 +7,7 @@ except ImportError:  # CPython
     def const(x):
         return x
 
-from sporadic.timeutil import parse_time, parse_duration
+from sporadic.core.timeutil import parse_time, parse_duration
 
 ID_LEN = const(8)
 OUTPUT_MAX = const(60)
@@ -27,22 +27,19 @@ class ParseError(ValueError):
     pass
 
 
-# Rarely used code lives in jobx.py, loaded on first use (a board's heap
+# Rarely used code lives in jobtext.py, loaded on first use (a board's heap
 # holds only the parser): the error messages, job text formatting, ids,
-# assignments. Its names are read through this module as well.
+# assignments. Callers that need those import jobtext themselves.
 _x = None
 
 
 def _jx():
     global _x
     if _x is None:
-        from sporadic import jobx
+        from sporadic.core import jobtext as jobx
         _x = jobx
     return _x
 
-
-def __getattr__(name):
-    return getattr(_jx(), name)
 
 
 def unload():
@@ -54,12 +51,8 @@ def unload():
         return
     _x = None
     import sporadic
-    for n in ('jobx', 'timex'):
-        sys.modules.pop('sporadic.' + n, None)
-        try:
-            delattr(sporadic, n)
-        except (AttributeError, TypeError, KeyError):
-            pass
+    sporadic.forget('sporadic.core.jobtext')
+    sporadic.forget('sporadic.core.timefmt')
 
 
 def _err(n, a=()):

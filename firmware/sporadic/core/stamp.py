@@ -8,7 +8,7 @@ except ImportError:  # CPython
     def const(x):
         return x
 import hashlib
-from sporadic import store
+from sporadic.device import store
 
 HASH_CHUNK = const(512)   # bytes read at a time
 
