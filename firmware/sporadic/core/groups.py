@@ -1,46 +1,41 @@
 # One streaming pass over a sorted store: per job group, what host `me` knows
-# about the job (the one scanner the runtime, the leader, `companion status`
-# and the simulator's cross-check use; docs/jobline.md#groups).
+# about the job. The one scanner the runtime, the leader, `companion status`
+# and the simulator's cross-check use (docs/jobline.md#the-store-order).
 #
-#   for g in scan(lines, me):       # lines sorted: '.' records, then job groups
-#       g.id, g.text                # the job's line (None: results without a job)
-#       g.cancelled
-#       g.mine                      # me's newest result as (k, outcome, attempt), or None
-#       g.done_k                    # newest instance another host started or ran (misses
-#                                   # do not count), -1 if none
-#       g.asg, g.asg_at             # newest leader assignment: (k, host) and when, or None
-#       g.hosts                     # the '.h' hosts (all of them before the first group),
-#                                   # None when more than hosts_max
+#   scan(lines, me, hosts_max, visit)   lines sorted: '.' records, then job groups
 #
-# The same Group object is refilled for every group: copy what you keep.
+# calls, at the end of each job group,
+#
+#   visit(jid, text, cancelled, mine, done_k, asg, hosts)
+#     text       the job's line (None: results without their job)
+#     cancelled  a cancel record is in the group
+#     mine       me's newest result as (k, outcome, attempt), in the merge's
+#                order of results, or None
+#     done_k     newest instance another host started or ran (a miss does not
+#                count), -1 if none; me=None: every host's results count
+#     asg        the newest leader assignment (greatest K, then AT) as
+#                (k, host), or None
+#     hosts      the '.h' hosts (complete: they sort before every job group),
+#                None when there are more than hosts_max
+#
+# A callback, not a generator: a board's loop keeps the state in one frame
+# and allocates nothing per group.
 from sporadic.core import jobline, merge
 
 _OUTCOMES = ('run', 'err', 'miss', 'ok')   # merge.result_key's outcome ranks
 
 
-class Group:
-    __slots__ = ('id', 'text', 'cancelled', 'mine', 'done_k', 'asg', 'asg_at', 'hosts', '_mkey')
-
-    def _reset(self, gid):
-        self.id = gid
-        self.text = None
-        self.cancelled = False
-        self.mine = None
-        self._mkey = None
-        self.done_k = -1
-        self.asg = None
-        self.asg_at = -1
-
-
-def scan(lines, me=None, hosts_max=None):
-    """Yield a Group for each job group of the sorted `lines`. me=None: every
-    host's results count in done_k (the leader's view)."""
-    g = Group()
-    g._reset(None)
-    hosts = []
-    g.hosts = hosts
+def scan(lines, me, hosts_max, visit):
     idl = jobline.ID_LEN
+    hosts = []
     gid = None
+    text = None
+    cancelled = False
+    mine = None
+    mkey = None
+    done_k = -1
+    asg = None
+    akey = None
     for line in lines:
         if line[0] == '.':
             if line[:3] == '.h ' and hosts is not None:
@@ -48,42 +43,46 @@ def scan(lines, me=None, hosts_max=None):
                     hosts.append(line[3:])
                 else:
                     hosts = None
-                    g.hosts = None
             continue
         jid = line[:idl]
         if jid != gid:
             if gid is not None:
-                yield g
+                visit(gid, text, cancelled, mine, done_k, asg, hosts)
             gid = jid
-            g._reset(jid)
+            text = None
+            cancelled = False
+            mine = None
+            mkey = None
+            done_k = -1
+            asg = None
+            akey = None
         kind = line[idl + 1:idl + 3]
         if kind == 'r ':
-            if g.cancelled:
+            if cancelled:
                 continue
             f = line.split(None, 6)
             if len(f) < 6:
                 continue
             if f[2] == me:
-                key = merge.result_key(line)   # the merge's own order of results
-                if g._mkey is None or key > g._mkey:
-                    g._mkey = key
-                    g.mine = (key[0], _OUTCOMES[key[2]], key[1])
+                key = merge.result_key(line)
+                if mkey is None or key > mkey:
+                    mkey = key
+                    mine = (key[0], _OUTCOMES[key[2]], key[1])
             elif not f[5].startswith('miss'):
                 k = int(f[3])
-                if k > g.done_k:
-                    g.done_k = k
+                if k > done_k:
+                    done_k = k
         elif kind == 'a ':
-            # a section leader's assignment (docs/wifi.md): the newest (K, AT)
+            # a section leader's assignment (docs/wifi.md)
             f = line.split(None, 6)
             if len(f) >= 6:
-                k = int(f[3])
-                at = int(f[4])
-                if g.asg is None or (k, at) > (g.asg[0], g.asg_at):
-                    g.asg = (k, f[2])
-                    g.asg_at = at
+                key = (int(f[3]), int(f[4]))
+                if akey is None or key > akey:
+                    akey = key
+                    asg = (key[0], f[2])
         elif line[idl:] == ' cancel':
-            g.cancelled = True
-        elif g.text is None:
-            g.text = line
+            cancelled = True
+        elif text is None:
+            text = line
     if gid is not None:
-        yield g
+        visit(gid, text, cancelled, mine, done_k, asg, hosts)

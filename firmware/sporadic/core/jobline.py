@@ -199,27 +199,6 @@ class Result:
         return self.id + '.' + str(self.k)
 
 
-class Cancel:
-    __slots__ = ('id',)
-
-    def __init__(self, jid):
-        self.id = jid
-
-    def line(self):
-        return self.id + ' cancel'
-
-
-class Fleet:
-    __slots__ = ('kind', 'rest')
-
-    def __init__(self, kind, rest):
-        self.kind = kind
-        self.rest = rest
-
-    def line(self):
-        return '.' + self.kind + (' ' + self.rest if self.rest else '')
-
-
 def clean_output(s):
     if not s:
         return ''
@@ -366,13 +345,13 @@ def parse(line, salt=None):
             raise _err(21, repr(first))
         if first[1] == 'h':
             check_host(rest)
-        return Fleet(first[1], rest)
+        return _jx().Fleet(first[1], rest)
     if is_id(first):
         kind, rest2 = _split1(rest)
         if kind == 'cancel':
             if rest2:
                 raise _err(22)
-            return Cancel(first)
+            return _jx().Cancel(first)
         if kind == 'r':
             return parse_result(first, rest2)
         if kind == 'a':

@@ -14,7 +14,7 @@
 # its section's jobs to one alive host: a line `ID a HOST K AT BY MAC`
 # (jobtext.Assign; merge keeps the greatest (K, AT) per job). Boards under a
 # lease run only what is assigned to them (plan.decide(..., assigned, led)).
-from sporadic.core import jobline, plan, hmac
+from sporadic.core import groups, jobline, plan, hmac
 
 try:
     from micropython import const
@@ -186,86 +186,45 @@ def pick(job, alive, known):
     return best
 
 
-def _groups(lines):
-    # sorted lines -> (hosts, [(jobline, cancelled, done_k, assigned)])
-    # streamed: yields ('.h', host) and (jid, jtext, cancelled, done_k, assigned)
-    gid = None
-    jtext = None
-    cancelled = False
-    done_k = -1
-    asg = None
-    for line in lines:
-        g = '.' if line[0] == '.' else line[:jobline.ID_LEN]
-        if g != gid:
-            if gid is not None and gid != '.':
-                yield gid, jtext, cancelled, done_k, asg
-            gid = g
-            jtext = None
-            cancelled = False
-            done_k = -1
-            asg = None
-        if g == '.':
-            if line[:3] == '.h ':
-                yield '.h', line[3:], False, 0, None
-            continue
-        kind = line[jobline.ID_LEN + 1:jobline.ID_LEN + 3]
-        if kind == 'r ':
-            f = line.split(None, 6)
-            if len(f) >= 6 and not f[5].startswith('miss'):
-                k = int(f[3])
-                if k > done_k:
-                    done_k = k
-        elif kind == 'a ':
-            f = line.split(None, 6)
-            key = (int(f[3]), int(f[4]))
-            if asg is None or key > asg[0]:
-                asg = (key, f[2])
-        elif line[jobline.ID_LEN:] == ' cancel':
-            cancelled = True
-        elif jtext is None:
-            jtext = line
-    if gid is not None and gid != '.':
-        yield gid, jtext, cancelled, done_k, asg
-
-
 def assignments(lines, me, alive, now, ahead=86400):
     """The leader's pass over its sorted store `lines` at Unix time `now`:
     the new Assign records (text lines) for its section `alive`. Each
     single-run job gets its first unsettled instance (the current one, or
     the next when due within `ahead` s) assigned to an alive host, unless
     it is already assigned to an alive host."""
-    known = []
     out = []
-    for g in _groups(lines):
-        if g[0] == '.h':
-            known.append(g[1])
-            continue
-        jid, jtext, cancelled, done_k, asg = g
-        if jtext is None or cancelled:
-            continue
-        try:
-            job = jobline.parse(jtext)
-        except Exception:
-            continue
-        if job.kind not in ('any', 'one'):
-            continue
-        k = plan.newest(job, now)
-        if k >= 0 and (done_k >= k or now >= plan.due(job, k) + job.within):
-            if not job.every:
-                continue
-            k += 1
-        elif k < 0:
-            k = 0
-        if done_k >= k or plan.due(job, k) - now > ahead:
-            continue
-        if asg is not None and asg[0][0] == k and asg[1] in alive:
-            continue
-        h = pick(job, alive, known)
-        if h is None:
-            continue
-        from sporadic.core import jobtext
-        out.append(jobtext.Assign(jid, h, k, now, me).line())
+
+    def visit(jid, jtext, cancelled, mine, done_k, asg, known):
+        if jtext is not None and not cancelled:
+            _assign(jid, jtext, done_k, asg, known, me, alive, now, ahead, out)
+    groups.scan(lines, None, None, visit)
     return out
+
+
+def _assign(jid, jtext, done_k, asg, known, me, alive, now, ahead, out):
+    # one single-run job: the Assign of its first unsettled instance, if one is due
+    try:
+        job = jobline.parse(jtext)
+    except Exception:
+        return
+    if job.kind not in ('any', 'one'):
+        return
+    k = plan.newest(job, now)
+    if k >= 0 and (done_k >= k or now >= plan.due(job, k) + job.within):
+        if not job.every:
+            return
+        k += 1
+    elif k < 0:
+        k = 0
+    if done_k >= k or plan.due(job, k) - now > ahead:
+        return
+    if asg is not None and asg[0] == k and asg[1] in alive:
+        return
+    h = pick(job, alive, known)
+    if h is None:
+        return
+    from sporadic.core import jobtext
+    out.append(jobtext.Assign(jid, h, k, now, me).line())
 
 
 def duplicates(lines):

@@ -19,6 +19,20 @@ FAIL = 'fail'    # record instance k as failed: it was interrupted (crash) and m
 WAIT = 'wait'    # nothing before time `at`
 IDLE = 'idle'    # nothing ever again for this host
 LOOKAHEAD = const(64)   # `any` draws looked at ahead when computing the next wake
+DECIDE_MAX = const(6)   # decisions about one job in one wake (miss, run, ...): board and simulator
+
+
+def miss_reason(job, k, set_at=None, unknown_since_boot=False, jumps=()):
+    """Why instance k was missed: 'clock unknown' (the clock was set after it
+    was due, on a board that booted without one), 'clock jump' (a jump
+    forward, `jumps` as (at, by) pairs, skipped its window), else 'asleep'."""
+    d = due(job, k)
+    if set_at is not None and unknown_since_boot and d < set_at:
+        return 'clock unknown'
+    for j in jumps:
+        if j[1] > 0 and j[0] - j[1] <= d + job.within and d < j[0]:
+            return 'clock jump'
+    return 'asleep'
 
 
 def eligible(job, host):

@@ -7,7 +7,7 @@ import json
 import os
 import board
 from sporadic.device import clock, store
-from sporadic.core import jobline, merge, plan
+from sporadic.core import groups, jobline, plan
 
 actions = None   # sporadic.actions, imported once the store is open (see Runtime)
 
@@ -15,7 +15,6 @@ CFG = '/cfg.json'
 MAX_SLEEP = const(3600)       # never sleep longer than this (s): syncs, jumps
 UNKNOWN_SLEEP = const(60)     # clock unknown: look again after this (s)
 HOSTS_MAX = const(128)        # host records held in RAM; beyond, ranks stream
-DECIDE_MAX = const(6)         # decisions per job per wake (miss, run, ...)
 LAST_KEPT = const(5)
 JUMP_BACK = const(300)
 
@@ -107,15 +106,6 @@ class Runtime:
             self.last.pop(0)
         return r
 
-    def _miss_reason(self, job, k, now):
-        d = plan.due(job, k)
-        if clock.set_at is not None and self.unknown_since_boot and d < clock.set_at:
-            return 'clock unknown'
-        for j in clock.jumps:
-            if j[1] > 0 and j[0] - j[1] <= d + job.within and d < j[0]:
-                return 'clock jump'
-        return 'asleep'
-
     # ---- one job ----
 
     def _job(self, job, mine, done_k, hosts, now):
@@ -123,7 +113,7 @@ class Runtime:
         if job.kind == 'one':
             rnk = self._rank(job.id, hosts)
         wake = None
-        for _ in range(DECIDE_MAX):
+        for _ in range(plan.DECIDE_MAX):
             act, k, at, att = plan.decide(job, self.id, now, mine, done_k, rnk, self.rnd,
                                           self._asg, lease is not None and lease())
             if act == plan.WAIT:
@@ -133,7 +123,8 @@ class Runtime:
             if act == plan.IDLE:
                 break
             if act == plan.MISS:
-                self._record(job.id, k, now, 'miss', 1, self._miss_reason(job, k, now))
+                self._record(job.id, k, now, 'miss', 1, plan.miss_reason(
+                    job, k, clock.set_at, self.unknown_since_boot, clock.jumps))
                 mine = (k, 'miss', 1)
             elif act == plan.FAIL:
                 self._record(job.id, k, now, 'err', att, 'interrupted')
@@ -189,64 +180,8 @@ class Runtime:
         self.jobs = 0
         self.bad_jobs = 0
         self.pending = 0
-        hosts = []
-        gid = None       # the first line starts a group: the state below is set there
-        jtext = None
-        cancelled = False
+        groups.scan(self.store.stream(), me, HOSTS_MAX, self._visit)
         self._asg = None
-        for line in self.store.stream():
-            g = '.' if line[0] == '.' else line[:jobline.ID_LEN]
-            if g != gid:
-                if jtext is not None and not cancelled:
-                    self._group(jtext, mine, done_k, hosts, now)
-                gid = g
-                jtext = None
-                cancelled = False
-                mine = None
-                mkey = None
-                done_k = -1
-                self._asg = None
-                akey = None
-            if g == '.':
-                if line[:3] == '.h ' and hosts is not None:
-                    if len(hosts) < HOSTS_MAX:
-                        hosts.append(line[3:])
-                    else:
-                        hosts = None
-                continue
-            kind = line[jobline.ID_LEN + 1:jobline.ID_LEN + 3]
-            if kind == 'r ':
-                if cancelled:
-                    continue
-                f = line.split(None, 6)
-                if len(f) < 6:
-                    continue
-                if f[2] == me:
-                    key = merge.result_key(line)   # the merge's own order of results
-                    if mkey is None or key > mkey:
-                        mkey = key
-                        mine = (key[0], _OUTCOMES[key[2]], key[1])
-                elif not f[5].startswith('miss'):
-                    k = int(f[3])
-                    if k > done_k:
-                        done_k = k
-                continue
-            if kind == 'a ':
-                # a section leader's assignment (docs/wifi.md): the newest
-                f = line.split(None, 6)
-                if len(f) >= 6:
-                    key = (int(f[3]), int(f[4]))
-                    if akey is None or key > akey:
-                        akey = key
-                        self._asg = (key[0], f[2])
-                continue
-            if line[jobline.ID_LEN:] == ' cancel':
-                cancelled = True
-                continue
-            if jtext is None:
-                jtext = line
-        if jtext is not None and not cancelled:
-            self._group(jtext, mine, done_k, hosts, now)
         if self.store.needs_compaction():
             self.store.compact()
         self.store.release()
@@ -255,8 +190,12 @@ class Runtime:
             board.reset()
         return self.next_wake
 
-    def _group(self, jtext, mine, done_k, hosts, now):
-        # one job at the end of its group: counted, decided, its wake taken
+    def _visit(self, jid, jtext, cancelled, mine, done_k, asg, hosts):
+        # one job at the end of its group (groups.scan): counted, decided, its wake taken
+        if jtext is None or cancelled:
+            return
+        self._asg = asg
+        now = self.last_now   # this pass's time (step)
         self.jobs += 1
         try:
             job = jobline.parse(jtext)
@@ -281,8 +220,6 @@ class Runtime:
         if w is not None and w < self.next_wake:
             self.next_wake = w
 
-
-_OUTCOMES = ('run', 'err', 'miss', 'ok')   # merge.result_key's outcome ranks
 
 
 def get():
