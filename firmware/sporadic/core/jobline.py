@@ -55,6 +55,36 @@ def unload():
     sporadic.forget('sporadic.core.timefmt')
 
 
+# jobline's error messages: each names its line of jobtext._MSG (underscored
+# consts cost a board nothing at run time)
+_E_HOST_LEN = const(0)
+_E_HOST_CHARS = const(1)
+_E_QUOTE_OPEN = const(2)
+_E_QUOTE_TEXT = const(3)
+_E_QUOTE_INSIDE = const(4)
+_E_PROB = const(5)
+_E_PROB_RANGE = const(6)
+_E_OUTCOME = const(7)
+_E_NUMBER = const(8)
+_E_RESULT_FIELDS = const(9)
+_E_MAC = const(10)
+_E_NO_ARG = const(11)
+_E_WHO_ARG = const(12)
+_E_ANY_ARG = const(13)
+_E_TYPE = const(14)
+_E_NO_TIME = const(15)
+_E_NO_COMMAND = const(16)
+_E_OPTION_FORM = const(17)
+_E_OPTION_UNKNOWN = const(18)
+_E_OPTION_TWICE = const(19)
+_E_OPTION_KIND = const(20)
+_E_FLEET_KIND = const(21)
+_E_CANCEL_ARGS = const(22)
+_E_ID_ALONE = const(23)
+_E_ASSIGN_FIELDS = const(24)
+_E_WITHIN_EVERY = const(25)
+
+
 def _err(n, a=()):
     # ParseError with message n of jobx.msg
     return ParseError(_jx().msg(n, a))
@@ -71,10 +101,10 @@ def is_id(s):
 
 def check_host(h):
     if not h or len(h) > HOST_MAX:
-        raise _err(0, repr(h))
+        raise _err(_E_HOST_LEN, repr(h))
     for c in h:
         if c not in _HOST_CHARS:
-            raise _err(1, repr(h))
+            raise _err(_E_HOST_CHARS, repr(h))
     return h
 
 
@@ -103,18 +133,18 @@ def tokens(s):
         if c == '"':
             j = s.find('"', i + 1)
             if j < 0:
-                raise _err(2)
+                raise _err(_E_QUOTE_OPEN)
             out.append(s[i:j + 1])
             i = j + 1
             if i < n and s[i] not in ' \t':
-                raise _err(3)
+                raise _err(_E_QUOTE_TEXT)
             continue
         j = i
         while j < n and s[j] not in ' \t':
             j += 1
         w = s[i:j]
         if '"' in w:
-            raise _err(4, repr(w))
+            raise _err(_E_QUOTE_INSIDE, repr(w))
         out.append(w)
         i = j
     return out
@@ -132,12 +162,12 @@ def parse_prob(s):
         s = '0' + s
     whole, _, frac = s.partition('.')
     if not whole.isdigit() or (frac and not frac.isdigit()) or len(frac) > 9:
-        raise _err(5, repr(s))
+        raise _err(_E_PROB, repr(s))
     frac = frac.rstrip('0')
     num = int(whole + frac) if (whole + frac) else 0
     den = 10 ** len(frac)
     if num <= 0 or num > den:
-        raise _err(6, s)
+        raise _err(_E_PROB_RANGE, s)
     text = str(int(whole)) + ('.' + frac if frac else '')
     return text, (num * P_ONE) // den
 
@@ -219,27 +249,27 @@ def _parse_outcome(tok):
                 return o, 1
             if rest.isdigit() and int(rest) > 1:
                 return o, int(rest)
-    raise _err(7, repr(tok))
+    raise _err(_E_OUTCOME, repr(tok))
 
 
 def _int(s, what):
     # what: 0 instance number, 1 time, 2 retry count (jobx.msg 8)
     if not s.isdigit():
-        raise _err(8, (what, repr(s)))
+        raise _err(_E_NUMBER, (what, repr(s)))
     return int(s)
 
 
 def parse_result(jid, rest):
     f = rest.split(None, 5)
     if len(f) < 5:
-        raise _err(9)
+        raise _err(_E_RESULT_FIELDS)
     host = check_host(f[0])
     k = _int(f[1], 0)
     at = _int(f[2], 1)
     outcome, attempt = _parse_outcome(f[3])
     mac = f[4]
     if mac != '-' and (len(mac) != 16 or not _is_hex(mac)):
-        raise _err(10, repr(mac))
+        raise _err(_E_MAC, repr(mac))
     return Result(jid, host, k, at, outcome, attempt, mac, f[5] if len(f) > 5 else '')
 
 
@@ -260,22 +290,22 @@ def parse_job(s, jid=None, salt=None):
     kind, colon, arg = typ.partition(':')
     if kind == 'each' or kind == 'one':
         if colon:
-            raise _err(11, kind)
+            raise _err(_E_NO_ARG, kind)
     elif kind == 'who':
         if not arg:
-            raise _err(12)
+            raise _err(_E_WHO_ARG)
         check_host(arg)
         j.arg = arg
     elif kind == 'any':
         if not arg:
-            raise _err(13)
+            raise _err(_E_ANY_ARG)
         j.arg, j.threshold = parse_prob(arg)
     else:
-        raise _err(14, repr(typ))
+        raise _err(_E_TYPE, repr(typ))
     j.kind = kind
     ts, rest = _split1(rest)
     if not ts:
-        raise _err(15)
+        raise _err(_E_NO_TIME)
     try:
         j.t0 = parse_time(ts)
     except ValueError as e:
@@ -287,7 +317,7 @@ def parse_job(s, jid=None, salt=None):
         opts = words[i + 1:]
         words = words[:i]
     if not words:
-        raise _err(16)
+        raise _err(_E_NO_COMMAND)
     j.words = words
     j.every = 0
     j.on = ''
@@ -299,15 +329,15 @@ def parse_job(s, jid=None, salt=None):
     for o in opts:
         key, eq, val = o.partition('=')
         if not eq or not val:
-            raise _err(17, repr(o))
+            raise _err(_E_OPTION_FORM, repr(o))
         if not key or ' ' in key or ' ' + key + ' ' not in _OPTS:
-            raise _err(18, repr(key))
+            raise _err(_E_OPTION_UNKNOWN, repr(key))
         if key in seen:
-            raise _err(19, key)
+            raise _err(_E_OPTION_TWICE, key)
         seen.append(key)
         need = 'each' if key == 'on' else 'any' if key == 'tick' else 'one' if key == 'grace' else None
         if need and need != kind:
-            raise _err(20, (key, need))
+            raise _err(_E_OPTION_KIND, (key, need))
         try:
             if key == 'every':
                 j.every = parse_duration(val)
@@ -325,7 +355,7 @@ def parse_job(s, jid=None, salt=None):
             raise ParseError(str(e))
     j.within = within if within is not None else default_within(j.every)
     if j.every and j.within > j.every:
-        raise _err(25, (_jx().format_duration(j.within), _jx().format_duration(j.every)))
+        raise _err(_E_WITHIN_EVERY, (_jx().format_duration(j.within), _jx().format_duration(j.every)))
     if jid is None:
         t = j.text()
         jid = _jx().make_id(t if salt is None else t + '\n' + salt)
@@ -342,7 +372,7 @@ def parse(line, salt=None):
     first, rest = _split1(s)
     if first[0] == '.':
         if len(first) != 2 or first[1] not in FLEET_KINDS:
-            raise _err(21, repr(first))
+            raise _err(_E_FLEET_KIND, repr(first))
         if first[1] == 'h':
             check_host(rest)
         return _jx().Fleet(first[1], rest)
@@ -350,14 +380,14 @@ def parse(line, salt=None):
         kind, rest2 = _split1(rest)
         if kind == 'cancel':
             if rest2:
-                raise _err(22)
+                raise _err(_E_CANCEL_ARGS)
             return _jx().Cancel(first)
         if kind == 'r':
             return parse_result(first, rest2)
         if kind == 'a':
             return _jx().parse_assign(first, rest2)
         if not kind:
-            raise _err(23)
+            raise _err(_E_ID_ALONE)
         return parse_job(rest, first)
     return parse_job(s, None, salt)
 

@@ -9,7 +9,7 @@ from sporadic.core.jobline import (ParseError, ID_LEN, DEFAULT_TICK, DEFAULT_GRA
                               check_host, default_within, _int, _is_hex)
 from sporadic.core.timefmt import format_time, format_duration
 
-# jobline's error messages, by number (jobline._err)
+# jobline's error messages, one a line, in the order of jobline's _E_ names
 _MSG = (
     'bad host id %s (1..32 characters)\n'
     'bad host id %s (letters, digits, _ . : -)\n'
@@ -40,7 +40,7 @@ _MSG = (
 
 
 def msg(n, a=()):
-    if n == 8:   # jobline._int: what was not a number
+    if n == 8:   # jobline._E_NUMBER (jobline._int): what was not a number
         a = (('instance number', 'time', 'retry count')[a[0]], a[1])
     return _MSG.split('\n')[n] % a
 

@@ -1,7 +1,8 @@
-# The rarely used part of timeutil.py (read as timeutil.NAME): formatting
+# The rarely used part of timeutil.py (import it where needed): formatting
 # times and durations, and the error messages. A board's loop only parses.
 from sporadic.core.timeutil import civil_from_days, _unit
 
+# timeutil's error messages, one a line, in the order of timeutil's _E_ names
 _MSG = ('bad time: %s\n'
         'bad time: %s out of range\n'
         'bad time: expected YYYY-MM-DDTHH:MM[:SS]Z (UTC), got %s\n'

@@ -1,13 +1,26 @@
 # UTC calendar arithmetic on Unix epoch seconds: pure integer maths, no
 # `time` module, so every port (epoch 1970 or 2000) and CPython agree.
-# The port's own epoch is converted once, in clock.py.
-
+# The port's own epoch is converted once, in device/clock.py.
+try:
+    from micropython import const
+except ImportError:  # CPython
+    def const(x):
+        return x
 
 
 def _unit(c):
     # seconds in a duration unit (s m h d w), 0 for anything else
     i = 'smhdw'.find(c) if len(c) == 1 else -1
     return (1, 60, 3600, 86400, 604800)[i] if i >= 0 else 0
+
+
+# timeutil's error messages: each names its line of timefmt._MSG
+_E_TIME = const(0)
+_E_TIME_RANGE = const(1)
+_E_TIME_FORM = const(2)
+_E_TIME_DATE = const(3)
+_E_DURATION = const(4)
+_E_DURATION_SIGN = const(5)
 
 
 def _err(n, a=()):
@@ -44,17 +57,17 @@ def civil_from_days(z):
 
 def _num(s, lo, hi, what):
     if not s.isdigit():
-        raise _err(0, what)
+        raise _err(_E_TIME, what)
     n = int(s)
     if n < lo or n > hi:
-        raise _err(1, what)
+        raise _err(_E_TIME_RANGE, what)
     return n
 
 
 def parse_time(s):
     """'2026-12-01T06:00Z' or '...T06:00:30Z' -> Unix epoch seconds (UTC)."""
     if len(s) < 17 or s[-1] != 'Z' or s[4] != '-' or s[7] != '-' or s[10] != 'T' or s[13] != ':':
-        raise _err(2, repr(s))
+        raise _err(_E_TIME_FORM, repr(s))
     y = _num(s[0:4], 1970, 9999, 'year')
     mo = _num(s[5:7], 1, 12, 'month')
     d = _num(s[8:10], 1, 31, 'day')
@@ -64,18 +77,18 @@ def parse_time(s):
     if len(s) == 20 and s[16] == ':':
         sec = _num(s[17:19], 0, 59, 'second')
     elif len(s) != 17:
-        raise _err(2, repr(s))
+        raise _err(_E_TIME_FORM, repr(s))
     days = days_from_civil(y, mo, d)
     if civil_from_days(days) != (y, mo, d):
-        raise _err(3, s[:10])
+        raise _err(_E_TIME_DATE, s[:10])
     return days * 86400 + h * 3600 + mi * 60 + sec
 
 
 def parse_duration(s):
     """'30s 10m 2h 1d 1w' -> seconds (> 0)."""
     if len(s) < 2 or not _unit(s[-1]) or not s[:-1].isdigit():
-        raise _err(4, repr(s))
+        raise _err(_E_DURATION, repr(s))
     n = int(s[:-1]) * _unit(s[-1])
     if n <= 0:
-        raise _err(5, repr(s))
+        raise _err(_E_DURATION_SIGN, repr(s))
     return n
