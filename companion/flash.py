@@ -16,7 +16,7 @@ without --erase: it is read back from the chip first.
     firmware_chip(data) -> "esp32" | "esp32s3" | "esp8266" | "rp2040" | ... | None
     check_firmware(board, data) -> chip              raises FirmwareMismatch
     fs_state(data, geom) -> ("blank"|"micropython"|"jobs"|"unknown", detail)
-    to_uf2(data, address, family_id) -> bytes;  parse_uf2(data) -> [(addr, payload, family)]
+    to_uf2(data, address, family_id) -> bytes (esptool's UF2Writer);  parse_uf2(data) -> [(addr, payload, family)]
     merged_image(board, firmware, fs_image, out_path) -> bytes  (esptool merge_bin)
     flash_esp(...), flash_rp2(...);  CLI: add_flash_parser(subparsers), flash_command(args)
 """
@@ -147,15 +147,17 @@ def _guard(state, detail, where):
 # ---- UF2 --------------------------------------------------------------------
 
 def to_uf2(data, address, family_id=RP2040_FAMILY):
-    """UF2 blocks for data at a flash address: 256-byte payloads, the family id."""
-    n = (len(data) + UF2_PAYLOAD - 1) // UF2_PAYLOAD
-    out = bytearray()
-    for i in range(n):
-        chunk = data[i * UF2_PAYLOAD:(i + 1) * UF2_PAYLOAD].ljust(UF2_PAYLOAD, b"\xff")
-        head = struct.pack("<8I", UF2_MAGIC0, UF2_MAGIC1, UF2_FLAG_FAMILY,
-                           address + i * UF2_PAYLOAD, UF2_PAYLOAD, i, n, family_id)
-        out += head + chunk.ljust(476, b"\x00") + struct.pack("<I", UF2_MAGIC_END)
-    return bytes(out)
+    """UF2 blocks for data at a flash address, written by esptool's UF2Writer:
+    256-byte payloads (what the RP2040 boot ROM takes: the last one padded
+    with erased flash, 0xff), the family id, no MD5 extension."""
+    from esptool.uf2_writer import UF2Writer
+    pad = (-len(data)) % UF2_PAYLOAD
+    with tempfile.TemporaryDirectory(prefix="sporadic-uf2-") as d:
+        path = os.path.join(d, "part.uf2")
+        with UF2Writer(family_id, path, UF2_PAYLOAD, md5_enabled=False) as w:
+            w.add_file(address, bytes(data) + b"\xff" * pad)
+        with open(path, "rb") as f:
+            return f.read()
 
 
 def parse_uf2(data):
