@@ -20,7 +20,7 @@ import json
 import os
 import time
 
-from sporadic.core import jobline, merge
+from sporadic.core import jobline
 from sporadic.core.timeutil import parse_duration
 from sporadic.core.timefmt import format_time
 from sporadic.desktop import merging

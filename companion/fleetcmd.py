@@ -8,7 +8,7 @@ import os
 import sys
 import time
 
-from sporadic.core import jobline, merge, plan
+from sporadic.core import jobline, plan
 from sporadic.desktop import merging
 from sporadic.core.timefmt import format_time
 from companion.errors import UserError, console

@@ -16,7 +16,6 @@ authentication, keys/peer), hwm (replay floor: docs/security.md), board,
 fleet, mode, and the network keys when one was asked for: sync_port, peers,
 wifi (docs/wifi.md).
 """
-import os
 import secrets
 import time
 
