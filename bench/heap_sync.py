@@ -28,7 +28,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from companion import fleetcmd, syncer  # noqa: E402
+from companion import syncer  # noqa: E402
+from companion.fleet import add_job  # noqa: E402
 from companion.demo import JOBS, DemoClock  # noqa: E402
 from companion.fleet import Fleet  # noqa: E402
 from companion.vboard import VBoard  # noqa: E402
@@ -55,7 +56,7 @@ def syncs(exe, heap_k, insecure):
         syncer.deploy(fleet, vb.start(), "b-1", board="unix", progress=False)
         vb.stop()
         for line in JOBS:
-            fleetcmd.add_job(fleet, line, now=clock.now())
+            add_job(fleet, line, now=clock.now())
         vb = VBoard(os.path.join(base, "b"), board_id="b-1", heap="%dK" % heap_k, clock_scale=600)
         path = vb.start()
         try:

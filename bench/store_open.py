@@ -95,9 +95,9 @@ def signed_flash(tmp, n):
         i += 1
     body = merging.merge(keys.sign_lines(fleet.dir, jobs) + jobs)
     jobs = body[:n]     # the .b records sort first: keep n lines, all covered
-    from companion import syncer
+    from companion.fleet import device_secret
     cfg = {'mode': 'signed', 'pubkey': keys.load_pub(fleet.dir),
-           'secret': syncer.device_secret(fleet, 'dev-1', create=True)}
+           'secret': device_secret(fleet, 'dev-1', create=True)}
     d = make_flash(os.path.join(tmp, 'flash'), 'dev-1', cfg)
     for path, data in files.jobs_file('\n'.join(jobs) + '\n'):
         with open(os.path.join(d, path.lstrip('/')), 'wb') as f:

@@ -132,7 +132,6 @@ def cmd_plan(args):
 EXTERNAL = [
     ('companion.fleetcmd', 'add_parsers'),
     ('companion.vboard', 'add_vboard_parser'),
-    ('companion.transport_tcp', 'add_serve_parser'),
     ('companion.image', 'add_image_parser'),
     ('companion.flash', 'add_flash_parser'),
     ('companion.simulate', 'add_parser'),

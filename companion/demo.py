@@ -10,7 +10,7 @@ import time
 
 from sporadic.core.timefmt import format_time
 from companion.errors import console
-from companion.fleet import Fleet
+from companion.fleet import Fleet, add_job
 
 BOARDS = ('pump-1', 'pump-2', 'gate-1')
 JOBS = (
@@ -34,7 +34,7 @@ class DemoClock:
 
 
 def run_demo(workdir=None, scale=600, run_seconds=12, insecure=False, out=print, keep=False, heap='128K'):
-    from companion import fleetcmd, syncer
+    from companion import syncer
     from companion.vboard import VBoard
     base = workdir or tempfile.mkdtemp(prefix='sporadic-demo-')
     fleet = Fleet(os.path.join(base, 'fleet'))
@@ -55,7 +55,7 @@ def run_demo(workdir=None, scale=600, run_seconds=12, insecure=False, out=print,
             out('   %-7s %d files, %d bytes' % (name, info['files'], info['bytes']))
         out('3. adding one job of each type (times relative to the demo clock, %s)' % format_time(clock.now()))
         for line in JOBS:
-            j = fleetcmd.add_job(fleet, line, now=clock.now())
+            j = add_job(fleet, line, now=clock.now())
             out('   %s  %s' % (j.id, j.text()))
         out('4. first sync: boards get the jobs and the time')
         for name, vb, path in boards:

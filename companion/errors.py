@@ -1,3 +1,6 @@
+"""UserError (what a user can cause and fix: one line from the CLI) and the shared rich console."""
+
+
 class UserError(Exception):
     """An error the user can fix: the CLI prints it as one line and exits 2."""
 

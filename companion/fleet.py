@@ -5,16 +5,24 @@
     FLEET/results.txt         every result ever received (sorted, never compacted)
     FLEET/devices/ID.json     what the companion knows of a board: port, board,
                               last sync, clock drift, counters
-    FLEET/keys/               the fleet key pair and per-device secrets (keys.py)
+    FLEET/keys/               the fleet key pair (keys.py), keys/peer (the fleet
+                              key boards authenticate each other with),
+                              keys/devices/ID (each board's own secret)
 
 jobs.txt merges with `companion merge` (a git merge driver, see docs/git.md);
 results.txt with git's built-in `union` driver. Every write is atomic.
+
+Besides the folder's state (Fleet, device_secret, read_fleet_key,
+verify_result), the record operations every verb and the demo share:
+add_job, cancel_job, add_host (signed as the fleet's mode asks).
 """
 import json
 import os
 import time
 
-from sporadic.core import jobline, merge
+from sporadic.core import jobline
+from sporadic.core.timeutil import parse_duration
+from sporadic.core.timefmt import format_time
 from sporadic.desktop import merging
 from companion.errors import UserError
 
@@ -68,8 +76,7 @@ class Fleet:
         if not insecure:
             from companion import keys
             pub = keys.init_keys(self.dir)
-        from companion import provision
-        provision.make_fleet_key(self)    # keys/peer: board-to-board authentication
+        make_fleet_key(self)    # keys/peer: board-to-board authentication
         atomic_write(self.path('fleet.json'), json.dumps(meta, indent=1) + '\n')
         self._meta = meta
         for f in (JOBS, RESULTS):
@@ -213,3 +220,138 @@ class Fleet:
     def save_device(self, info):
         os.makedirs(self.path('devices'), exist_ok=True)
         atomic_write(self.path('devices', info['id'] + '.json'), json.dumps(info, indent=1, sort_keys=True) + '\n')
+
+
+# -- keys held in the folder: per-device secrets, the fleet key ---------------------
+
+def secret_path(fleet, dev_id):
+    return fleet.path('keys', 'devices', dev_id)
+
+
+def device_secret(fleet, dev_id, create=False):
+    cache = fleet.__dict__.setdefault('_secrets', {})
+    if dev_id in cache:
+        return cache[dev_id]
+    p = secret_path(fleet, dev_id)
+    try:
+        with open(p) as f:
+            cache[dev_id] = f.read().strip()
+            return cache[dev_id]
+    except FileNotFoundError:
+        if not create:
+            return None
+    from companion import keys
+    s = keys.new_device_secret()
+    os.makedirs(os.path.dirname(p), mode=0o700, exist_ok=True)
+    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, 'w') as f:
+        f.write(s + '\n')
+    return s
+
+
+def secret_for(fleet):
+    """board_id -> the secret this fleet keeps for it (hex), or None: what a
+    link proves itself with (links.open_link)."""
+    return lambda board_id: device_secret(fleet, board_id)
+
+
+def verify_result(fleet, r):
+    """True: the board's MAC checks; False: it does not (forged or from a
+    board that lies); None: nothing to check (insecure fleet, or no MAC
+    expected)."""
+    if fleet.insecure:
+        return None
+    secret = device_secret(fleet, r.host)
+    if secret is None or r.mac == '-':
+        return False
+    from sporadic.core import hmac
+    mac = r.mac
+    r.mac = '-'
+    try:
+        return hmac.check_result(secret, r.line(), mac)  # the MAC covers the line with '-' in its place
+    finally:
+        r.mac = mac
+
+
+def fleet_key_path(fleet):
+    return fleet.path('keys', 'peer')
+
+
+def read_fleet_key(fleet):
+    try:
+        with open(fleet_key_path(fleet)) as f:
+            return f.read().strip() or None
+    except FileNotFoundError:
+        return None
+
+
+def write_new(path, text):
+    """Create a 0600 file holding text; an existing one is kept (and returned)."""
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        with open(path) as f:
+            return f.read().strip()
+    with os.fdopen(fd, 'w') as f:
+        f.write(text + '\n')
+    return text
+
+
+def make_fleet_key(fleet):
+    """keys/peer: the fleet's shared board-to-board key (hex), made by
+    `companion init`; kept when it exists."""
+    import secrets
+    return write_new(fleet_key_path(fleet), secrets.token_hex(32))
+
+
+# -- record operations ----------------------------------------------------------------
+
+def resolve_relative(line, now):
+    """'each +10m log x' -> the same line with the time resolved now (UTC)."""
+    parts = line.split(None, 2)
+    if len(parts) >= 2 and (parts[1].startswith('+') or parts[1] == 'now'):
+        if parts[1] == 'now':
+            t = now
+        else:
+            try:
+                t = now + parse_duration(parts[1][1:])
+            except ValueError as e:
+                raise UserError(str(e))
+        parts[1] = format_time(t)
+        return ' '.join(parts)
+    return line
+
+
+def add_job(fleet, text, now=None):
+    """Add one user-written job line; returns the Job (its id is salted with
+    the time of adding, so adding the same text twice makes two jobs)."""
+    now = int(time.time()) if now is None else now
+    text = resolve_relative(text.strip(), now)
+    try:
+        rec = jobline.parse(text, salt=str(now))
+    except jobline.ParseError as e:
+        raise UserError('bad job line: %s' % e)
+    if not isinstance(rec, jobline.Job):
+        raise UserError('not a job line: %r' % text)
+    if rec.id in fleet.cancelled():
+        raise UserError('job %s was cancelled; add it again a second later to get a new id' % rec.id)
+    line = rec.line()
+    fleet.merge_in([line] + fleet.sign([line]), 'add')
+    return rec
+
+
+def cancel_job(fleet, jid):
+    if not jobline.is_id(jid):
+        raise UserError('%r is not a job id (8 characters of 0-9a-v)' % jid)
+    known = {j.id for j in fleet.jobs()}
+    if jid not in known and jid not in fleet.cancelled():
+        raise UserError('no job %s in this fleet (see `companion jobs`)' % jid)
+    line = jid + ' cancel'
+    fleet.merge_in([line] + fleet.sign([line]), 'cancel')
+
+
+def add_host(fleet, host):
+    line = '.h ' + jobline.check_host(host)
+    if line not in fleet.lines():
+        fleet.merge_in([line] + fleet.sign([line]), 'host')

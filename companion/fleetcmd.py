@@ -1,17 +1,19 @@
-"""Fleet verbs: init, add, cancel, jobs, results, status (the fleet folder),
-deploy and sync (through a link). Verbs call the core and the links; they
-never parse bytes themselves."""
+"""Fleet verbs: init, add, cancel, jobs, results, status, keys (the fleet
+folder), deploy, sync, net (through a link) and serve (boards sync to this
+companion). Verbs call the fleet's record operations (companion/fleet.py),
+the sync library (companion/syncer.py) and the core; they never parse bytes
+themselves."""
 import json
 import os
 import sys
 import time
 
-from sporadic.core import jobline, merge, plan
+from sporadic.core import jobline, plan
 from sporadic.desktop import merging
-from sporadic.core.timeutil import parse_duration
 from sporadic.core.timefmt import format_time
 from companion.errors import UserError, console
-from companion.fleet import Fleet
+from companion.fleet import Fleet, add_job, cancel_job, verify_result
+from companion.provision import DEFAULT_SYNC_PORT
 
 
 def fleet_of(args, require=True):
@@ -33,58 +35,15 @@ def cmd_init(args):
     return 0
 
 
-def resolve_relative(line, now):
-    """'each +10m log x' -> the same line with the time resolved now (UTC)."""
-    parts = line.split(None, 2)
-    if len(parts) >= 2 and (parts[1].startswith('+') or parts[1] == 'now'):
-        if parts[1] == 'now':
-            t = now
-        else:
-            try:
-                t = now + parse_duration(parts[1][1:])
-            except ValueError as e:
-                raise UserError(str(e))
-        parts[1] = format_time(t)
-        return ' '.join(parts)
-    return line
-
-
-def add_job(fleet, text, now=None):
-    """Add one user-written job line; returns the Job (its id is salted with
-    the time of adding, so adding the same text twice makes two jobs)."""
-    now = int(time.time()) if now is None else now
-    text = resolve_relative(text.strip(), now)
-    try:
-        rec = jobline.parse(text, salt=str(now))
-    except jobline.ParseError as e:
-        raise UserError('bad job line: %s' % e)
-    if not isinstance(rec, jobline.Job):
-        raise UserError('not a job line: %r' % text)
-    if rec.id in fleet.cancelled():
-        raise UserError('job %s was cancelled; add it again a second later to get a new id' % rec.id)
-    line = rec.line()
-    fleet.merge_in([line] + fleet.sign([line]), 'add')
-    return rec
-
-
 def cmd_add(args):
     f = fleet_of(args)
-    j = add_job(f, args.line)
+    now = int(time.time())
+    j = add_job(f, args.line, now)
     print(j.id)
-    if j.t0 < time.time() - j.within:
+    if j.t0 < now - j.within:
         print('note: its first instance is already past its window; it will be recorded as missed',
               file=sys.stderr)
     return 0
-
-
-def cancel_job(fleet, jid):
-    if not jobline.is_id(jid):
-        raise UserError('%r is not a job id (8 characters of 0-9a-v)' % jid)
-    known = {j.id for j in fleet.jobs()}
-    if jid not in known and jid not in fleet.cancelled():
-        raise UserError('no job %s in this fleet (see `companion jobs`)' % jid)
-    line = jid + ' cancel'
-    fleet.merge_in([line] + fleet.sign([line]), 'cancel')
 
 
 def cmd_cancel(args):
@@ -93,12 +52,6 @@ def cmd_cancel(args):
         cancel_job(f, jid)
         print('cancelled %s' % jid)
     return 0
-
-
-def add_host(fleet, host):
-    line = '.h ' + jobline.check_host(host)
-    if line not in fleet.lines():
-        fleet.merge_in([line] + fleet.sign([line]), 'host')
 
 
 # -- jobs / results / status ----------------------------------------------------------
@@ -151,13 +104,12 @@ def cmd_jobs(args):
 
 def result_rows(fleet):
     """The results history as dicts; 'verified' tells whether the board's MAC checked."""
-    from companion import syncer
     rows = []
     for r in fleet.results():
         rows.append({'job': r.id, 'instance': r.instance(), 'host': r.host, 'at': r.at,
                      'time': format_time(r.at), 'outcome': 'error' if r.outcome == 'err' else
                      ('missed' if r.outcome == 'miss' else r.outcome),
-                     'attempt': r.attempt, 'output': r.output, 'verified': syncer.verify_result(fleet, r)})
+                     'attempt': r.attempt, 'output': r.output, 'verified': verify_result(fleet, r)})
     rows.sort(key=lambda x: (x['at'], x['job'], x['host']))
     return rows
 
@@ -213,14 +165,13 @@ def pending_for(fleet, host, now):
 
 
 def status_rows(fleet, now=None):
-    from companion import syncer
     now = int(time.time()) if now is None else now
     dups = duplicates(fleet)
     rows = []
     results = fleet.results()
     for d in fleet.devices():
         mine = [r for r in results if r.host == d['id']]
-        unverified = [r for r in mine if syncer.verify_result(fleet, r) is False]
+        unverified = [r for r in mine if verify_result(fleet, r) is False]
         st = d.get('status') or {}
         rows.append({
             'id': d['id'], 'port': d.get('port'), 'board': d.get('board'),
@@ -295,13 +246,12 @@ def board_port(args):
 
 
 def cmd_deploy(args):
-    from companion import syncer
+    from companion import links, provision, syncer
     from companion.transport import LinkError
     f = fleet_of(args)
-    from companion import provision
     net = provision.network_config(args.sync_port, args.peer, args.wifi)
     args.port = board_port(args)
-    if not syncer.is_serial(args.port):
+    if not links.is_serial(args.port):
         raise UserError('deploy writes files through the REPL: give the board\'s serial port '
                         '(/dev/ttyUSB0, COM3), not the network address %s' % args.port)
     try:
@@ -347,11 +297,11 @@ def cmd_sync(args):
 def cmd_net(args):
     """A board's network status over TCP (its `net?` answer): the leader
     it follows, the hosts it hears, its counters, duplicates it found."""
-    from companion import syncer
+    from companion import fleet, links
     from companion.transport import LinkError
     f = fleet_of(args)
     try:
-        link = syncer.open_link(args.address, f, timeout=args.timeout)
+        link = links.open_link(args.address, fleet.secret_for(f), timeout=args.timeout)
     except LinkError as e:
         raise UserError('cannot reach %s: %s' % (args.address, e))
     try:
@@ -388,6 +338,27 @@ def cmd_keys(args):
         print('rotated to key %s; boards take it at their next sync and refuse the old key after' % keys.keyid(f.dir))
     else:
         print('%s  %s' % (keys.keyid(f.dir), keys.load_pub(f.dir)[:40] + '...'))
+    return 0
+
+
+def cmd_serve(args):
+    """Listen so that boards that wake up sync to this companion (a sleeping
+    board cannot be reached): each authenticates with its own secret."""
+    from companion import syncer, transport_tcp
+    f = fleet_of(args)
+    try:
+        server = syncer.fleet_server(f, args.port, args.bind, log=print)
+    except OSError as e:
+        raise UserError('cannot listen on %s:%d: %s' % (args.bind, args.port, e.strerror or e)) from None
+    # the port bound (--port 0: one the system chose)
+    print('serving fleet %s on %s:%d (Ctrl-C to stop)' % (f.dir, args.bind, server.sock.getsockname()[1]),
+          flush=True)
+    try:
+        transport_tcp.serve(server, None if args.seconds is None else time.time() + args.seconds)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
     return 0
 
 
@@ -451,3 +422,10 @@ def add_parsers(sub):
                    'that looks like a board)')
     s.add_argument('-q', '--quiet', action='store_true')
     s.set_defaults(func=cmd_sync)
+
+    s = sub.add_parser('serve', help='listen so that boards that wake up sync to this companion')
+    s.add_argument('--port', type=int, default=DEFAULT_SYNC_PORT,
+                   help='TCP port (default %d)' % DEFAULT_SYNC_PORT)
+    s.add_argument('--bind', default='0.0.0.0', help='address to listen on (default all)')
+    s.add_argument('--for', dest='seconds', type=float, default=None, help='stop after this many seconds')
+    s.set_defaults(func=cmd_serve)

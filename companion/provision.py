@@ -16,12 +16,11 @@ authentication, keys/peer), hwm (replay floor: docs/security.md), board,
 fleet, mode, and the network keys when one was asked for: sync_port, peers,
 wifi (docs/wifi.md).
 """
-import os
 import secrets
 import time
 
 from sporadic.core import jobline
-from companion import files
+from companion import files, fleet as fleet_folder
 from companion.errors import UserError
 
 DEFAULT_SYNC_PORT = 7370
@@ -55,37 +54,6 @@ def check_network(board_name, net):
     reaches a network only through its Wi-Fi."""
     if net and 'wifi' not in net and files.board_data(board_name).get('port') != 'unix':
         raise UserError('a %s board reaches its peers over Wi-Fi: add --wifi SSID:KEY' % board_name)
-
-
-def fleet_key_path(fleet):
-    return fleet.path('keys', 'peer')
-
-
-def read_fleet_key(fleet):
-    try:
-        with open(fleet_key_path(fleet)) as f:
-            return f.read().strip() or None
-    except FileNotFoundError:
-        return None
-
-
-def _write_new(path, text):
-    """Create a 0600 file holding text; an existing one is kept (and returned)."""
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        with open(path) as f:
-            return f.read().strip()
-    with os.fdopen(fd, 'w') as f:
-        f.write(text + '\n')
-    return text
-
-
-def make_fleet_key(fleet):
-    """keys/peer: the fleet's shared board-to-board key (hex), made by
-    `companion init`; kept when it exists."""
-    return _write_new(fleet_key_path(fleet), secrets.token_hex(32))
 
 
 def replay_floor(fleet):
@@ -131,16 +99,14 @@ class Provision:
         fleet = self.fleet
         if fleet is None:
             return
-        from companion import syncer
-        from companion.fleetcmd import add_host
         if self._new_secret:
-            kept = _write_new(syncer.secret_path(fleet, self.id), self.secret)
+            kept = fleet_folder.write_new(fleet_folder.secret_path(fleet, self.id), self.secret)
             if kept != self.secret:
                 raise UserError('another command gave %s a secret while this one ran: provision it again'
                                 % self.id)
             fleet.__dict__.setdefault('_secrets', {})[self.id] = kept
         if self._new_fleet_key:
-            _write_new(fleet_key_path(fleet), self.extra['fleet_key'])
+            fleet_folder.write_new(fleet_folder.fleet_key_path(fleet), self.extra['fleet_key'])
         if self.host_lines and self._host_seq is not None:
             from companion import keys
             if keys.current_seq(fleet.dir) == self._host_seq - 1:
@@ -152,7 +118,7 @@ class Provision:
             # fleet's)
         elif self.host_lines:
             fleet.merge_in(self.host_lines, 'host')
-        add_host(fleet, self.id)
+        fleet_folder.add_host(fleet, self.id)
         info = fleet.device(self.id) or {'id': self.id}
         info.update({'board': self.board, how: int(time.time())})
         if port is not None:
@@ -173,14 +139,13 @@ def prepare(fleet, dev_id, board, network=None, secret=None, pubkey=None):
     extra = {'board': board}
     new_secret = new_key = False
     if fleet is not None:
-        from companion import syncer
         extra.update({'fleet': fleet.meta['name'], 'mode': fleet.meta.get('mode', 'signed')})
-        key = read_fleet_key(fleet)
+        key = fleet_folder.read_fleet_key(fleet)
         if key is None:        # a fleet made before `init` made the key
             key, new_key = secrets.token_hex(32), True
         extra['fleet_key'] = key
         if secret is None:
-            secret = syncer.device_secret(fleet, dev_id)
+            secret = fleet_folder.device_secret(fleet, dev_id)
             if secret is None:
                 from companion import keys
                 secret, new_secret = keys.new_device_secret(), True

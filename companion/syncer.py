@@ -1,35 +1,23 @@
-"""Deploy and sync: what the verbs do with a link. The link (serial or TCP)
-moves the bytes; the reconciliation is the core's (sporadic.recon), the
-merge the core's (sporadic.merge), the MAC check the core's (sporadic.hmac).
+"""Deploy and sync: what the verbs do with a link. The link (serial or TCP,
+companion/links.py) moves the bytes; the fleet folder (companion/fleet.py)
+holds the state; the reconciliation is the core's (sporadic.core.recon), the
+merge the core's (sporadic.desktop.merging), the MAC check the core's
+(sporadic.core.hmac).
+
+    deploy(fleet, port, ...)        firmware and provisioning onto a board
+    sync(fleet, port, ...)          merge both ways with one board
+    fleet_server(fleet, port, ...)  the server boards that wake up sync to
 """
 import json
-import os
 import time
 from contextlib import contextmanager
 
 from sporadic.core import jobline, recon
 from sporadic.core import recondrv
 from companion.errors import UserError
-from companion import files
+from companion import files, links
+from companion.fleet import device_secret, secret_for, verify_result
 from companion.transport import LinkError, NotSporadic
-
-
-def is_serial(port):
-    """A serial device or pyserial URL (else HOST[:PORT], TCP)."""
-    return port.startswith(('/dev/', 'COM', 'socket://', 'rfc2217://', 'loop://')) or os.path.exists(port)
-
-
-def open_link(port, fleet=None, **kw):
-    """A link for PORT: a serial device or pyserial URL, or HOST[:PORT] (TCP,
-    where the board asks the companion to prove it holds the board's secret)."""
-    if is_serial(port):
-        from companion.transport_serial import SerialLink
-        return SerialLink(port, **kw)
-    from companion.transport_tcp import TcpLink
-    host, _, p = port.rpartition(':') if ':' in port else (port, '', '7370')
-    if fleet is not None:
-        kw.setdefault('secret', lambda board_id: device_secret(fleet, board_id))
-    return TcpLink(host or port, int(p or 7370), **kw)
 
 
 @contextmanager
@@ -47,51 +35,6 @@ def progress_bar(link, label, enabled=True):
             yield
         finally:
             link.progress = None
-
-
-# -- device secrets (per-device HMAC keys) -------------------------------------
-
-def secret_path(fleet, dev_id):
-    return fleet.path('keys', 'devices', dev_id)
-
-
-def device_secret(fleet, dev_id, create=False):
-    cache = fleet.__dict__.setdefault('_secrets', {})
-    if dev_id in cache:
-        return cache[dev_id]
-    p = secret_path(fleet, dev_id)
-    try:
-        with open(p) as f:
-            cache[dev_id] = f.read().strip()
-            return cache[dev_id]
-    except FileNotFoundError:
-        if not create:
-            return None
-    from companion import keys
-    s = keys.new_device_secret()
-    os.makedirs(os.path.dirname(p), mode=0o700, exist_ok=True)
-    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, 'w') as f:
-        f.write(s + '\n')
-    return s
-
-
-def verify_result(fleet, r):
-    """True: the board's MAC checks; False: it does not (forged or from a
-    board that lies); None: nothing to check (insecure fleet, or no MAC
-    expected)."""
-    if fleet.insecure:
-        return None
-    secret = device_secret(fleet, r.host)
-    if secret is None or r.mac == '-':
-        return False
-    from sporadic.core import hmac
-    mac = r.mac
-    r.mac = '-'
-    try:
-        return hmac.check_result(secret, r.line(), mac)  # the MAC covers the line with '-' in its place
-    finally:
-        r.mac = mac
 
 
 # -- deploy ----------------------------------------------------------------------
@@ -150,7 +93,7 @@ def deploy(fleet, port, dev_id=None, board=None, network=None, compile=True, pro
     the board."""
     from companion import provision
     own = link is None
-    link = link or open_link(port, fleet)
+    link = link or links.open_link(port, secret_for(fleet))
     try:
         fresh_heap(link)
         board = board or detect_board(link)
@@ -193,7 +136,7 @@ def _check(resp, what):
 def sync(fleet, port, progress=True, link=None, now=None):
     """Merge both ways with one board; returns a report dict."""
     own = link is None
-    link = link or open_link(port, fleet)
+    link = link or links.open_link(port, secret_for(fleet))
     seen = {}
     try:
         with progress_bar(link, 'sync %s' % port, progress):
@@ -342,3 +285,31 @@ def _sync(fleet, port, link, now, base=0, seen=None):
             'lines_received': stats['lines_in'], 'new_results': len(new_results),
             'bytes': wire, 'rounds': stats['rounds'],
             'refused': refused, 'flagged': flagged, 'status': status}
+
+
+# -- the listening end: boards sync to the companion -------------------------------
+
+def fleet_server(fleet, port, bind='0.0.0.0', log=None):
+    """A TCP server (transport_tcp.make_server; run it with
+    transport_tcp.serve) answering boards with the fleet's lines (the core's
+    recon.Responder) and merging what they bring into the fleet."""
+    from companion import transport_tcp
+
+    def receive(lines):
+        refused = fleet.receive(lines, 'tcp')
+        res = [l for l in lines if l[8:11] == ' r ']
+        if res:
+            fleet.add_results(res)
+        if log:
+            log('received %d lines%s' % (len(lines), ', refused %d' % len(refused) if refused else ''))
+        return refused   # the reasons travel back to the board (recon)
+
+    def secret_of(board_id):
+        if fleet.insecure:
+            return None
+        try:
+            return device_secret(fleet, board_id) or ''
+        except Exception:   # an id that names no file this fleet could hold
+            return ''
+
+    return transport_tcp.make_server(recon.Responder(fleet.lines, receive).handle, secret_of, port, bind)

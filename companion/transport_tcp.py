@@ -10,17 +10,17 @@ None in an insecure fleet); a board checks it before it answers ``T`` (set
 the clock) or ``A`` (acknowledge the outbox). ``me`` other than 'companion'
 speaks as a fleet peer with ``fleet_key`` (tests, tools).
 
-``companion serve [--port]`` listens so that boards that wake up sync to the
-companion (a sleeping board cannot be reached): each board authenticates with
-its own secret, the reconciliation is the core's (recon.Responder over the
-fleet's lines), and what boards bring is merged into the fleet.
+make_server(handle, secret_for, port) and serve(server, until) are the
+listening end, so that boards that wake up sync to the companion (a sleeping
+board cannot be reached): each board authenticates with its own secret.
+What answers them (the fleet's lines, recon.Responder) is the sync layer's:
+syncer.fleet_server, run by `companion serve`.
 """
 import binascii
 import socket
 import time
 
 from sporadic.net import node as net
-from sporadic.core import recon
 from companion.transport import Link, LinkError, LinkClosed, LinkTimeout, LinkRefused, NotSporadic, AuthRefused
 
 PORT = net.PORT
@@ -118,38 +118,27 @@ class TcpLink(Link):
         self._p.close()
 
 
-# -- companion serve -------------------------------------------------------------
+# -- the listening end: boards that wake up sync to the companion -------------------
 
 
-def make_server(fleet, port=PORT, bind='0.0.0.0', log=None):
-    """A net.Server answering boards with the fleet's lines (recon)."""
-    from companion.syncer import device_secret
-
-    def receive(lines):
-        refused = fleet.receive(lines, 'tcp')
-        res = [l for l in lines if l[8:11] == ' r ']
-        if res:
-            fleet.add_results(res)
-        if log:
-            log('received %d lines%s' % (len(lines), ', refused %d' % len(refused) if refused else ''))
-        return refused   # the reasons travel back to the board (recon)
-
-    responder = recon.Responder(fleet.lines, receive)
+def make_server(handle, secret_for, port=PORT, bind='0.0.0.0'):
+    """A net.Server answering each board's requests with handle(request).
+    secret_for(board_id): the board's hex secret, '' for a board not known
+    (its hello cannot verify), None for no authentication (an insecure
+    fleet). Raises OSError when the port cannot be bound."""
 
     def keyfor(board_id):
-        if fleet.insecure:
+        s = secret_for(board_id)
+        if s is None:
             return None
-        try:
-            s = device_secret(fleet, board_id)
-        except Exception:
-            s = None
-        # an unknown board gets a random key: its hello cannot verify
+        # an unknown board gets a key no board holds: its hello cannot verify
         return _unhex(s) if s else b'\x00unknown' + board_id.encode()
 
-    return net.Server(net.COMPANION, responder.handle, port, bind, keyfor)
+    return net.Server(net.COMPANION, handle, port, bind, keyfor)
 
 
 def serve(server, until=None):
+    """Answer boards until the time.time() `until` (None: forever)."""
     import select
     while until is None or time.time() < until:
         p = select.poll()
@@ -160,32 +149,3 @@ def serve(server, until=None):
                     server.event(s, ev)
                     break
         server.expire()
-
-
-def add_serve_parser(subparsers):
-    p = subparsers.add_parser('serve', help='listen so that boards that wake up sync to this companion')
-    p.add_argument('--port', type=int, default=PORT, help='TCP port (default %d)' % PORT)
-    p.add_argument('--bind', default='0.0.0.0', help='address to listen on (default all)')
-    p.add_argument('--for', dest='seconds', type=float, default=None, help='stop after this many seconds')
-    p.set_defaults(func=serve_command)
-    return p
-
-
-def serve_command(args):
-    from companion.fleet import Fleet
-    from companion.errors import UserError
-    fleet = Fleet(args.fleet).require()
-    try:
-        server = make_server(fleet, args.port, args.bind, log=print)
-    except OSError as e:
-        raise UserError('cannot listen on %s:%d: %s' % (args.bind, args.port, e.strerror or e)) from None
-    # the port bound (--port 0: one the system chose)
-    print('serving fleet %s on %s:%d (Ctrl-C to stop)' % (fleet.dir, args.bind, server.sock.getsockname()[1]),
-          flush=True)
-    try:
-        serve(server, None if args.seconds is None else time.time() + args.seconds)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.close()
-    return 0

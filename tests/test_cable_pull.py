@@ -31,7 +31,8 @@ import shutil
 import pytest
 import serial
 
-from companion import fleetcmd, syncer
+from companion import syncer
+from companion.fleet import add_job
 from companion.demo import DemoClock
 from companion.fleet import Fleet
 from companion.transport_serial import SerialLink
@@ -123,15 +124,15 @@ def base(tmp_path_factory):
     vb.start()
     try:
         syncer.deploy(fleet, vb.path, HOST, board='unix', progress=False)
-        fleetcmd.add_job(fleet, 'each +5m log tick ; every=10m within=10m', now=clock.now())
-        fleetcmd.add_job(fleet, 'each +5m log slow ; every=30m within=30m', now=clock.now() + 1)
+        add_job(fleet, 'each +5m log tick ; every=10m within=10m', now=clock.now())
+        add_job(fleet, 'each +5m log slow ; every=30m within=30m', now=clock.now() + 1)
         syncer.sync(fleet, vb.path, progress=False, now=clock.now())
         # the board runs on its own: its records pile up until the next sync
         wait_for(lambda: len(own_records(flash)) >= 16, what='the board to record its runs')
     finally:
         vb.stop()
     for i in range(30):   # new jobs for the board (far ahead: they do not run)
-        fleetcmd.add_job(fleet, 'each +%dd log later %d' % (30 + i, i), now=clock.now() + i)
+        add_job(fleet, 'each +%dd log later %d' % (30 + i, i), now=clock.now() + i)
     shutil.rmtree(str(root / 'flash' / 'lib' / '__pycache__'), ignore_errors=True)
     return str(root), flash, fleet.dir, clock
 

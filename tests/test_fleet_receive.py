@@ -14,7 +14,7 @@ sys.path.insert(0, ROOT)
 
 from companion import keys  # noqa: E402
 from companion.fleet import Fleet  # noqa: E402
-from companion.fleetcmd import add_job  # noqa: E402
+from companion.fleet import add_job  # noqa: E402
 
 FORGED = '7q2m0c4d each 2026-12-01T06:00Z relay on ; within=1h'
 

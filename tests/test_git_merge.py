@@ -9,7 +9,7 @@ import pytest
 
 from sporadic.core import jobline
 from companion.fleet import Fleet
-from companion import fleetcmd
+from companion.fleet import add_job, cancel_job
 
 GIT = shutil.which('git')
 pytestmark = pytest.mark.skipif(GIT is None, reason='git not installed')
@@ -41,7 +41,7 @@ def test_two_clones_merge_through_git_without_markers_or_loss(tmp_path):
     a_dir.mkdir()
     fa = Fleet(a_dir)
     fa.init('shared', insecure=True)
-    j1 = fleetcmd.add_job(fa, 'each 2026-12-01T06:00Z log hello ; every=1m', now=1796000000)
+    j1 = add_job(fa, 'each 2026-12-01T06:00Z log hello ; every=1m', now=1796000000)
     git(a_dir, 'init', '-q', '-b', 'main')
     driver(a_dir)
     git(a_dir, 'add', '-A')
@@ -54,10 +54,10 @@ def test_two_clones_merge_through_git_without_markers_or_loss(tmp_path):
 
     # laptop A syncs pump-1 and adds a job; laptop B syncs pump-2 and cancels nothing
     board_reports(fa, 'pump-1', j1.id, [0, 1, 2])
-    j2 = fleetcmd.add_job(fa, 'one 2026-12-01T00:00Z log backup ; every=1d', now=1796000001)
+    j2 = add_job(fa, 'one 2026-12-01T00:00Z log backup ; every=1d', now=1796000001)
     board_reports(fb, 'pump-2', j1.id, [0, 1])
-    j3 = fleetcmd.add_job(fb, 'who:pump 2026-12-02T00:00Z pin 5 on', now=1796000002)
-    fleetcmd.cancel_job(fb, j3.id)
+    j3 = add_job(fb, 'who:pump 2026-12-02T00:00Z pin 5 on', now=1796000002)
+    cancel_job(fb, j3.id)
     board_reports(fb, 'pump-1', j1.id, [3])   # B met pump-1 later than A did
 
     git(a_dir, 'commit', '-qam', 'A synced pump-1')

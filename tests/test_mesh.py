@@ -13,7 +13,7 @@ import socket
 
 import pytest
 
-from companion import syncer
+from companion.fleet import device_secret
 from companion.fleet import Fleet
 from sporadic.core import jobline, leader, merge, plan, recon
 from sporadic.core import recondrv
@@ -59,7 +59,7 @@ class Board:
             self.vb = None
 
     def secret(self):
-        return syncer.device_secret(Fleet(self.cli.dir), self.id)
+        return device_secret(Fleet(self.cli.dir), self.id)
 
     def link(self):
         from companion.transport_tcp import TcpLink

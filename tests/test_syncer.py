@@ -1,6 +1,7 @@
 """The companion's sync library on its own (no board): what a board is sent."""
 from companion.fleet import Fleet
-from companion import fleetcmd, syncer
+from companion import syncer
+from companion.fleet import add_job
 from tests.test_git_merge import board_reports
 
 
@@ -9,8 +10,8 @@ def test_board_view_leaves_out_other_boards_each_results(tmp_path):
     other boards' results of each/who jobs (the companion keeps all)."""
     f = Fleet(tmp_path)
     f.init('v', insecure=True)
-    each = fleetcmd.add_job(f, 'each 2026-12-01T06:00Z log hi ; every=1h', now=1796000000)
-    one = fleetcmd.add_job(f, 'one 2026-12-01T06:00Z log backup ; every=1h', now=1796000001)
+    each = add_job(f, 'each 2026-12-01T06:00Z log hi ; every=1h', now=1796000000)
+    one = add_job(f, 'one 2026-12-01T06:00Z log backup ; every=1h', now=1796000001)
     for host in ('pump-1', 'pump-2'):
         board_reports(f, host, each.id, [0])
         board_reports(f, host, one.id, [1])

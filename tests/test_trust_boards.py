@@ -28,6 +28,7 @@ from tests import devutil
 from tests.mpy import MICROPYTHON, ROOT
 
 from companion import keys, syncer
+from companion.fleet import device_secret, verify_result
 from companion.fleet import Fleet
 from companion import fleetcmd
 from sporadic.core import batch, jobline, recon
@@ -60,7 +61,7 @@ class Board:
         self.host = host
         self.dir = str(tmp / host)
         devutil.make_flash(self.dir, host, cfg, fleet=fleet)    # provisioned as deploy does
-        self.secret = syncer.device_secret(fleet, host)
+        self.secret = device_secret(fleet, host)
         self.p = None
         self.bytes_sent = self.bytes_received = 0
 
@@ -305,7 +306,7 @@ def test_record_from_unknown_board(fleet, boards):
     rep = syncer._sync(fleet, 'pipe', b, T0 + 120)
     assert any('unverified result from ghost-9' in x for x in rep['flagged']), rep['flagged']
     assert any('no MAC' in r for r in rep['status']['trust']['refusals'])
-    assert syncer.verify_result(fleet, jobline.parse(ghost)) is False
+    assert verify_result(fleet, jobline.parse(ghost)) is False
     row = fleetcmd.status_rows(fleet, T0 + 120)[0]             # `companion status`
     assert row['quarantined'] >= 1 and any('no MAC' in q for q in row['refusals'])
 
@@ -316,7 +317,7 @@ def test_board_forges_another_boards_done_record(fleet, boards):
     assert b1.push(sign(fleet, ['.h pump-1', '.h pump-2', JOB_A])) == {}
     b1.run(T0 + 6 * 3600 + 60)                     # pump-1 really runs A
     real = [l for l in b1.held() if ' r pump-1 ' in l]
-    assert real and all(syncer.verify_result(fleet, jobline.parse(l)) for l in real)
+    assert real and all(verify_result(fleet, jobline.parse(l)) for l in real)
     # pump-2 claims pump-1 ran B: it can only MAC with its own secret.
     # pump-1 itself refuses a result in its name that it did not write ...
     forged = _result('pump-1', b2.secret)
