@@ -8,7 +8,7 @@ import os
 import sys
 import time
 
-from sporadic.core import jobline, plan
+from sporadic.core import groups, jobline, leader, plan
 from sporadic.desktop import merging
 from sporadic.core.timefmt import format_time
 from companion.errors import UserError, console
@@ -115,13 +115,13 @@ def result_rows(fleet):
 
 
 def duplicates(fleet):
-    """Instances of single-run jobs (any/one) that more than one host ran."""
-    kinds = {j.id: j.kind for j in fleet.jobs()}
-    ran = {}
-    for r in fleet.results():
-        if kinds.get(r.id) in ('any', 'one') and r.outcome in ('ok', 'err'):
-            ran.setdefault(r.instance(), set()).add(r.host)
-    return {i: sorted(h) for i, h in sorted(ran.items()) if len(h) > 1}
+    """Instances of single-run jobs (any/one) that more than one host started
+    or ran: the board's own rule (leader.duplicates), {'ID.K': [hosts]}."""
+    out = {}
+    for d in leader.duplicates(fleet.lines()):
+        inst, hosts = d.split(': ', 1)
+        out[inst] = hosts.split()
+    return out
 
 
 def cmd_results(args):
@@ -143,25 +143,20 @@ def cmd_results(args):
 
 def pending_for(fleet, host, now):
     """Jobs this host still has an instance of to run, decided by the core
-    planner on the fleet's copy (the same file the board holds after a sync)."""
-    hosts = fleet.hosts()
-    mine, done = {}, {}
-    for l in fleet.lines():
-        r = jobline.parse(l)
-        if isinstance(r, jobline.Result):
-            if r.host == host:
-                if r.id not in mine or r.rank() > mine[r.id][0]:
-                    mine[r.id] = (r.rank(), (r.k, r.outcome, r.attempt))
-            elif r.outcome != 'miss':
-                done[r.id] = max(done.get(r.id, -1), r.k)
-    n = 0
-    for j in fleet.jobs():
-        m = mine.get(j.id)
-        act = plan.decide(j, host, now, m[1] if m else None, done.get(j.id, -1),
-                          plan.rank(j.id, host, hosts), plan.hash_rnd(host))
-        if act[0] != plan.IDLE:
-            n += 1
-    return n
+    planner on the fleet's copy (the same file the board holds after a sync,
+    read by the board's own scanner, core/groups.py)."""
+    rnd = plan.hash_rnd(host)
+    n = [0]
+
+    def visit(jid, text, cancelled, mine, done_k, asg, hosts):
+        if text is None or cancelled:
+            return
+        j = jobline.parse(text)
+        rnk = plan.rank(j.id, host, hosts) if j.kind == 'one' else None
+        if plan.decide(j, host, now, mine, done_k, rnk, rnd)[0] != plan.IDLE:
+            n[0] += 1
+    groups.scan(fleet.lines(), host, None, visit)
+    return n[0]
 
 
 def status_rows(fleet, now=None):
