@@ -1,0 +1,118 @@
+# Calendar schedules (at="cron" in a zone, at=sunrise/sunset+-D at a position): the
+# instance ids, due times and newest/next instances the planner uses for `every=` jobs.
+# Instance ids are integers every board computes alike: for cron the scheduled local
+# wall-clock minute (local seconds // 60), for the sun the civil day (days since 1970).
+try:
+    from micropython import const
+except ImportError:
+    def const(x):
+        return x
+
+from sporadic.core import cron, tzrule, sun
+from sporadic.timeutil import parse_duration
+
+CRON = const(0)
+SUNRISE = const(1)
+SUNSET = const(2)
+MAX_SHIFT = const(43200)   # sunrise/sunset offsets up to 12 h keep day k's instance on day k
+
+
+def parse_at(at):
+    """'sunset+20m' -> (SUNSET, 1200); 'sunrise' -> (SUNRISE, 0); a cron expression ->
+    (CRON, parsed). ValueError with a one-line reason."""
+    for kind, word in ((SUNRISE, 'sunrise'), (SUNSET, 'sunset')):
+        if at.startswith(word):
+            rest = at[len(word):]
+            if not rest:
+                return kind, 0
+            if rest[0] not in '+-':
+                raise ValueError('at=%s: expected %s, %s+D or %s-D' % (at, word, word, word))
+            try:
+                shift = parse_duration(rest[1:])
+            except ValueError:
+                raise ValueError('at=%s: bad offset %r (e.g. 20m, 1h)' % (at, rest[1:]))
+            if shift > MAX_SHIFT:
+                raise ValueError('at=%s: offset more than 12h' % at)
+            return kind, -shift if rest[0] == '-' else shift
+    return CRON, cron.parse(at)
+
+
+def make(at, tz, t0, lat=None, lon=None):
+    """A schedule from an `at=` value, a POSIX TZ rule ('' for UTC), the series start
+    t0 (UTC epoch s) and the board's position (needed for sunrise/sunset)."""
+    kind, spec = parse_at(at)
+    zone = tzrule.parse(tz) if tz else tzrule.UTC
+    if kind != CRON and (lat is None or lon is None):
+        raise ValueError('at=%s needs the board position (companion deploy --lat --lon)' % at)
+    if kind == CRON and cron.never(spec):
+        raise ValueError('at="%s" never matches a date' % at)
+    return (kind, spec, zone, t0, lat, lon)
+
+
+def _sun_at(s, k):
+    # (time, exists): day k's event plus the offset, or local solar noon if the sun
+    # neither rises nor sets that day (the instance exists as a miss)
+    e = sun.event(k, s[4], s[5], s[0] == SUNRISE)
+    if e is None:
+        return sun.noon(k, s[5]) + s[1], False
+    return e + s[1], True
+
+
+def due(s, k):
+    """UTC epoch s at which instance k is due; None if there is no such instance (k not a
+    matching minute, a polar day, or before the series start)."""
+    if s[0] == CRON:
+        ls = k * 60
+        if not cron.matches(s[1], ls):
+            return None
+        t = tzrule.due(s[2], ls)
+    else:
+        t, ok = _sun_at(s, k)
+        if not ok:
+            return None
+    return t if t >= s[3] else None
+
+
+def _sun_newest(s, t):
+    k = (t - s[1] + int(s[5] * 240)) // 86400 + 1
+    for k in range(k, k - 4, -1):
+        at, _ = _sun_at(s, k)
+        if at <= t:
+            return k, at
+    return -1, None
+
+
+def newest(s, t):
+    """Instance id of the newest instance due at or before t; -1 if none since the series
+    start. For the sun, a day without the event counts (due() says None: a miss)."""
+    if s[0] == CRON:
+        ls = cron.prev_minute(s[1], tzrule.shown_by(s[2], t))
+        if ls is None or tzrule.due(s[2], ls) < s[3]:
+            return -1
+        return ls // 60
+    k, at = _sun_newest(s, t)
+    return k if k >= 0 and at >= s[3] else -1
+
+
+def next_after(s, t):
+    """(k, at) of the first instance due after t (and not before the series start); at
+    is due(k), or for a day without the event its placeholder time. (-1, None) if never."""
+    t = max(t, s[3] - 1)
+    if s[0] == CRON:
+        ls = cron.next_minute(s[1], tzrule.shown_by(s[2], t) + 1)
+        if ls is None:
+            return -1, None
+        return ls // 60, tzrule.due(s[2], ls)
+    k, _ = _sun_newest(s, t)
+    if k < 0:
+        k = (t - s[1] + int(s[5] * 240)) // 86400 - 3
+    while True:
+        k += 1
+        at, _ = _sun_at(s, k)
+        if at > t:
+            return k, at
+
+
+def local_time(s, t):
+    """The zone's local clock (local seconds) at UTC instant t, for display."""
+    return tzrule.local(s[2], t)
