@@ -234,6 +234,16 @@ def test_dst_rule_examples(expr, zone, local, due_local):
     assert calendar.next_after(s, t)[0] > k
 
 
+def test_during_a_repeated_hour_nothing_is_due_twice():
+    # Berlin 2026-10-25: 03:00 CEST becomes 02:00 CET; at 02:15 CET (the second pass) the
+    # newest instance is still 02:50 (due in CEST) and the next one is 03:00 CET
+    s = calendar.make('*/10 * * * *', zones.posix_rule('Europe/Berlin'), epoch(2026))
+    t = epoch(2026, 10, 25, 1, 15)   # 02:15 CET
+    assert calendar.newest(s, t) == epoch(2026, 10, 25, 2, 50) // 60
+    assert calendar.due(s, calendar.newest(s, t)) == epoch(2026, 10, 25, 0, 50)
+    assert calendar.next_after(s, t) == (epoch(2026, 10, 25, 3, 0) // 60, epoch(2026, 10, 25, 2, 0))
+
+
 def test_a_cron_that_can_never_match_says_so_at_once():
     c = cron.parse('0 0 30 2 *')
     assert cron.never(c)
