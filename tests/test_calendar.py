@@ -24,7 +24,11 @@ ZONES = ['Europe/Berlin', 'America/Chicago', 'Australia/Lord_Howe', 'Asia/Kathma
 TABLE_BEYOND_RULE = {n for n in zoneinfo.available_timezones()
                      if (zones.table_end(n) or 0) > 2177452800}   # 2039-01-01
 UTC = datetime.timezone.utc
-MP32 = '/work/main/bench/.mp32/micropython'
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# bench/build_micropython32.sh builds both: a 32-bit unix port, and one whose floats are
+# 32-bit as on the rp2 and esp8266 ports (the sun's equations must keep their accuracy)
+MP32 = os.environ.get('SPORADIC_MP32') or os.path.join(ROOT, 'bench', '.mp32', 'micropython')
+MP_FLOAT32 = os.environ.get('SPORADIC_MP_FLOAT32') or os.path.join(ROOT, 'bench', '.mp32', 'micropython-float32')
 
 
 def epoch(y, mo=1, d=1, h=0, mi=0):
@@ -524,12 +528,30 @@ def same(got, want, cases):
             assert (g is None) == (w is None) and (w is None or abs(g - w) <= 2), (c, g, w)
 
 
-@pytest.mark.parametrize('binary', [MICROPYTHON, MP32], ids=['unix', 'unix-32bit'])
+@pytest.mark.parametrize('binary', [MICROPYTHON, MP32, MP_FLOAT32], ids=['unix', 'unix-32bit', 'float32'])
 def test_micropython_gives_the_same_answers(binary):
     if not binary or not os.path.exists(binary):
-        pytest.skip('no MicroPython binary at %s' % binary)
+        pytest.skip('no MicroPython binary at %s (bash bench/build_micropython32.sh)' % binary)
     rnd = random.Random(21)
     cases = mpy_cases(rnd, 300)
     stdin = ''.join(json.dumps(c) + '\n' for c in cases)
     got = [json.loads(l) for l in run_mpy(MPY_CASES, heap='256K', stdin=stdin, source=True, binary=binary).splitlines()]
     same(got, cpython_answers(cases), cases)
+
+
+def test_single_precision_floats_keep_the_sun_within_a_minute():
+    if not os.path.exists(MP_FLOAT32):
+        pytest.skip('no float32 MicroPython at %s (bash bench/build_micropython32.sh)' % MP_FLOAT32)
+    out = run_mpy('import sys\nprint(1.0 + 1e-8 == 1.0)', binary=MP_FLOAT32, source=True)
+    assert out.strip() == 'True', 'the float32 build has 64-bit floats'
+    cases = [['sun'] + list(c) for c in sun_cases(random.Random(5), 2000, 65)]
+    code = '''
+import json, sys
+from sporadic.core import sun
+for line in sys.stdin:
+    c = json.loads(line)
+    print(json.dumps(sun.event(c[1], c[2], c[3], c[4])))
+'''
+    out = run_mpy(code, heap='256K', stdin=''.join(json.dumps(c) + '\n' for c in cases), source=True, binary=MP_FLOAT32)
+    for line, c in zip(out.splitlines(), cases):
+        assert abs(json.loads(line) - sun.event(*c[1:])) < 60, c
