@@ -1,6 +1,7 @@
 # Sunrise and sunset from the NOAA solar equations, in a form that keeps its accuracy
-# with 32-bit floats: time is an integer day since J2000 plus a small day fraction, the
-# large angle terms are reduced per whole day before they meet a float.
+# with 32-bit floats (rp2, esp8266): time is an integer day since J2000 plus a small day
+# fraction, the large angle terms are reduced per whole day, and only minutes within
+# the day are floats (epoch seconds in a 32-bit float would be 2 minutes coarse).
 import math
 
 try:
