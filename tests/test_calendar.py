@@ -474,8 +474,23 @@ def test_sun_schedules_give_day_ids_and_polar_days_are_misses():
                         ('sunsetx', 'expected sunset'), ('sunrise+5q', 'bad offset')):
         with pytest.raises(ValueError, match=reason):
             calendar.make(bad, '', 0, 1.0, 2.0)
-    with pytest.raises(ValueError, match='needs the board position'):
-        calendar.make('sunrise', '', 0)
+
+
+def test_neighbour_ids_walk_the_series():
+    s = calendar.make('0 6 * * 1-5', zones.posix_rule('Europe/Berlin'), epoch(2026, 3, 1))
+    k, at = calendar.next_after(s, epoch(2026, 3, 27))   # Friday 2026-03-27 06:00 CET
+    nk = calendar.next_id(s, k)
+    assert nk * 60 == epoch(2026, 3, 30, 6)              # Monday, now CEST
+    assert calendar.when(s, nk) == epoch(2026, 3, 30, 4)
+    assert calendar.prev_id(s, nk) == k and calendar.when(s, k) == at == epoch(2026, 3, 27, 5)
+    first = calendar.next_after(s, 0)[0]
+    assert first * 60 == epoch(2026, 3, 2, 6) and calendar.prev_id(s, first) == -1
+    s = calendar.make('sunset', '', epoch(2026), 10.0, 20.0)
+    k = calendar.newest(s, epoch(2026, 5, 5))
+    assert calendar.next_id(s, k) == k + 1 and calendar.prev_id(s, k) == k - 1
+    assert calendar.prev_id(s, epoch(2026) // 86400) == -1
+    s = calendar.make('sunrise', '', 0)
+    assert calendar.placed(s, None) is None and calendar.placed(s, (1.5, 2.5))[4:] == (1.5, 2.5)
 
 
 # ---- the same answers on MicroPython ----

@@ -39,14 +39,24 @@ def parse_at(at):
 
 def make(at, tz, t0, lat=None, lon=None):
     """A schedule from an `at=` value, a POSIX TZ rule ('' for UTC), the series start
-    t0 (UTC epoch s) and the board's position (needed for sunrise/sunset)."""
+    t0 (UTC epoch s) and the board's position (sunrise/sunset: see placed())."""
     kind, spec = parse_at(at)
     zone = tzrule.parse(tz) if tz else tzrule.UTC
-    if kind != CRON and (lat is None or lon is None):
-        raise ValueError('at=%s needs the board position (companion deploy --lat --lon)' % at)
     if kind == CRON and cron.never(spec):
         raise ValueError('at="%s" never matches a date' % at)
     return (kind, spec, zone, t0, lat, lon)
+
+
+def placed(s, pos):
+    """s for a host at pos = (lat, lon) (a cron schedule is the same everywhere); None
+    for a sunrise/sunset schedule without a position."""
+    if s[0] == CRON:
+        return s
+    if pos is None:
+        return None
+    if s[4] == pos[0] and s[5] == pos[1]:
+        return s
+    return (s[0], s[1], s[2], s[3], pos[0], pos[1])
 
 
 def _sun_at(s, k):
@@ -111,6 +121,32 @@ def next_after(s, t):
         at, _ = _sun_at(s, k)
         if at > t:
             return k, at
+
+
+def when(s, k):
+    """The time instance k is due, or for a day without the event its placeholder: when
+    the planner looks at instance k (k a valid id)."""
+    if s[0] == CRON:
+        return tzrule.due(s[2], k * 60)
+    return _sun_at(s, k)[0]
+
+
+def prev_id(s, k):
+    """The instance before k in the series, or -1 (none since the series start)."""
+    if s[0] == CRON:
+        ls = cron.prev_minute(s[1], k * 60 - 60)
+        if ls is None or tzrule.due(s[2], ls) < s[3]:
+            return -1
+        return ls // 60
+    return k - 1 if _sun_at(s, k - 1)[0] >= s[3] else -1
+
+
+def next_id(s, k):
+    """The instance after k, or -1 if there is none."""
+    if s[0] == CRON:
+        ls = cron.next_minute(s[1], k * 60 + 60)
+        return -1 if ls is None else ls // 60
+    return k + 1
 
 
 def local_time(s, t):
