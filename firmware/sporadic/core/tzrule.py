@@ -128,20 +128,22 @@ def _rule_day(rule, y):
     return day
 
 
-_last = [None, 0, None]   # the zone, year and transitions computed last (a wake asks often)
+_last = None   # (zone, year, transitions) computed last: a wake asks for them often
 
 
 def _transitions(z, y):
     # [(utc instant, kind, offset from then on)] for years y-1..y+1, sorted; a start
     # that coincides with the previous end wins (permanent daylight time)
-    if _last[0] is z and _last[1] == y:
-        return _last[2]
+    global _last
+    c = _last
+    if c is not None and c[0] is z and c[1] == y:
+        return c[2]
     out = []
     for yy in (y - 1, y, y + 1):
         out.append((_rule_day(z[2], yy) * 86400 + z[2][4] - z[0], 1, z[1]))
         out.append((_rule_day(z[3], yy) * 86400 + z[3][4] - z[1], 0, z[0]))
     out.sort()
-    _last[0], _last[1], _last[2] = z, y, out
+    _last = (z, y, out)   # one assignment: a thread sees the old entry or the new
     return out
 
 
