@@ -47,6 +47,27 @@ def make(at, tz, t0, lat=None, lon=None):
     return (kind, spec, zone, t0, lat, lon)
 
 
+def for_job(j, zone_rule=None):
+    """Check a job line's at=, tz= and tzr= and set j.at (spaces collapsed), j.tzr (the
+    rule of a zone name, through zone_rule: the companion's) and j.cal."""
+    if not j.at.strip():
+        raise ValueError('%s needs at= (tz= and tzr= are for calendar jobs)' % ('tz=' if j.tz else 'tzr=' if j.tzr else 'at='))
+    if j.every:
+        raise ValueError('at= and every= together: at= gives the times, drop every=')
+    if j.tzr and not j.tz:
+        raise ValueError('tzr= without tz=')
+    j.at = ' '.join(j.at.split())
+    if j.tz and not j.tzr and ',' not in j.tz and ('/' in j.tz or not any(c.isdigit() for c in j.tz)):
+        # a zone name (Area/City, UTC): boards have no zone database
+        if zone_rule is None:
+            raise ValueError('tz=%s: a zone name needs its rule (tzr=); add the line through the companion' % j.tz)
+        try:
+            j.tzr = zone_rule(j.tz)
+        except ValueError as e:
+            raise ValueError('tz=%s: %s' % (j.tz, e))
+    j.cal = make(j.at, j.tzr or j.tz, j.t0)
+
+
 def placed(s, pos):
     """s for a host at pos = (lat, lon) (a cron schedule is the same everywhere); None
     for a sunrise/sunset schedule without a position."""
