@@ -9,7 +9,7 @@ except ImportError:
         return x
 
 from sporadic.core import cron, tzrule, sun
-from sporadic.timeutil import parse_duration
+from sporadic.core.timeutil import parse_duration
 
 CRON = const(0)
 SUNRISE = const(1)

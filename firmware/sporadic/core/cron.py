@@ -7,7 +7,7 @@ except ImportError:
     def const(x):
         return x
 
-from sporadic.timeutil import days_from_civil, civil_from_days
+from sporadic.core.timeutil import days_from_civil, civil_from_days
 
 SPAN_YEARS = const(13)  # a matchable expression matches within 12 years (see never())
 

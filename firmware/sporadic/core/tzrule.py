@@ -1,6 +1,6 @@
 # POSIX TZ rules ("CET-1CEST,M3.5.0,M10.5.0/3"): UTC offset at an instant, and the
 # instant a local wall-clock time is due (first instant the local clock shows it or later).
-from sporadic.timeutil import days_from_civil, civil_from_days
+from sporadic.core.timeutil import days_from_civil, civil_from_days
 
 UTC = (0, 0, None, None)   # (std offset, dst offset, start rule, end rule); offsets east of UTC
 
