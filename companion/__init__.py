@@ -1,0 +1,6 @@
+
+# job lines may name a zone (tz=Europe/Berlin): the companion adds its POSIX rule
+# (tzr=) before a line is signed; boards have no zone database
+from sporadic.core import jobline as _jobline
+from companion import zones as _zones
+_jobline.zone_rule = _zones.posix_rule

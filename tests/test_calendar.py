@@ -495,19 +495,24 @@ def test_neighbour_ids_walk_the_series():
 
 # ---- the same answers on MicroPython ----
 
-MPY_CASES = r'''
-import json, sys
+MPY_ANSWER = r'''
+import json
 from sporadic.core import calendar, sun, tzrule
-for line in sys.stdin:
-    c = json.loads(line)
+
+
+def answer(c):
     if c[0] == 'sun':
-        print(json.dumps(sun.event(c[1], c[2], c[3], c[4])))
-        continue
+        return sun.event(c[1], c[2], c[3], c[4])
     s = calendar.make(c[1], c[2], c[3])
     t = c[4]
     k, at = calendar.next_after(s, t)
     n = calendar.newest(s, t)
-    print(json.dumps([k, at, n, calendar.due(s, n) if n >= 0 else None, tzrule.offset(s[2], t)]))
+    return [k, at, n, calendar.due(s, n) if n >= 0 else None, tzrule.offset(s[2], t)]
+'''
+MPY_CASES = MPY_ANSWER + r'''
+import sys
+for line in sys.stdin:
+    print(json.dumps(answer(json.loads(line))))
 '''
 
 

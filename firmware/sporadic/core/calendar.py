@@ -47,25 +47,82 @@ def make(at, tz, t0, lat=None, lon=None):
     return (kind, spec, zone, t0, lat, lon)
 
 
-def for_job(j, zone_rule=None):
-    """Check a job line's at=, tz= and tzr= and set j.at (spaces collapsed), j.tzr (the
-    rule of a zone name, through zone_rule: the companion's) and j.cal."""
-    if not j.at.strip():
-        raise ValueError('%s needs at= (tz= and tzr= are for calendar jobs)' % ('tz=' if j.tz else 'tzr=' if j.tzr else 'at='))
-    if j.every:
-        raise ValueError('at= and every= together: at= gives the times, drop every=')
-    if j.tzr and not j.tz:
-        raise ValueError('tzr= without tz=')
-    j.at = ' '.join(j.at.split())
-    if j.tz and not j.tzr and ',' not in j.tz and ('/' in j.tz or not any(c.isdigit() for c in j.tz)):
-        # a zone name (Area/City, UTC): boards have no zone database
-        if zone_rule is None:
-            raise ValueError('tz=%s: a zone name needs its rule (tzr=); add the line through the companion' % j.tz)
-        try:
-            j.tzr = zone_rule(j.tz)
-        except ValueError as e:
-            raise ValueError('tz=%s: %s' % (j.tz, e))
-    j.cal = make(j.at, j.tzr or j.tz, j.t0)
+class Series:
+    """A job's calendar (job.cal): at=, tz= and tzr= as the line gives them, and the
+    schedule, placed at the planning host's position (sporadic.core.plan.position)."""
+
+    def __init__(self, j, opts, zone_rule=None):
+        # opts: {'at': .., 'tz': .., 'tzr': ..} from the line; zone_rule: the companion's
+        # zone name -> POSIX rule (boards have no zone database)
+        at = ' '.join(opts.get('at', '').split())
+        tz = opts.get('tz', '')
+        tzr = opts.get('tzr', '')
+        if not at:
+            raise ValueError('%s needs at= (tz= and tzr= are for calendar jobs)' % ('tz=' if tz else 'tzr='))
+        if j.every:
+            raise ValueError('at= and every= together: at= gives the times, drop every=')
+        if tzr and not tz:
+            raise ValueError('tzr= without tz=')
+        if tz and not tzr and ',' not in tz and ('/' in tz or not any(c.isdigit() for c in tz)):
+            # a zone name (Area/City, UTC)
+            if zone_rule is None:
+                raise ValueError('tz=%s: a zone name needs its rule (tzr=); add the line through the companion' % tz)
+            try:
+                tzr = zone_rule(tz)
+            except ValueError as e:
+                raise ValueError('tz=%s: %s' % (tz, e))
+        self.at, self.tz, self.tzr = at, tz, tzr
+        self.s = make(at, tzr or tz, j.t0)
+
+    def sun(self):
+        return self.s[0] != CRON
+
+    def _placed(self):
+        from sporadic.core.plan import position
+        s = placed(self.s, position)
+        if s is not None:
+            self.s = s
+        return s
+
+    def due(self, k):
+        s = self._placed()
+        return None if s is None else due(s, k)
+
+    def when(self, k):
+        return when(self._placed(), k)
+
+    def newest(self, t):
+        s = self._placed()
+        return -1 if s is None else newest(s, t)
+
+    def first(self, t):
+        s = self._placed()
+        return -1 if s is None else next_after(s, t)[0]
+
+    def prev(self, k):
+        return prev_id(self._placed(), k)
+
+    def next(self, k):
+        return next_id(self._placed(), k)
+
+    def options(self):
+        """The canonical option words: at=, tz=, tzr=."""
+        s = self.s
+        if s[0] == CRON:
+            o = ['at="%s"' % self.at if ' ' in self.at else 'at=' + self.at]
+        else:
+            from sporadic.core.timefmt import format_duration
+            o = [('at=sunrise' if s[0] == SUNRISE else 'at=sunset') +
+                 (('-' if s[1] < 0 else '+') + format_duration(abs(s[1])) if s[1] else '')]
+        if self.tz:
+            o.append('tz=' + self.tz)
+        if self.tzr and self.tzr != self.tz:
+            o.append('tzr=' + self.tzr)
+        return o
+
+    def missing(self):
+        """Why a day of a sun job has no instance."""
+        return 'no sunrise' if self.s[0] == SUNRISE else 'no sunset'
 
 
 def placed(s, pos):

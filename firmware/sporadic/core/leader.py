@@ -251,12 +251,10 @@ def assignments(lines, me, alive, now, ahead=86400):
             continue
         k = plan.newest(job, now)
         if k >= 0 and (done_k >= k or now >= plan.due(job, k) + job.within):
-            if not job.every:
-                continue
-            k += 1
+            k = plan.next_k(job, k)
         elif k < 0:
-            k = 0
-        if done_k >= k or plan.due(job, k) - now > ahead:
+            k = 0 if job.cal is None else job.cal.first(now)
+        if k < 0 or done_k >= k or plan.due(job, k) - now > ahead:
             continue
         if asg is not None and asg[0][0] == k and asg[1] in alive:
             continue

@@ -60,6 +60,8 @@ class Runtime:
                 except OSError:
                     pass
         self.rnd = plan.hash_rnd(seed)
+        if self.cfg.get('lat') is not None and self.cfg.get('lon') is not None:
+            plan.position = (self.cfg['lat'], self.cfg['lon'])   # deploy --lat --lon
         store.feed = board.wdt_feed   # long reads feed the watchdog (store.FEED_LINES)
         # Open the store (recovery may re-import a hand-written jobs.txt, the
         # heaviest moment of a boot) before the actions are loaded, then let
@@ -108,6 +110,8 @@ class Runtime:
         return r
 
     def _miss_reason(self, job, k, now):
+        if job.cal is not None and job.cal.due(k) is None:
+            return job.cal.missing()
         d = plan.due(job, k)
         if clock.set_at is not None and self.unknown_since_boot and d < clock.set_at:
             return 'clock unknown'
