@@ -48,7 +48,7 @@ def main():
     ap.add_argument('--n', type=int, default=3000)
     ap.add_argument('--micropython', default=MICROPYTHON)
     a = ap.parse_args()
-    text = run_mpy(BENCH % a.n, heap='256K', binary=a.micropython, timeout=600)
+    text = run_mpy(BENCH % a.n, heap='1M', binary=a.micropython, timeout=600)
     got = eval(text.strip().splitlines()[-1])
     for name, n in got.items():
         print('%-10s %7d decisions/s  (%.2f x every=)' % (name, n, n / got['every']))

@@ -9,6 +9,7 @@ except ImportError:
         return x
 
 from sporadic.core import cron, tzrule, sun
+from sporadic.core import plan as _plan   # plan.position: where the planning host is
 from sporadic.core.timeutil import parse_duration
 
 CRON = const(0)
@@ -78,8 +79,7 @@ class Series:
         return self.s[0] != CRON
 
     def _placed(self):
-        from sporadic.core.plan import position
-        s = placed(self.s, position)
+        s = placed(self.s, _plan.position)
         if s is not None:
             self.s = s
         return s
@@ -137,10 +137,24 @@ def placed(s, pos):
     return (s[0], s[1], s[2], s[3], pos[0], pos[1])
 
 
+_sun_last = None   # ((day, lat, lon, rising), event) computed last: a decision asks again
+
+
+def _event(k, lat, lon, rising):
+    global _sun_last
+    key = (k, lat, lon, rising)
+    c = _sun_last
+    if c is not None and c[0] == key:
+        return c[1]
+    e = sun.event(k, lat, lon, rising)
+    _sun_last = (key, e)
+    return e
+
+
 def _sun_at(s, k):
     # (time, exists): day k's event plus the offset, or local solar noon if the sun
     # neither rises nor sets that day (the instance exists as a miss)
-    e = sun.event(k, s[4], s[5], s[0] == SUNRISE)
+    e = _event(k, s[4], s[5], s[0] == SUNRISE)
     if e is None:
         return sun.noon(k, s[5]) + s[1], False
     return e + s[1], True
