@@ -222,8 +222,9 @@ def test_a_board_deployed_with_its_position_runs_cron_and_sunset_jobs(world):
     with open(os.path.join(c.dir, 'devices', 'eq-1.json')) as f:
         info = json.load(f)
     assert (info['lat'], info['lon']) == (0.0, lon)        # companion plan finds it there
-    j_cron = c('add', 'each +1m log cron ; at="*/20 * * * *" tz=Asia/Kathmandu within=10m').strip()
-    j_sun = c('add', 'each +1m log dusk ; at=sunset+20m within=30m').strip()
+    # windows wide for a board at 600x (test_e2e: ~2 s real = 20 min of its clock to boot)
+    j_cron = c('add', 'each +1m log cron ; at="*/30 * * * *" tz=Asia/Kathmandu within=25m').strip()
+    j_sun = c('add', 'each +1m log dusk ; at=sunset+20m within=1h').strip()
     for vb in (eq, north):
         c.sync(vb.path)
     day = (now + 1800 + int(lon * 240)) // 86400
@@ -231,8 +232,8 @@ def test_a_board_deployed_with_its_position_runs_cron_and_sunset_jobs(world):
     assert now < dusk < now + 3 * 3600
     day_n = (now + 1800 + int(lon_n * 240)) // 86400
     wait_for(lambda: actlog(eq)['%s.%d' % (j_sun, day)] and
-             sum(n for i, n in actlog(eq).items() if i.startswith(j_cron)) >= 3,
-             timeout=120, what='the equator board to run dusk and three cron instances')
+             sum(n for i, n in actlog(eq).items() if i.startswith(j_cron)) >= 2,
+             timeout=120, what='the equator board to run dusk and two cron instances')
     wait_for(lambda: any(l.startswith(j_sun + ' r north-1 %d ' % day_n) for l in board_lines(north)),
              timeout=120, what='the north board to settle day %d' % day_n)
     for vb in (eq, north):
@@ -240,14 +241,14 @@ def test_a_board_deployed_with_its_position_runs_cron_and_sunset_jobs(world):
     rows = results(c)
     assert len({(r['instance'], r['host']) for r in rows}) == len(rows)   # each settled once per board
     crons = [r for r in rows if r['job'] == j_cron and r['host'] == 'eq-1' and r['outcome'] == 'ok']
-    assert len(crons) >= 3
+    assert len(crons) >= 2
     for r in crons:
         k = int(r['instance'].split('.')[1])
-        assert (k * 60) % 1200 == 0                        # a :00/:20/:40 minute in Kathmandu
+        assert (k * 60) % 1800 == 0                        # a :00/:30 minute in Kathmandu
         due = k * 60 - (5 * 3600 + 45 * 60)
-        assert due <= r['at'] < due + 600, r               # inside its window, on the board's clock
+        assert due <= r['at'] < due + 1500, r              # inside its window, on the board's clock
     (d,) = [r for r in rows if r['job'] == j_sun and r['host'] == 'eq-1' and r['instance'].endswith('.%d' % day)]
-    assert d['outcome'] == 'ok' and dusk <= d['at'] < dusk + 1800, (d, dusk)
+    assert d['outcome'] == 'ok' and dusk <= d['at'] < dusk + 3600, (d, dusk)
     (n,) = [r for r in rows if r['job'] == j_sun and r['host'] == 'north-1' and r['instance'].endswith('.%d' % day_n)]
     if sun.event(day_n, 89.9, lon_n, False) is None:
         assert (n['outcome'], n['output']) == ('missed', 'no sunset'), n
