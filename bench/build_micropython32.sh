@@ -9,6 +9,8 @@
 #
 # The second has firmware/manifest.py frozen in (sporadic as frozen
 # bytecode, run from flash as on a board built with boards/esp8266/manifest.py).
+# A third, bench/.mp32/micropython-float32, has single-precision floats as the
+# rp2 and esp8266 ports do (tests/test_calendar.py runs the sun's equations on it).
 #
 # Needs git, make and a 32-bit C toolchain (Debian/Ubuntu: apt-get install
 # gcc-multilib). Takes a few minutes; nothing is installed system-wide.
@@ -33,6 +35,9 @@ make -C "$SRC/mpy-cross" -j2 >/dev/null
 make -C "$SRC/ports/unix" VARIANT=standard MICROPY_PY_FFI=0 MICROPY_PY_BTREE=0 MICROPY_PY_SSL=0 \
      CFLAGS_EXTRA=-m32 LDFLAGS_EXTRA=-m32 -j2 >/dev/null
 cp "$SRC/ports/unix/build-standard/micropython" "$OUT/micropython"
+make -C "$SRC/ports/unix" VARIANT=standard BUILD=build-float32 MICROPY_PY_FFI=0 MICROPY_PY_BTREE=0 MICROPY_PY_SSL=0 \
+     CFLAGS_EXTRA=-DMICROPY_FLOAT_IMPL=MICROPY_FLOAT_IMPL_FLOAT -j2 >/dev/null
+cp "$SRC/ports/unix/build-float32/micropython" "$OUT/micropython-float32"
 printf 'include("$(PORT_DIR)/variants/standard/manifest.py")\ninclude("%s")\n' \
     "$(cd "$HERE/.." && pwd)/firmware/manifest.py" > "$OUT/frozen-manifest.py"
 make -C "$SRC/ports/unix" VARIANT=standard BUILD=build-frozen FROZEN_MANIFEST="$OUT/frozen-manifest.py" \

@@ -58,6 +58,31 @@ def cmd_check(args):
     return 1 if errors else 0
 
 
+def _zone_time(job, t):
+    # "2026-03-30T06:00 Europe/Berlin": the job's zone clock at UTC instant t
+    from sporadic.core import calendar
+    return format_time(calendar.local_time(job.cal.s, t))[:-1] + ' ' + (job.cal.tz or 'UTC')
+
+
+def _positions(args, hosts, job):
+    """[(pos, {host})] for a sun job: --lat/--lon for every host, else each host's
+    position from its deploy (devices/HOST.json)."""
+    if args.lat is not None:
+        return [((args.lat, args.lon), set(hosts))]
+    from companion.fleet import Fleet
+    fleet = Fleet(args.fleet)
+    out = []
+    for h in hosts:
+        if not plan.eligible(job, h):
+            continue
+        info = fleet.device(h) if os.path.isdir(fleet.dir) else None
+        if not info or info.get('lat') is None:
+            raise UserError('job %s (at=%s) needs the position of %s: deploy it with --lat --lon, '
+                            'or give plan --lat --lon' % (job.id, job.cal.at, h))
+        out.append(((info['lat'], info['lon']), {h}))
+    return out
+
+
 def cmd_merge(args):
     errors = []
     conflicts = []
@@ -93,6 +118,8 @@ def cmd_plan(args):
             jobline.check_host(h)
         except jobline.ParseError as e:
             raise UserError(str(e))
+    from companion.provision import position_config
+    position_config(args.lat, args.lon)
     t_from = parse_when(args.from_)
     t_until = parse_when(args.until)
     if t_until <= t_from:
@@ -100,11 +127,20 @@ def cmd_plan(args):
     rows = []
     try:
         for j in jobs:
-            for row in schedule.schedule(j, hosts, t_from, t_until, limit=args.limit):
-                row['command'] = ' '.join(j.words)
-                rows.append(row)
+            sun = j.cal is not None and j.cal.sun()
+            # a sunrise/sunset job: each host at its own position
+            for pos, hs in (_positions(args, hosts, j) if sun else [(None, hosts)]):
+                plan.position = pos
+                for row in schedule.schedule(j, hosts, t_from, t_until, limit=args.limit):
+                    if row['host'] in hs:
+                        row['command'] = ' '.join(j.words)
+                        if j.cal is not None:
+                            row['local'] = _zone_time(j, row['at'])
+                        rows.append(row)
     except ValueError as e:
         raise UserError(str(e))
+    finally:
+        plan.position = None
     rows.sort(key=lambda r: (r['at'], r['instance'], r.get('rank', 0), r['host']))
     if args.json:
         for r in rows:
@@ -113,7 +149,8 @@ def cmd_plan(args):
         return 0
     from rich.table import Table
     t = Table(title='plan %s .. %s for %s' % (format_time(t_from), format_time(t_until), ','.join(hosts)))
-    for c in ('time', 'instance', 'host', 'state', 'command'):
+    local = any('local' in r for r in rows)
+    for c in ('time',) + (('zone time',) if local else ()) + ('instance', 'host', 'state', 'command'):
         t.add_column(c)
     for r in rows:
         state = r['state']
@@ -121,7 +158,10 @@ def cmd_plan(args):
             state = 'standby (rank %d)' % r['rank']
         elif state == 'candidate':
             state = 'candidate p=%s' % r['p']
-        t.add_row(format_time(r['at']), r['instance'], r['host'], state, r['command'])
+        elif state == 'missed':
+            state = 'missed: ' + r['note']
+        t.add_row(format_time(r['at']), *(((r.get('local', ''),) if local else ()) +
+                                           (r['instance'], r['host'], state, r['command'])))
     console().print(t)
     return 0
 
@@ -172,6 +212,8 @@ def build_parser():
     s.add_argument('--until', required=True)
     s.add_argument('--json', action='store_true')
     s.add_argument('--limit', type=int, default=100000, help='refuse plans with more rows')
+    from companion.fleetcmd import add_position_args
+    add_position_args(s)
     s.set_defaults(func=cmd_plan)
 
     for mod, fn in EXTERNAL:

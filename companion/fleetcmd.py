@@ -40,7 +40,7 @@ def cmd_add(args):
     now = int(time.time())
     j = add_job(f, args.line, now)
     print(j.id)
-    if j.t0 < now - j.within:
+    if j.cal is None and j.t0 < now - j.within:   # a calendar series starts anew each time
         print('note: its first instance is already past its window; it will be recorded as missed',
               file=sys.stderr)
     return 0
@@ -78,10 +78,18 @@ def job_states(fleet, now=None):
                 per[h] = {'outcome': 'pending'}
         k = plan.newest(j, now)
         out.append({'job': j.id, 'line': j.text(), 'type': j.kind, 'current_instance': k,
-                    'next_due': plan.due(j, k + 1) if j.every or k < 0 else None, 'devices': per})
+                    'next_due': _next_due(j, k, now), 'devices': per})
     for jid in fleet.cancelled():
         out.append({'job': jid, 'line': None, 'type': 'cancelled', 'devices': {}})
     return out
+
+
+def _next_due(j, k, now):
+    # when the job's next instance is due (None: no more, or a sun job: per board)
+    if j.cal is not None and j.cal.sun():
+        return None
+    nk = (0 if j.cal is None else j.cal.first(now)) if k < 0 else plan.next_k(j, k)
+    return plan.due(j, nk) if nk >= 0 else None
 
 
 def cmd_jobs(args):
@@ -245,13 +253,14 @@ def cmd_deploy(args):
     from companion.transport import LinkError
     f = fleet_of(args)
     net = provision.network_config(args.sync_port, args.peer, args.wifi)
+    pos = provision.position_config(args.lat, args.lon)
     args.port = board_port(args)
     if not links.is_serial(args.port):
         raise UserError('deploy writes files through the REPL: give the board\'s serial port '
                         '(/dev/ttyUSB0, COM3), not the network address %s' % args.port)
     try:
         info = syncer.deploy(f, args.port, args.id, board=args.board, network=net,
-                             compile=not args.no_compile, progress=not args.quiet)
+                             compile=not args.no_compile, progress=not args.quiet, position=pos)
     except LinkError as e:
         raise UserError(deploy_failure(args.port, e)) from e
     print('deployed %s to %s (%d files, %d bytes%s%s)' % (
@@ -367,6 +376,12 @@ def add_network_args(p):
     p.add_argument('--wifi', metavar='SSID:KEY', help='the Wi-Fi network the board joins')
 
 
+def add_position_args(p):
+    """--lat, --lon: deploy, image and flash (sunrise/sunset jobs, docs/jobline.md)."""
+    p.add_argument('--lat', type=float, default=None, help="the board's latitude, degrees north (sunrise/sunset jobs)")
+    p.add_argument('--lon', type=float, default=None, help="the board's longitude, degrees east")
+
+
 def add_parsers(sub):
     s = sub.add_parser('keys', help='show the fleet key, or `keys rotate` to move the fleet to a new key')
     s.add_argument('action', nargs='?', choices=['show', 'rotate'], default='show')
@@ -402,6 +417,7 @@ def add_parsers(sub):
     s.add_argument('--id', help='host id (default: derived from the board unique id)')
     s.add_argument('--board', default=None, help='board folder name (default: ask the board)')
     add_network_args(s)
+    add_position_args(s)
     s.add_argument('--no-compile', action='store_true', help='copy .py sources instead of .mpy')
     s.add_argument('-q', '--quiet', action='store_true')
     s.set_defaults(func=cmd_deploy)

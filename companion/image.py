@@ -207,8 +207,9 @@ def add_common_args(p):
     p.add_argument("--frozen", action="store_true",
                    help="the MicroPython firmware has sporadic frozen in (boards/<name>/manifest.py): "
                         "leave /lib/sporadic out")
-    from companion.fleetcmd import add_network_args
+    from companion.fleetcmd import add_network_args, add_position_args
     add_network_args(p)
+    add_position_args(p)
 
 
 def add_image_parser(subparsers):
@@ -260,7 +261,8 @@ def provision(args, board_name):
         print("note: no fleet folder (%s) and no --secret: the board's results go unsigned"
               % _fleet_dir(args), file=sys.stderr)
     net = _prov.network_config(args.sync_port, args.peer, args.wifi)
-    return jobs_text, _prov.prepare(fleet, args.board_id, board_name, net, secret, pubkey)
+    pos = _prov.position_config(args.lat, args.lon)
+    return jobs_text, _prov.prepare(fleet, args.board_id, board_name, net, secret, pubkey, pos)
 
 
 def image_command(args):

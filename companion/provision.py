@@ -49,6 +49,17 @@ def network_config(sync_port=None, peers=(), wifi=None):
     return net
 
 
+def position_config(lat=None, lon=None):
+    """The cfg keys of a board's position (--lat, --lon: sunrise/sunset jobs), or {}."""
+    if (lat is None) != (lon is None):
+        raise UserError('--lat and --lon go together')
+    if lat is None:
+        return {}
+    if not -90 <= lat <= 90 or not -180 <= lon <= 180:
+        raise UserError('--lat %s --lon %s: want -90..90 and -180..180 degrees' % (lat, lon))
+    return {'lat': lat, 'lon': lon}
+
+
 def check_network(board_name, net):
     """A board other than the unix port (which is on its host's network)
     reaches a network only through its Wi-Fi."""
@@ -121,12 +132,17 @@ class Provision:
         fleet_folder.add_host(fleet, self.id)
         info = fleet.device(self.id) or {'id': self.id}
         info.update({'board': self.board, how: int(time.time())})
+        for k in ('lat', 'lon'):   # where the board is (companion plan of sun jobs)
+            if k in self.extra:
+                info[k] = self.extra[k]
+            else:
+                info.pop(k, None)
         if port is not None:
             info['port'] = port
         fleet.save_device(info)
 
 
-def prepare(fleet, dev_id, board, network=None, secret=None, pubkey=None):
+def prepare(fleet, dev_id, board, network=None, secret=None, pubkey=None, position=None):
     """Everything board dev_id (a `board` such as "esp32") is given, from the
     fleet folder (None: only what is passed), without changing the fleet.
     secret/pubkey override the fleet's (image/flash --secret, --pubkey)."""
@@ -155,6 +171,7 @@ def prepare(fleet, dev_id, board, network=None, secret=None, pubkey=None):
                 pubkey = keys.load_pub(fleet.dir)
             extra['hwm'] = replay_floor(fleet)
     extra.update(network)
+    extra.update(position or {})
     host_lines, host_seq = [], None
     line = '.h ' + dev_id
     if fleet is not None and line not in fleet.lines():

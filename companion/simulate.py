@@ -327,6 +327,9 @@ class Sim:
                 continue
             if not isinstance(r, jobline.Job):
                 raise UserError('jobs:%d: only job lines belong in a scenario' % n)
+            if r.cal is not None:
+                # its report counts instances as a consecutive range of ids
+                raise UserError('jobs:%d: calendar jobs (at=) are not simulated yet' % n)
             if any(j.id == r.id for j in jobs):
                 raise UserError('jobs:%d: the same job twice (id %s)' % (n, r.id))
             jobs.append(r)

@@ -85,10 +85,11 @@ def detect_board(link):
     raise UserError('unknown board platform %r (%s): pass --board' % (plat, machine))
 
 
-def deploy(fleet, port, dev_id=None, board=None, network=None, compile=True, progress=True, link=None):
+def deploy(fleet, port, dev_id=None, board=None, network=None, compile=True, progress=True, link=None,
+           position=None):
     """Put firmware, board module and the board's provisioning
     (companion/provision.py: identity, secret, public key, fleet key, replay
-    floor, network) on a board. A board already deployed keeps its job state
+    floor, network, position) on a board. A board already deployed keeps its job state
     (jobs.txt, logs, outbox). The fleet changes only once every file is on
     the board."""
     from companion import provision
@@ -100,7 +101,7 @@ def deploy(fleet, port, dev_id=None, board=None, network=None, compile=True, pro
         if dev_id is None:
             raw = link.exec(ID_PROBE).strip()
             dev_id = raw if '-' in raw else '%s-%s' % (board, raw)
-        prov = provision.prepare(fleet, dev_id, board, network)
+        prov = provision.prepare(fleet, dev_id, board, network, position=position)
         frozen = link.exec(FROZEN_PROBE).strip().endswith('F')
         todo = files.firmware_files(board, compile, frozen) + prov.config_files()
         total = sum(len(d) for _, d in todo)

@@ -36,12 +36,13 @@ def mpy_lib():
     return _built['dir']
 
 
-def run_mpy(code, heap='64K', timeout=120, stdin=None, source=False):
-    """Run `code` under `micropython -X heapsize=HEAP`; return stdout.
+def run_mpy(code, heap='64K', timeout=120, stdin=None, source=False, binary=None):
+    """Run `code` under `micropython -X heapsize=HEAP` (or another build's `binary`);
+    return stdout.
     Raises AssertionError with stderr/stdout on a non-zero exit."""
     lib = FIRMWARE if source else mpy_lib()
     prelude = 'import sys\nsys.path.insert(0, %r)\n' % lib
-    p = subprocess.run([MICROPYTHON, '-X', 'heapsize=' + heap, '-c', prelude + code],
+    p = subprocess.run([binary or MICROPYTHON, '-X', 'heapsize=' + heap, '-c', prelude + code],
                        input=stdin, capture_output=True, text=True, timeout=timeout)
     if p.returncode != 0:
         raise AssertionError('micropython failed (%d):\n%s\n%s' % (p.returncode, p.stdout[-3000:], p.stderr[-3000:]))

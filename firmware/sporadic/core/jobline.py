@@ -14,7 +14,7 @@ OUTPUT_MAX = const(60)
 HOST_MAX = const(32)
 _B32 = '0123456789abcdefghijklmnopqrstuv'
 _HOST_CHARS = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:-'
-_OPTS = ' every within on tick grace retry '
+_OPTS = ' every within on tick grace retry at tz tzr '
 _OUTCOMES = ('run', 'err', 'miss', 'ok')  # rank order: a later one settles more
 FLEET_KINDS = 'htbk'
 DEFAULT_WITHIN_ONCE = const(86400)
@@ -141,10 +141,18 @@ def tokens(s):
             continue
         j = i
         while j < n and s[j] not in ' \t':
+            if s[j] == '"':
+                if s[j - 1] != '=':
+                    raise _err(_E_QUOTE_INSIDE, repr(s[i:].split()[0]))
+                # key="value with spaces" (at="0 6 * * 1-5")
+                j = s.find('"', j + 1) + 1
+                if j == 0:
+                    raise _err(_E_QUOTE_OPEN)
+                if j < n and s[j] not in ' \t':
+                    raise _err(_E_QUOTE_TEXT)
+                break
             j += 1
         w = s[i:j]
-        if '"' in w:
-            raise _err(_E_QUOTE_INSIDE, repr(w))
         out.append(w)
         i = j
     return out
@@ -172,9 +180,13 @@ def parse_prob(s):
     return text, (num * P_ONE) // den
 
 
+# On the companion: zone name -> POSIX rule (companion/zones.py); a board has none
+zone_rule = None
+
+
 class Job:
     __slots__ = ('id', 'kind', 'arg', 'threshold', 't0', 'words', 'every', 'within',
-                 'on', 'tick', 'grace', 'retry')
+                 'on', 'tick', 'grace', 'retry', 'cal')
 
     def text(self):
         """Canonical job text without the id: type time command [; options]."""
@@ -324,6 +336,8 @@ def parse_job(s, jid=None, salt=None):
     j.tick = DEFAULT_TICK
     j.grace = DEFAULT_GRACE
     j.retry = 0
+    j.cal = None   # a calendar job's sporadic.core.calendar.Series
+    cal = None
     within = None
     seen = []
     for o in opts:
@@ -351,6 +365,16 @@ def parse_job(s, jid=None, salt=None):
                 j.on = check_host(val)
             elif key == 'retry':
                 j.retry = _int(val, 2)
+            elif key in ('at', 'tz', 'tzr'):   # calendar.Series checks them
+                if cal is None:
+                    cal = {}
+                cal[key] = unquote(val)
+        except ValueError as e:
+            raise ParseError(str(e))
+    if cal is not None:   # a calendar job (docs/jobline.md): its module loaded for it only
+        from sporadic.core import calendar
+        try:
+            j.cal = calendar.Series(j, cal, zone_rule)
         except ValueError as e:
             raise ParseError(str(e))
     j.within = within if within is not None else default_within(j.every)

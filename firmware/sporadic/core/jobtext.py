@@ -65,6 +65,8 @@ def job_text(j):
     o = []
     if j.every:
         o.append('every=' + format_duration(j.every))
+    if j.cal is not None:
+        o += j.cal.options()
     if j.within != default_within(j.every):
         o.append('within=' + format_duration(j.within))
     if j.on:

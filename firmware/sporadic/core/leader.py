@@ -211,12 +211,10 @@ def _assign(jid, jtext, done_k, asg, known, me, alive, now, ahead, out):
         return
     k = plan.newest(job, now)
     if k >= 0 and (done_k >= k or now >= plan.due(job, k) + job.within):
-        if not job.every:
-            return
-        k += 1
+        k = plan.next_k(job, k)
     elif k < 0:
-        k = 0
-    if done_k >= k or plan.due(job, k) - now > ahead:
+        k = 0 if job.cal is None else job.cal.first(now)
+    if k < 0 or done_k >= k or plan.due(job, k) - now > ahead:
         return
     if asg is not None and asg[0] == k and asg[1] in alive:
         return

@@ -19,13 +19,17 @@ FAIL = 'fail'    # record instance k as failed: it was interrupted (crash) and m
 WAIT = 'wait'    # nothing before time `at`
 IDLE = 'idle'    # nothing ever again for this host
 LOOKAHEAD = const(64)   # `any` draws looked at ahead when computing the next wake
+position = None   # (lat, lon) of the host planning, for sunrise/sunset jobs (cfg lat/lon)
 DECIDE_MAX = const(6)   # decisions about one job in one wake (miss, run, ...): board and simulator
 
 
 def miss_reason(job, k, set_at=None, unknown_since_boot=False, jumps=()):
-    """Why instance k was missed: 'clock unknown' (the clock was set after it
-    was due, on a board that booted without one), 'clock jump' (a jump
-    forward, `jumps` as (at, by) pairs, skipped its window), else 'asleep'."""
+    """Why instance k was missed: the calendar's reason when the instance has
+    no time (a polar day: 'no sunrise'), 'clock unknown' (the clock was set
+    after it was due, on a board that booted without one), 'clock jump' (a
+    jump forward, `jumps` as (at, by) pairs, skipped its window), else 'asleep'."""
+    if job.cal is not None and job.cal.due(k) is None:
+        return job.cal.missing()
     d = due(job, k)
     if set_at is not None and unknown_since_boot and d < set_at:
         return 'clock unknown'
@@ -44,16 +48,28 @@ def eligible(job, host):
 
 
 def due(job, k):
-    return job.t0 + k * job.every
+    """When instance k is due (a calendar day without sunrise or sunset: when its miss
+    is recorded, job.cal.due(k) is None)."""
+    c = job.cal
+    return job.t0 + k * job.every if c is None else c.when(k)
 
 
 def newest(job, t):
     """The newest instance due at or before t, or -1 before the first."""
+    if job.cal is not None:
+        return job.cal.newest(t)
     if t < job.t0:
         return -1
     if not job.every:
         return 0
     return (t - job.t0) // job.every
+
+
+def next_k(job, k):
+    """The instance after k, or -1 when the job does not repeat."""
+    if job.cal is not None:
+        return job.cal.next(k)
+    return k + 1 if job.every else -1
 
 
 def score(jid, host):
@@ -110,7 +126,10 @@ def decide(job, host, now, mine=None, done_k=-1, rnk=None, rnd=None, assigned=No
     k = newest(job, now)
     lead = single and (led or assigned is not None)   # wake at due: an assignment may come
     if k < 0:
-        return WAIT, 0, due(job, 0) if lead else start_at(job, 0, rnk), 1
+        k = 0 if job.cal is None else job.cal.first(now)
+        if k < 0:   # never, or a sun job on a host that does not know where it is
+            return IDLE, -1, 0, 0
+        return WAIT, k, due(job, k) if lead else start_at(job, k, rnk), 1
     mk = -1
     if mine is not None:
         mk, outcome, attempt = mine
@@ -121,11 +140,14 @@ def decide(job, host, now, mine=None, done_k=-1, rnk=None, rnd=None, assigned=No
             if outcome == 'run':
                 return FAIL, k, now, attempt
     if mk < k and not (single and done_k >= k):
+        if job.cal is not None and job.cal.due(k) is None:   # a day without sunrise (sunset)
+            return MISS, k, now, 0
         end = due(job, k) + job.within
         if now >= end:
             return MISS, k, now, 0
-        if mk < k - 1 and not (single and done_k >= k - 1):
-            return MISS, k - 1, now, 0
+        pk = k - 1 if job.cal is None else job.cal.prev(k)
+        if mk < pk and not (single and done_k >= pk):
+            return MISS, pk, now, 0
         if single and (led or assigned is not None):
             if assigned is not None and assigned[0] == k:
                 if assigned[1] == host:
@@ -148,9 +170,9 @@ def decide(job, host, now, mine=None, done_k=-1, rnk=None, rnd=None, assigned=No
             return RUN, k, now, 1
         return WAIT, k, t, 1
     # instance k is settled for this host: wait for the next one
-    if not job.every:
+    nk = next_k(job, mk if mk > k else k)
+    if nk < 0:
         return IDLE, -1, 0, 0
-    nk = (mk if mk > k else k) + 1
     return WAIT, nk, due(job, nk) if lead else start_at(job, nk, rnk), 1
 
 

@@ -1,7 +1,7 @@
 # The companion's side of plan.py (read as plan.NAME): the all-up schedule
 # for `companion plan`. A board never loads this module.
 from sporadic.core.jobline import P_ONE
-from sporadic.core.plan import due, newest, score, eligible
+from sporadic.core.plan import due, newest, score, eligible, next_k
 
 
 def expected_fire(job, k):
@@ -14,18 +14,28 @@ def schedule(job, hosts, t_from, t_until, limit=100000):
     """What would run where and when if every host were up and synced:
     dicts with job, instance, host, at, state (run | candidate | standby)
     and rank for `one`. Instances due in [t_from, t_until)."""
-    k = newest(job, t_from - 1) + 1 if t_from > job.t0 else 0
-    if not job.every and k > 0:
-        return
+    if job.cal is not None:
+        k = job.cal.first(t_from - 1)
+    else:
+        k = newest(job, t_from - 1) + 1 if t_from > job.t0 else 0
+        if not job.every and k > 0:
+            return
     ranked = None
     if job.kind == 'one':
         ranked = sorted(hosts, key=lambda h: score(job.id, h), reverse=True)
     n = 0
-    while True:
+    while k >= 0:
         d = due(job, k)
         if d >= t_until:
             return
         inst = job.id + '.' + str(k)
+        if job.cal is not None and job.cal.due(k) is None:   # a day without sunrise/sunset
+            for h in hosts:
+                if eligible(job, h):
+                    yield {'job': job.id, 'instance': inst, 'host': h, 'at': d, 'state': 'missed',
+                           'note': job.cal.missing()}
+            k = next_k(job, k)
+            continue
         if ranked is not None:
             for r in range(len(ranked)):
                 t = d + r * job.grace
@@ -48,6 +58,4 @@ def schedule(job, hosts, t_from, t_until, limit=100000):
                 n += 1
         if n >= limit:
             raise ValueError('plan too long: more than %d rows; narrow --from/--until' % limit)
-        if not job.every:
-            return
-        k += 1
+        k = next_k(job, k)

@@ -59,6 +59,8 @@ class Runtime:
                 except OSError:
                     pass
         self.rnd = plan.hash_rnd(seed)
+        if self.cfg.get('lat') is not None and self.cfg.get('lon') is not None:
+            plan.position = (self.cfg['lat'], self.cfg['lon'])   # deploy --lat --lon
         store.feed = board.wdt_feed   # long reads feed the watchdog (store.FEED_LINES)
         # Open the store (recovery may re-import a hand-written jobs.txt, the
         # heaviest moment of a boot) before the actions are loaded, then let

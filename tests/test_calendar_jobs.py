@@ -1,0 +1,267 @@
+"""Calendar jobs (at="cron" tz=ZONE, at=sunrise/sunset+-D) through the product: the
+job line, `companion check`, `add`, `jobs`, `plan`, the planner's decisions across DST
+changes and catch-up, and (slow) a virtual board deployed with --lat/--lon running them."""
+import datetime
+import json
+import math
+import os
+import zoneinfo
+
+import pytest
+
+import companion  # noqa: F401  (the companion resolves zone names)
+from companion import cli
+from sporadic.core import jobline, plan
+from sporadic.core import calendar, sun
+from tests.test_e2e import world  # noqa: F401  (the fixture: a fleet, a fast clock, virtual boards)
+
+UTC = datetime.timezone.utc
+
+
+def epoch(y, mo=1, d=1, h=0, mi=0):
+    return int(datetime.datetime(y, mo, d, h, mi, tzinfo=UTC).timestamp())
+
+
+def run_cli(capsys, *argv):
+    capsys.readouterr()
+    rc = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+# ---- the line ----
+
+def test_the_line_keeps_the_name_the_user_wrote_and_signs_the_rule():
+    j = jobline.parse('each 2026-01-01T00:00Z pump on 30 ; at="0  6 * *   1-5" tz=Europe/Berlin within=1h')
+    assert j.text() == ('each 2026-01-01T00:00Z pump on 30 ; at="0 6 * * 1-5" tz=Europe/Berlin '
+                        'tzr=CET-1CEST,M3.5.0,M10.5.0/3 within=1h')
+    assert jobline.canonical(j.line()) == j.line()
+    # a board has no zone database: the signed line (with tzr=) is all it needs
+    saved, jobline.zone_rule = jobline.zone_rule, None
+    try:
+        assert jobline.canonical(j.line()) == j.line()
+        with pytest.raises(jobline.ParseError, match='a zone name needs its rule'):
+            jobline.parse('each 2026-01-01T00:00Z x ; at=@daily tz=Europe/Berlin')
+    finally:
+        jobline.zone_rule = saved
+    s = jobline.parse('who:light 2026-01-01T00:00Z relay on 1 ; at=sunset+90m within=30m')
+    assert s.text().endswith('at=sunset+90m within=30m')
+    assert jobline.parse('each 2026-01-01T00:00Z x ; at=sunrise-2h').text().endswith('at=sunrise-2h')
+    # a POSIX rule in tz= needs no tzr=
+    p = jobline.parse('each 2026-01-01T00:00Z x ; at="30 2 * * *" tz=<+0545>-5:45')
+    assert p.text().endswith('tz=<+0545>-5:45') and 'tzr=' not in p.text()
+
+
+BAD = [
+    ('each 2026-01-01T00:00Z x ; at="0 6 * *"', 'expected 5 fields'),
+    ('each 2026-01-01T00:00Z x ; at="61 6 * * *"', 'minute: 61 out of range 0-59'),
+    ('each 2026-01-01T00:00Z x ; at="0 0 30 2 *"', 'never matches'),
+    ('each 2026-01-01T00:00Z x ; at=@daily tz=Europe/Atlantis', "unknown time zone 'Europe/Atlantis'"),
+    ('each 2026-01-01T00:00Z x ; at=@daily tz=CET-1CEST', 'no ,start,end rule'),
+    ('each 2026-01-01T00:00Z x ; at=@daily every=1d', 'at= and every= together'),
+    ('each 2026-01-01T00:00Z x ; every=1d tz=Europe/Berlin', 'tz= needs at='),
+    ('each 2026-01-01T00:00Z x ; at=sunset+1x', 'bad offset'),
+    ('each 2026-01-01T00:00Z x ; at="0 6 * * 1-5', 'unterminated quote'),
+]
+
+
+def test_companion_check_gives_file_line_reason(tmp_path, capsys):
+    f = tmp_path / 'jobs.txt'
+    f.write_text('each 2026-01-01T00:00Z ok ; at="0 6 * * 1-5" tz=America/Chicago\n'
+                 + ''.join(line + '\n' for line, _ in BAD))
+    rc, out, err = run_cli(capsys, 'check', f)
+    assert rc != 0
+    lines = out.splitlines()
+    assert len(lines) == len(BAD)
+    for n, ((_, reason), got) in enumerate(zip(BAD, lines), 2):
+        assert got.startswith('%s:%d: ' % (f, n)) and reason in got, got
+    assert '1 good record(s), %d bad line(s)' % len(BAD) in err
+
+
+def test_add_jobs_and_plan_show_the_zone(tmp_path, capsys):
+    fleet = str(tmp_path / 'fleet')
+    assert run_cli(capsys, '--fleet', fleet, 'init')[0] == 0
+    rc, out, err = run_cli(capsys, '--fleet', fleet, 'add',
+                           'each 2026-01-01T00:00Z pump on 30 ; at="0 6 * * 1-5" tz=Europe/Berlin within=1h')
+    assert rc == 0 and 'past its window' not in err
+    jid = out.strip()
+    rc, out, _ = run_cli(capsys, '--fleet', fleet, 'jobs', '--json')
+    (row,) = [r for r in json.loads(out) if r['job'] == jid]
+    assert 'tz=Europe/Berlin' in row['line']
+    rc, out, _ = run_cli(capsys, '--fleet', fleet, 'plan', os.path.join(fleet, 'jobs.txt'), '--hosts', 'pump-1',
+                         '--from', '2026-03-27T00:00Z', '--until', '2026-03-31T00:00Z', '--json')
+    rows = json.loads(out)
+    # Friday 06:00 CET, Monday 06:00 CEST: an hour apart in UTC, the same on the zone's clock
+    assert [(r['at'], r['local'], r['instance']) for r in rows] == [
+        (epoch(2026, 3, 27, 5), '2026-03-27T06:00 Europe/Berlin', '%s.%d' % (jid, epoch(2026, 3, 27, 6) // 60)),
+        (epoch(2026, 3, 30, 4), '2026-03-30T06:00 Europe/Berlin', '%s.%d' % (jid, epoch(2026, 3, 30, 6) // 60))]
+    rc, out, _ = run_cli(capsys, '--fleet', fleet, 'plan', os.path.join(fleet, 'jobs.txt'), '--hosts', 'pump-1',
+                         '--from', '2026-03-27T00:00Z', '--until', '2026-03-31T00:00Z')
+    assert 'zone time' in out and 'Europe/Berlin' in out
+
+
+def test_plan_of_a_sun_job_needs_positions(tmp_path, capsys):
+    f = tmp_path / 'jobs.txt'
+    f.write_text('each 2026-01-01T00:00Z relay on ; at=sunset+20m\n')
+    rc, out, err = run_cli(capsys, '--fleet', str(tmp_path / 'none'), 'plan', f, '--hosts', 'a',
+                           '--from', '2026-06-01T00:00Z', '--until', '2026-06-03T00:00Z')
+    assert rc == 2 and err.startswith('companion: ') and 'needs the position of a' in err
+    rc, out, err = run_cli(capsys, 'plan', f, '--hosts', 'a', '--lat', '52.52', '--from', '2026-06-01T00:00Z',
+                           '--until', '2026-06-03T00:00Z')
+    assert rc == 2 and '--lat and --lon go together' in err
+    rc, out, err = run_cli(capsys, 'plan', f, '--hosts', 'a', '--lat', '52.52', '--lon', '13.4', '--json',
+                           '--from', '2026-06-01T00:00Z', '--until', '2026-06-03T00:00Z')
+    rows = json.loads(out)
+    day = epoch(2026, 6, 1) // 86400
+    assert [r['at'] for r in rows] == [sun.event(d, 52.52, 13.4, False) + 1200 for d in (day, day + 1)]
+    # above the polar circle in June the sun does not set: the day is a miss
+    rc, out, err = run_cli(capsys, 'plan', f, '--hosts', 'a', '--lat', '78.2', '--lon', '15.6', '--json',
+                           '--from', '2026-06-01T00:00Z', '--until', '2026-06-03T00:00Z')
+    assert {(r['state'], r['note']) for r in json.loads(out)} == {('missed', 'no sunset')}
+
+
+# ---- the planner: a board's wakes, simulated with plan.decide ----
+
+def board_loop(job, start, end, wake_every=None, host='pump-1'):
+    """What one host does from start to end, waking when decide says (or every
+    wake_every seconds when given: a board asleep longer): [(action, k, at)]."""
+    now, mine, out = start, None, []
+    while now < end:
+        act, k, at, att = plan.decide(job, host, now, mine)
+        if act in (plan.RUN, plan.MISS):
+            out.append((act, k, now))
+            mine = (k, 'ok' if act == plan.RUN else 'miss', 1)
+            continue
+        if act == plan.IDLE:
+            break
+        assert at > now or wake_every, (act, k, at, now)
+        now = max(at, now + 1) if wake_every is None else now + wake_every
+    return out
+
+
+def test_a_cron_job_runs_each_local_time_once_across_both_changes():
+    j = jobline.parse('each 2026-03-01T00:00Z x ; at="*/30 1-3 * * *" tz=Europe/Berlin within=10m')
+    zi = zoneinfo.ZoneInfo('Europe/Berlin')
+    for day in ((2026, 3, 29), (2026, 10, 25)):
+        got = board_loop(j, epoch(*day) - 86400 - 7200, epoch(*day) + 43200)   # 22:00 UTC the day before .. noon
+        local = lambda k: datetime.datetime.fromtimestamp(k * 60, UTC).strftime('%d %H:%M')
+        runs = [(local(k), datetime.datetime.fromtimestamp(t, zi).strftime('%H:%M %Z')) for a, k, t in got if a == plan.RUN]
+        misses = [local(k) for a, k, t in got if a == plan.MISS]
+        for a, k, t in got:
+            if a == plan.RUN:
+                assert t == plan.due(j, k)
+        if day[1] == 3:
+            # 02:00 and 02:30 never show: due at the jump, with 03:00; the newest runs,
+            # the older are recorded missed (one watermark, 02:30)
+            assert runs[6:] == [('29 01:00', '01:00 CET'), ('29 01:30', '01:30 CET'),
+                                ('29 03:00', '03:00 CEST'), ('29 03:30', '03:30 CEST')]
+            assert misses == ['27 03:30', '29 02:30']   # the first: before the board came
+        else:
+            # 02:00 and 02:30 show twice: they run once, in CEST; nothing in the second pass
+            assert runs[6:] == [('25 01:00', '01:00 CEST'), ('25 01:30', '01:30 CEST'), ('25 02:00', '02:00 CEST'),
+                                ('25 02:30', '02:30 CEST'), ('25 03:00', '03:00 CET'), ('25 03:30', '03:30 CET')]
+            assert misses == ['23 03:30']
+        assert [r[0][3:] for r in runs[:6]] == ['01:00', '01:30', '02:00', '02:30', '03:00', '03:30']
+
+
+def test_after_a_long_sleep_only_the_newest_open_instance_runs():
+    j = jobline.parse('each 2026-01-01T00:00Z x ; at="0 6 * * *" tz=America/Chicago within=2d')
+    got = board_loop(j, epoch(2026, 2, 1), epoch(2026, 2, 5), wake_every=3 * 86400)
+    # wakes on Feb 1 00:00Z (Jan 31 18:00 CST: Jan 31's 06:00 is open, Jan 30's is not)
+    # and Feb 4 00:00Z: Feb 3's runs, Feb 2's (open too) is recorded missed
+    assert [(a, datetime.datetime.fromtimestamp(k * 60, UTC).strftime('%m-%d')) for a, k, _ in got] == [
+        ('miss', '01-30'), ('run', '01-31'), ('miss', '02-02'), ('run', '02-03')]
+
+
+def test_a_far_future_clock_decides_at_once():
+    j = jobline.parse('one 2026-01-01T00:00Z x ; at="0 3 1 * *" tz=America/Chicago grace=2h')
+    now = epoch(9999, 6, 1)
+    assert datetime.datetime.fromtimestamp(plan.newest(j, now) * 60, UTC).strftime('%Y-%m-%d') == '9999-05-01'
+    act, k, at, _ = plan.decide(j, 'a', now, (plan.newest(j, now), 'ok', 1), rnk=0)
+    assert act == plan.WAIT and datetime.datetime.fromtimestamp(k * 60, UTC).strftime('%Y-%m-%d %H:%M') == '9999-06-01 03:00'   # May 31 19:00 CDT now
+
+
+def test_sun_jobs_run_at_each_hosts_sunset_and_miss_polar_days():
+    j = jobline.parse('each 2026-06-01T00:00Z x ; at=sunset+20m within=30m')
+    try:
+        plan.position = None
+        assert plan.decide(j, 'a', epoch(2026, 6, 2), None)[0] == plan.IDLE   # no position: nothing
+        plan.position = (52.52, 13.40)
+        got = board_loop(j, epoch(2026, 6, 1), epoch(2026, 6, 4))
+        day = epoch(2026, 6, 1) // 86400
+        assert got == [(plan.RUN, d, sun.event(d, 52.52, 13.40, False) + 1200) for d in (day, day + 1, day + 2)]
+        plan.position = (78.2, 15.6)   # Svalbard: no sunset in June
+        got = board_loop(j, epoch(2026, 6, 1), epoch(2026, 6, 3))
+        assert [a for a, _, _ in got] == [plan.MISS, plan.MISS] and [k for _, k, _ in got] == [day, day + 1]
+    finally:
+        plan.position = None
+
+
+# ---- a virtual board, deployed with its position ----
+
+def _lon_for(t, solar_hour):
+    # the longitude whose local mean solar time at UTC instant t is solar_hour
+    lon = (solar_hour - (t % 86400) / 3600.0) * 15
+    return round((lon + 180) % 360 - 180, 3)
+
+
+@pytest.mark.slow
+def test_a_board_deployed_with_its_position_runs_cron_and_sunset_jobs(world):
+    from tests.test_e2e import actlog, results, board_lines
+    from tests.devutil import wait_for
+    c = world.companion
+    c('init')
+    now = world.clock.now()
+    # a board on the equator where the sun sets in about 30 minutes of the board's clock,
+    # and one near the pole where the sun does not set today (or, near an equinox, does)
+    lon = _lon_for(now + 1800, 18.1)
+    lon_n = _lon_for(now + 1800, 12.0)
+    eq, north = world.board('eq-1'), world.board('north-1')
+    c('deploy', eq.path, '--id', 'eq-1', '--lat', '0', '--lon', lon, '-q')
+    c('deploy', north.path, '--id', 'north-1', '--lat', '89.9', '--lon', lon_n, '-q')
+    with open(os.path.join(c.dir, 'devices', 'eq-1.json')) as f:
+        info = json.load(f)
+    assert (info['lat'], info['lon']) == (0.0, lon)        # companion plan finds it there
+    # windows wide for a board at 600x (test_e2e: ~2 s real = 20 min of its clock to boot)
+    j_cron = c('add', 'each +1m log cron ; at="*/30 * * * *" tz=Asia/Kathmandu within=25m').strip()
+    j_sun = c('add', 'each +1m log dusk ; at=sunset+20m within=1h').strip()
+    for vb in (eq, north):
+        c.sync(vb.path)
+    day = (now + 1800 + int(lon * 240)) // 86400
+    dusk = sun.event(day, 0.0, lon, False) + 1200
+    assert now < dusk < now + 3 * 3600
+    day_n = (now + 1800 + int(lon_n * 240)) // 86400
+    wait_for(lambda: actlog(eq)['%s.%d' % (j_sun, day)] and
+             sum(n for i, n in actlog(eq).items() if i.startswith(j_cron)) >= 2,
+             timeout=120, what='the equator board to run dusk and two cron instances')
+    wait_for(lambda: any(l.startswith(j_sun + ' r north-1 %d ' % day_n) for l in board_lines(north)),
+             timeout=120, what='the north board to settle day %d' % day_n)
+    for vb in (eq, north):
+        c.sync(vb.path)
+    rows = results(c)
+    assert len({(r['instance'], r['host']) for r in rows}) == len(rows)   # each settled once per board
+    crons = [r for r in rows if r['job'] == j_cron and r['host'] == 'eq-1' and r['outcome'] == 'ok']
+    assert len(crons) >= 2
+    for r in crons:
+        k = int(r['instance'].split('.')[1])
+        assert (k * 60) % 1800 == 0                        # a :00/:30 minute in Kathmandu
+        due = k * 60 - (5 * 3600 + 45 * 60)
+        assert due <= r['at'] < due + 1500, r              # inside its window, on the board's clock
+    (d,) = [r for r in rows if r['job'] == j_sun and r['host'] == 'eq-1' and r['instance'].endswith('.%d' % day)]
+    assert d['outcome'] == 'ok' and dusk <= d['at'] < dusk + 3600, (d, dusk)
+    (n,) = [r for r in rows if r['job'] == j_sun and r['host'] == 'north-1' and r['instance'].endswith('.%d' % day_n)]
+    if sun.event(day_n, 89.9, lon_n, False) is None:
+        assert (n['outcome'], n['output']) == ('missed', 'no sunset'), n
+    else:
+        assert n['outcome'] in ('ok', 'missed'), n
+    jobs = {j['job']: j for j in c.json('jobs')}
+    assert 'tz=Asia/Kathmandu' in jobs[j_cron]['line']
+
+
+def test_the_simulator_says_it_does_not_simulate_calendar_jobs_yet(tmp_path, capsys):
+    f = tmp_path / 's.toml'
+    f.write_text('name = "cal"\nseed = 1\nstart = "2026-01-01T00:00Z"\nend = "2026-01-03T00:00Z"\n'
+                 'jobs = """\neach 2026-01-01T00:00Z x ; at=@daily\n"""\n'
+                 '[[hosts]]\nids = "a-{1..2}"\nuptime = "always"\n')
+    rc, out, err = run_cli(capsys, 'simulate', f)
+    assert rc == 2 and err.strip() == 'companion: jobs:1: calendar jobs (at=) are not simulated yet'
