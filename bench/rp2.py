@@ -180,19 +180,23 @@ def sync_heap(held, new, tmp, unix_heap='512K'):
     ports = {}
     boards = []
     try:
-        for name in ('rp2', 'unix64'):
-            out[name] = {}
-            img = os.path.join(tmp, '%s-%d.bin' % (name, held))
-            argv = ['--fleet', fleet, 'image', '--board', 'rp2-pico' if name == 'rp2' else 'unix',
-                    '--id', '%s-%d' % (name, held), '-o', img]
-            flash_mb = max(2, -(-4 * jobs_bytes // (1 << 20)))
-            if name == 'unix64':
-                argv += ['--flash-size', '%dMB' % flash_mb]
-            p = subprocess.run([sys.executable, '-m', 'companion.cli'] + argv, capture_output=True, text=True)
-            if p.returncode:
-                out[name]['error'] = 'companion image: ' + (p.stderr.strip().splitlines() or ['?'])[-1]
-                print('%s, %d held: %s' % (name, held, out[name]['error']), flush=True)
-                continue
+        flash_mb = max(2, -(-4 * jobs_bytes // (1 << 20)))
+        images = {}
+        # twice: each image adds its board's host line to the fleet, and both
+        # boards are to hold the same fleet (the first sync then sends nothing)
+        for _ in range(2):
+            for name in ('rp2', 'unix64'):
+                out[name] = {}
+                img = images[name] = os.path.join(tmp, '%s-%d.bin' % (name, held))
+                argv = ['--fleet', fleet, 'image', '--board', 'rp2-pico' if name == 'rp2' else 'unix',
+                        '--id', '%s-%d' % (name, held), '-o', img]
+                if name == 'unix64':
+                    argv += ['--flash-size', '%dMB' % flash_mb]
+                p = subprocess.run([sys.executable, '-m', 'companion.cli'] + argv, capture_output=True, text=True)
+                if p.returncode:
+                    out[name]['error'] = 'companion image: ' + (p.stderr.strip().splitlines() or ['?'])[-1]
+                    images.pop(name)
+        for name, img in images.items():
             if name == 'rp2':
                 # paced: unpaced, idle time is skipped and the watchdog the loop
                 # started (8 s) expires while the board waits for the host's bytes
@@ -201,6 +205,9 @@ def sync_heap(held, new, tmp, unix_heap='512K'):
                 vb = VBoard(image=img, heap=unix_heap, flash_size='%dM' % flash_mb)
             boards.append(vb)
             ports[name] = vb.start()
+        for name in ('rp2', 'unix64'):
+            if name not in images:
+                print('%s, %d held: %s' % (name, held, out[name]['error']), flush=True)
         for step in ('first', 'new'):
             if step == 'new':
                 add_jobs(fleet, new, 'n')
