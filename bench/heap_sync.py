@@ -4,6 +4,8 @@ synced twice by the companion (jobs and time in, results back after the
 board ran for a while), as `companion demo` does with one board.
 
     python bench/heap_sync.py [--modes signed,insecure] [--step 2]
+    python bench/heap_sync.py --held 1000 [--new 30]   # a board holding many jobs
+
 
 Found by bisection of N (KiB, --step apart) for each interpreter present:
 
@@ -14,10 +16,18 @@ Found by bisection of N (KiB, --step apart) for each interpreter present:
   (bench/.mp32/micropython-frozen or $SPORADIC_MICROPYTHON32_FROZEN): the
   code runs from flash as on a board built with boards/<name>/manifest.py.
 
+With --held N (signed only) the sync is instead the one bench/rp2.py
+--sync-heap measures on the real rp2 firmware: the board boots an image
+(`companion image --board unix`) of a fleet of N signed jobs added one by
+one, a first sync sets its clock, then --new jobs are added and a second
+sync must carry them all.
+
 An ESP8266 has a 38K heap: the row that answers it is 32-bit. The last line
 is JSON.
 """
 import argparse
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -27,6 +37,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 from companion import syncer  # noqa: E402
 from companion.fleet import add_job  # noqa: E402
@@ -76,13 +87,62 @@ def syncs(exe, heap_k, insecure):
         shutil.rmtree(base, ignore_errors=True)
 
 
-def smallest(exe, insecure, step):
+class HeldFleet:
+    """A signed fleet of `held` jobs and the unix board's image of it, made
+    once; each trial syncs a copy of both."""
+
+    def __init__(self, held, new, base):
+        from companion import cli
+        from rp2_requests import add_jobs
+        self.new = new
+        self.base = base
+        self.fleet = os.path.join(base, "fleet")
+        with contextlib.redirect_stdout(io.StringIO()):
+            cli.main(["--fleet", self.fleet, "init"])
+        add_jobs(self.fleet, held, "h")
+        size = os.path.getsize(os.path.join(self.fleet, "jobs.txt"))
+        self.flash_mb = max(2, -(-4 * size // (1 << 20)))
+        self.image = os.path.join(base, "fs.bin")
+        with contextlib.redirect_stdout(io.StringIO()):
+            cli.main(["--fleet", self.fleet, "image", "--board", "unix", "--id", "b-1", "--flash-size",
+                      "%dMB" % self.flash_mb, "-o", self.image])
+
+    def syncs(self, exe, heap_k):
+        """True when the first sync and the sync of the new jobs both work at heap_k."""
+        from rp2_requests import add_jobs
+        trial = tempfile.mkdtemp(prefix="trial-", dir=self.base)
+        fleet = os.path.join(trial, "fleet")
+        shutil.copytree(self.fleet, fleet)
+        img = os.path.join(trial, "fs.bin")
+        shutil.copy(self.image, img)
+        env_before = os.environ.get("SPORADIC_MICROPYTHON")
+        os.environ["SPORADIC_MICROPYTHON"] = exe
+        vb = VBoard(image=img, heap="%dK" % heap_k, flash_size="%dM" % self.flash_mb)
+        try:
+            path = vb.start()
+            syncer.sync(Fleet(fleet), path, progress=False)
+            add_jobs(fleet, self.new, "n")
+            rep = syncer.sync(Fleet(fleet), path, progress=False)
+            return rep["lines_sent"] == 2 * self.new     # each job and its batch record
+        except Exception:
+            return False
+        finally:
+            vb.stop()
+            if env_before is None:
+                os.environ.pop("SPORADIC_MICROPYTHON", None)
+            else:
+                os.environ["SPORADIC_MICROPYTHON"] = env_before
+            shutil.rmtree(trial, ignore_errors=True)
+
+
+def smallest(exe, insecure, step, works=None):
+    works = works or (lambda exe, k: syncs(exe, k, insecure))
     lo, hi = 8, 256
-    if not syncs(exe, hi, insecure):
+    if not works(exe, hi):
         return None
     while hi - lo > step:
         mid = (lo + hi) // 2
-        if syncs(exe, mid, insecure):
+        if works(exe, mid):
             hi = mid
         else:
             lo = mid
@@ -93,7 +153,23 @@ def main(argv):
     ap = argparse.ArgumentParser()
     ap.add_argument("--modes", default="signed,insecure")
     ap.add_argument("--step", type=int, default=2)
+    ap.add_argument("--held", type=int, default=0, help="jobs the board holds (from an image) before the syncs")
+    ap.add_argument("--new", type=int, default=30, help="with --held: jobs the second sync carries")
     args = ap.parse_args(argv)
+    if args.held:
+        base = tempfile.mkdtemp(prefix="heap-sync-held-")
+        try:
+            held = HeldFleet(args.held, args.new, base)
+            print("smallest heap (KiB) in which a board holding %d signed jobs syncs %d new (unix board)"
+                  % (args.held, args.new))
+            out = {}
+            for label, exe in interpreters():
+                out[label] = smallest(exe, False, args.step, held.syncs)
+                print("%-14s %10s" % (label, out[label] or ">256"), flush=True)
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+        print(json.dumps({"heap_k_held": out, "held": args.held, "new": args.new, "step_k": args.step}))
+        return
     modes = args.modes.split(",")
     print("smallest heap (KiB) in which a board syncs twice (unix board, demo jobs)")
     print("%-14s %s" % ("interpreter", " ".join("%10s" % m for m in modes)))

@@ -2,11 +2,14 @@
 Raspberry Pi Pico (companion vboard --board rp2-pico, rp2040js).
 
     SPORADIC_RP2_UF2=RPI_PICO.uf2 SPORADIC_RP2_BOOTROM=rp2040-bootrom-b1.bin \\
-        python bench/rp2.py [--lines 1000,5000] [--syncs 300]
+        python bench/rp2.py [--lines 1000,5000] [--syncs 300] [--sync-heap N,..] [--wake N,..]
     python bench/rp2.py --lines '' --syncs 300     # the sync figure alone (a deployed board)
+    python bench/rp2.py --lines '' --syncs 0 --sync-heap 1000,5000   # 5. alone
+    python bench/rp2.py --lines '' --syncs 0 --wake 100,1000,5000    # 6. alone
 
-One board, one run, driven through its USB-CDC line only (mpremote and the
-companion):
+Every board is driven through its USB-CDC line only (mpremote and the
+companion; 5. also runs a heap sampler on the board over the raw REPL,
+HEAP_SAMPLER):
 
 1. free heap after boot (bare firmware, gc.collect(); gc.mem_free()), and
    with sporadic's store and runtime imported after `companion deploy`;
@@ -21,13 +24,24 @@ companion):
    N-line file: the emulator counts the firmware's instructions (a Cortex-M0+
    at 125 MHz runs about one per cycle: the energy of a wake);
 4. a signed sync carrying --syncs new job lines (bytes on the wire / s)
-   beside `mpremote cp` up on the same line.
+   beside `mpremote cp` up on the same line;
+5. with --sync-heap N,...: the peak heap of a signed sync on a board holding
+   N signed jobs (`companion image` of a fleet of N `companion add`s, booted
+   with `vboard --image`), on this emulated Pico and on the 64-bit unix port
+   virtual board, the same fleet and the same two syncs (the first sets the
+   clock, the second carries --sync-new new jobs): see sync_heap();
+6. with --wake N,...: instructions of a wake with an N-line job file, from
+   power-on to the board's first sleep, and from the end of a sync to the
+   next sleep (one full pass with the clock known): wake_instructions(),
+   which other benchmarks import.
 
 The emulator runs at 0.3-0.45x a real RP2040 on a busy 2-core machine, so
 seconds here are emulated-speed seconds; instruction counts and heap bytes
 are the firmware's own. The last line is JSON.
 """
 import argparse
+import contextlib
+import io
 import json
 import os
 import re
@@ -45,6 +59,7 @@ sys.path.insert(0, HERE)
 
 from companion.vboard_rp2 import RP2VBoard, missing  # noqa: E402
 import device_heap  # noqa: E402
+from rp2_requests import add_jobs  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(ROOT), 'shared', 'rp2')
 UF2 = os.environ.get('SPORADIC_RP2_UF2') or os.path.join(SHARED, 'RPI_PICO-v1.28.0.uf2')
@@ -90,10 +105,218 @@ class _Done(Exception):
     pass
 
 
+# Installed by the bench over the raw REPL, after the sync's soft reset and
+# before its first request (nothing of it is on the board's flash): the heap
+# is sampled (gc.collect(), then gc.mem_alloc(), code included, as
+# bench/device_heap.py does) at the start and end of every request and at
+# every watchdog feed inside one (store.feed: every 64 lines read, in
+# passes, compactions and deliveries). A peak between two samples is not
+# seen: this is a high-water of samples, taken on the board.
+HEAP_SAMPLER = '''
+import gc
+from sporadic import syncsrv as _S
+def _sp_sample():
+    gc.collect()
+    a = gc.mem_alloc()
+    if a > _S.sp_peak:
+        _S.sp_peak = a
+def _sp_fed(fed=_S._fed):
+    _sp_sample()
+    fed()
+def _sp_wrap(f):
+    def g(req):
+        _sp_sample()
+        try:
+            return f(req)
+        finally:
+            _sp_sample()
+    return g
+gc.collect()
+_S.sp_base = _S.sp_peak = gc.mem_alloc()
+_S._fed = _sp_fed
+_S.h = _sp_wrap(_S.h)
+_S.w = _sp_wrap(_S.w)
+'''
+
+
+def sampled_sync(fleet_dir, port):
+    """One `companion sync` (the product's syncer and serial link) with
+    HEAP_SAMPLER on the board: returns (report, base, peak), bytes of the
+    board's heap in use after the soft reset and at the highest sample."""
+    from companion import syncer
+    from companion.fleet import Fleet
+    from companion.transport_serial import SerialLink
+    link = SerialLink(port)
+    reset = link.soft_reset
+
+    def reset_then_sample():
+        reset()
+        link.exec(HEAP_SAMPLER)
+    link.soft_reset = reset_then_sample
+    try:
+        rep = syncer.sync(Fleet(fleet_dir), port, progress=False, link=link)
+        base, peak = map(int, link.exec('from sporadic import syncsrv as _S\nprint(_S.sp_base, _S.sp_peak)').split())
+    finally:
+        link.close()
+    return rep, base, peak
+
+
+def sync_heap(held, new, tmp, unix_heap='512K'):
+    """The peak heap of a signed sync on a board holding `held` signed jobs,
+    on the emulated Pico (real rp2 firmware, paced) and on the 64-bit unix
+    port (VBoard, heap `unix_heap`, its image as large as the jobs need).
+    Both boot an image of the same fleet; a first sync sets their clocks;
+    then `new` jobs are added and a second sync carries them. Returns
+    {'rp2': {'first': {...}, 'new': {...}}, 'unix64': ...}, each sync with
+    'peak', 'base' (bytes) and 's', or 'error': the one line that failed."""
+    from companion import cli
+    from companion.vboard import VBoard
+    fleet = os.path.join(tmp, 'fleet%d' % held)
+    with contextlib.redirect_stdout(io.StringIO()):
+        cli.main(['--fleet', fleet, 'init'])
+    add_jobs(fleet, held, 'h')
+    jobs_bytes = os.path.getsize(os.path.join(fleet, 'jobs.txt'))
+    out = {'held': held, 'new': new, 'jobs_txt_bytes': jobs_bytes}
+    ports = {}
+    boards = []
+    try:
+        flash_mb = max(2, -(-4 * jobs_bytes // (1 << 20)))
+        images = {}
+        # twice: each image adds its board's host line to the fleet, and both
+        # boards are to hold the same fleet (the first sync then sends nothing)
+        for _ in range(2):
+            for name in ('rp2', 'unix64'):
+                out[name] = {}
+                img = images[name] = os.path.join(tmp, '%s-%d.bin' % (name, held))
+                argv = ['--fleet', fleet, 'image', '--board', 'rp2-pico' if name == 'rp2' else 'unix',
+                        '--id', '%s-%d' % (name, held), '-o', img]
+                if name == 'unix64':
+                    argv += ['--flash-size', '%dMB' % flash_mb]
+                p = subprocess.run([sys.executable, '-m', 'companion.cli'] + argv, capture_output=True, text=True)
+                if p.returncode:
+                    out[name]['error'] = 'companion image: ' + (p.stderr.strip().splitlines() or ['?'])[-1]
+                    images.pop(name)
+        for name, img in images.items():
+            if name == 'rp2':
+                # paced: unpaced, idle time is skipped and the watchdog the loop
+                # started (8 s) expires while the board waits for the host's bytes
+                vb = RP2VBoard(os.path.join(tmp, 'sh%d.flash' % held), firmware=UF2, bootrom=BOOTROM, image=img)
+            else:
+                vb = VBoard(image=img, heap=unix_heap, flash_size='%dM' % flash_mb)
+            boards.append(vb)
+            ports[name] = vb.start()
+        for name in ('rp2', 'unix64'):
+            if name not in images:
+                print('%s, %d held: %s' % (name, held, out[name]['error']), flush=True)
+        for step in ('first', 'new'):
+            if step == 'new':
+                add_jobs(fleet, new, 'n')
+            for name, port in ports.items():
+                row = out[name]
+                if 'error' in row.get('first', {}):
+                    continue
+                t = time.monotonic()
+                try:
+                    rep, base, peak = sampled_sync(fleet, port)
+                except Exception as e:
+                    row[step] = {'error': '%s: %s' % (type(e).__name__, e)}
+                    print('%s, %d held, %s sync: %s' % (name, held, step, row[step]['error']), flush=True)
+                    continue
+                row[step] = {'base': base, 'peak': peak, 's': round(time.monotonic() - t, 1),
+                             'lines_sent': rep['lines_sent'], 'bytes': rep['bytes']}
+                print('%s, %d held (%d B jobs.txt), %s: peak heap %d B (%d B after the soft reset), %.1f s'
+                      % (name, held, jobs_bytes, 'first sync' if step == 'first' else 'sync of %d new' % new,
+                         peak, base, row[step]['s']), flush=True)
+    finally:
+        for vb in boards:
+            vb.stop()
+    return out
+
+
+def _first_sleep_after(vb, since, timeout):
+    """The instruction count at the board's first sleep (a WFI: run.mjs's
+    sleep_marks) after instruction `since`, waiting up to timeout wall s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        st = vb.stats(60)
+        marks = [m for m in st['sleep_marks'] if m > since]
+        if marks:
+            return marks[0], st
+        if time.monotonic() > deadline:
+            raise RuntimeError('the board did not sleep within %.0f s (%d boots)' % (timeout, st['boots']))
+        time.sleep(0.5)   # polling the emulator's counters, not a timing assumption
+
+
+def wake_instructions(lines, tmp=None, timeout=900):
+    """Instructions the real rp2 firmware executes in one wake of a board
+    holding a `lines`-line job file (bench/device_heap.py's lines, an
+    insecure fleet whose jobs.txt they are; `companion image --board
+    rp2-pico`, booted with `vboard --image`), until it calls its sleep
+    (machine.lightsleep: the first WFI, see run.mjs):
+
+    power_on_to_sleep: from power-on (boot2 in flash; the boot ROM's few
+      thousand instructions before it are not emulated) to the first sleep.
+      A Pico has no battery-backed clock: its clock is unknown after a
+      power-on or a reset, so nothing dated is due and the loop's step
+      returns at once; this is boot + opening the store (stamp checked) +
+      the imports.
+    sync_to_sleep: a sync sets the clock (at T0 + 3 h: nothing due), the
+      companion lets the board go (a soft reset into main.py) and it opens
+      the store, runs one full pass of the loop with the clock known, and
+      sleeps; counted from the end of the sync. The wake of a board that
+      keeps its clock (an ESP32 from deep sleep) does this.
+
+    Returns {'lines', 'bytes', 'power_on_to_sleep', 'sync_to_sleep',
+    'boots'} (instructions; boots > 1: a watchdog reset on the way)."""
+    from companion import cli, syncer
+    from companion.fleet import Fleet
+    from companion.transport_serial import SerialLink
+    own = tmp is None
+    tmp = tmp or tempfile.mkdtemp(prefix='rp2wake-')
+    vb = None
+    try:
+        fleet = os.path.join(tmp, 'wfleet%d' % lines)
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            cli.main(['--fleet', fleet, 'init', '--insecure'])
+        with open(os.path.join(fleet, 'jobs.txt'), 'w') as f:
+            f.write(''.join(l + '\n' for l in device_heap.job_file(lines)))
+        img = os.path.join(tmp, 'wake%d.bin' % lines)
+        p = subprocess.run([sys.executable, '-m', 'companion.cli', '--fleet', fleet, 'image', '--board', 'rp2-pico',
+                            '--id', 'pico-wake', '-o', img], capture_output=True, text=True)
+        if p.returncode:
+            raise RuntimeError('companion image: ' + p.stderr.strip())
+        vb = RP2VBoard(os.path.join(tmp, 'wake%d.flash' % lines), firmware=UF2, bootrom=BOOTROM, image=img,
+                       stats=os.path.join(tmp, 'wake%d.stats' % lines))
+        vb.start()
+        mark, st = _first_sleep_after(vb, -1, timeout)
+        fig = {'lines': lines, 'bytes': os.path.getsize(os.path.join(fleet, 'jobs.txt')),
+               'power_on_to_sleep': mark - st['boot_instructions']}
+        link = SerialLink(vb.path)
+        try:
+            syncer.sync(Fleet(fleet), vb.path, progress=False, link=link, now=device_heap.T0 + 3 * 3600)
+            since = vb.stats(60)['instructions']
+        finally:
+            link.close()     # the board goes back to main.py
+        mark, st = _first_sleep_after(vb, since, timeout)
+        fig['sync_to_sleep'] = mark - since
+        fig['boots'] = st['boots']
+        return fig
+    finally:
+        if vb is not None:
+            vb.stop()
+        if own:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument('--lines', default='1000,5000')
     ap.add_argument('--syncs', type=int, default=300, help='job lines carried by the measured first sync')
+    ap.add_argument('--sync-heap', default='', metavar='N,N',
+                    help='peak heap of a signed sync on boards holding N signed jobs (rp2 and unix 64-bit)')
+    ap.add_argument('--sync-new', type=int, default=30, help='new jobs the measured sync of --sync-heap carries')
+    ap.add_argument('--wake', default='', metavar='N,N',
+                    help='instructions of a wake, power-on to sleep and sync to sleep, with N-line job files')
     ap.add_argument('--keep', action='store_true')
     a = ap.parse_args(argv)
     why = missing(UF2, BOOTROM)
@@ -111,6 +334,15 @@ def main(argv=None):
         return vb
 
     try:
+        for n in [int(x) for x in a.sync_heap.split(',') if x]:
+            fig.setdefault('sync_heap', {})[str(n)] = sync_heap(n, a.sync_new, tmp)
+        for n in [int(x) for x in a.wake.split(',') if x]:
+            w = fig.setdefault('wake', {})[str(n)] = wake_instructions(n, tmp)
+            print('%5d lines (%d B): power-on to sleep %.1f M instructions; end of a sync to sleep (clock known, '
+                  'one full pass) %.1f M instructions; %d boot(s)' % (
+                      n, w['bytes'], w['power_on_to_sleep'] / 1e6, w['sync_to_sleep'] / 1e6, w['boots']), flush=True)
+        if not (a.lines or a.syncs):
+            raise _Done
         vb = power_on('bare')
         out, _ = mpremote(vb.path, 'exec', 'import gc; gc.collect(); print("RESULT", gc.mem_free(), gc.mem_alloc())')
         free, alloc = map(int, result(out).split())

@@ -24,6 +24,11 @@
 //   the wall, idle time is waited, not skipped, and time the emulator was
 //   too slow for is given up: the board's clock then trails the wall, as a
 //   slow board's does, until a sync sets it) unless --unpaced.
+// * sleeps: every WFI the core executes is counted and the instruction count
+//   at the last SLEEP_MARKS of them kept (--stats: sleep_marks). In this
+//   firmware only machine.lightsleep/deepsleep execute WFI (an idle REPL
+//   and time.sleep_ms wait with WFE), so the first mark after a boot is the
+//   instructions from power-on to the board's first sleep.
 // Exit: SIGTERM/SIGINT or the end of stdin. SIGUSR2 writes --stats.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -39,6 +44,8 @@ const CYCLE_NS = 1e9 / 125e6;
 const MAX_LAG_NS = 50e6; // paced: how far the emulated clock may trail the wall before it gives the time up
 const BKPT_ERASE = 0x51;
 const BKPT_PROGRAM = 0x52;
+const OP_WFI = 0xbf30;
+const SLEEP_MARKS = 16;
 
 function die(msg) {
   // the one line a user sees (companion vboard prints nothing more)
@@ -215,6 +222,9 @@ let instructions = 0; // since this process started
 let boots = 0;
 let erasedSectors = 0; // flash sectors erased, since this process started
 let programmedBytes = 0;
+let bootInstructions = 0; // the instruction count when the current chip was powered on
+let sleepMarks = []; // the instruction count at the last SLEEP_MARKS WFIs
+let wfis = 0;
 
 function boot() {
   clock = new SimulationClock();
@@ -250,6 +260,7 @@ function boot() {
   };
   bootWall = performance.now();
   bootNanos = 0;
+  bootInstructions = instructions;
   boots++;
   log(`boot ${boots} (watchdog reason ${lastReason})`);
 }
@@ -390,6 +401,11 @@ function run() {
       const cycles = core.executeInstruction();
       instructions++;
       clock.tick(cycles * CYCLE_NS);
+      if (core.waiting && chip.readUint16(core.PC - 2) === OP_WFI) {
+        wfis++;
+        sleepMarks.push(instructions);
+        if (sleepMarks.length > SLEEP_MARKS) sleepMarks.shift();
+      }
       if (rebootWanted) break;
     }
     if (!opts.unpaced) {
@@ -410,6 +426,7 @@ function writeStats() {
   const stats = {
     instructions, cycles: chip.core.cycles, boots, watchdog_reason: lastReason, emulated_s: clock.nanos / 1e9,
     erased_sectors: erasedSectors, programmed_bytes: programmedBytes,
+    boot_instructions: bootInstructions, wfis, sleep_marks: sleepMarks,
     wall_s: (performance.now() - bootWall) / 1e3,
   };
   fs.writeFileSync(opts.stats + '.tmp', JSON.stringify(stats) + '\n');
