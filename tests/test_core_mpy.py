@@ -3,10 +3,14 @@ properties, byte-identical output to CPython, parser fuzz, planner answers."""
 import json
 import random
 
+import pytest
+
 from sporadic.core import jobline, merge, plan
 from sporadic.desktop import merging
 from tests.mpy import run_mpy
 from tests.test_core import JOBS, JOB_IDS, T0
+
+pytestmark = pytest.mark.needs('micropython', 'mpy-cross')
 
 MPY_MERGE = r'''
 import json, sys

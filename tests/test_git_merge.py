@@ -12,7 +12,7 @@ from companion.fleet import Fleet
 from companion import fleetcmd
 
 GIT = shutil.which('git')
-pytestmark = pytest.mark.skipif(GIT is None, reason='git not installed')
+pytestmark = pytest.mark.needs('git')
 
 
 def git(cwd, *args):

@@ -25,10 +25,10 @@ from companion import image
 from sporadic.core import hmac as shmac
 from sporadic.core import jobline
 from sporadic.core.timefmt import format_time
-from tests.devutil import boot, lines, actlog, wait_for, T0, MICROPYTHON
-from tests.test_e2e import world, results  # noqa: F401  (the CLI-on-virtual-boards fixture)
+from tests.devutil import boot, lines, actlog, wait_for, T0
+from tests.test_e2e import results
 
-pytestmark = pytest.mark.skipif(MICROPYTHON is None, reason='micropython not installed')
+pytestmark = pytest.mark.needs('micropython', 'mpy-cross')
 
 D = 86400
 HEAP = '96K'     # a signed re-check (trust, batch, rsa) on the 64-bit port, as tests/test_crash.py

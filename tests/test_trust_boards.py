@@ -33,7 +33,7 @@ from companion import fleetcmd
 from sporadic.core import batch, jobline, recon
 from sporadic.core import hmac as shmac
 
-pytestmark = pytest.mark.skipif(MICROPYTHON is None, reason='micropython unix port not installed')
+pytestmark = pytest.mark.needs('micropython', 'mpy-cross')
 
 HEAP = '128K'
 T0 = devutil.T0
