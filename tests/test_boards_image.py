@@ -577,6 +577,7 @@ def companion(*argv, cwd=None):
     return p
 
 
+@pytest.mark.slow
 def test_image_verb_provisions_from_the_fleet(tmp_path):
     fleet = str(tmp_path / "fleet")
     assert companion("--fleet", fleet, "init").returncode == 0
@@ -632,6 +633,7 @@ def fleet_bytes(folder):
     return out
 
 
+@pytest.mark.slow
 def test_flash_changes_the_fleet_only_once_the_board_is_written(tmp_path):
     """A refused or failed `companion flash` leaves the fleet folder byte for
     byte as it was (no secret, no host line, no devices/ID); one that wrote

@@ -19,6 +19,8 @@ import pytest
 from companion import image
 from tests.devutil import CLI, actlog, wait_for
 
+pytestmark = pytest.mark.slow   # every test starts virtual boards
+
 HEAP = '192K'   # a signed sync over TCP on the 64-bit unix port (docs/wifi.md#budgets-and-limits)
 IDS = ['b1', 'b2', 'b3']
 
@@ -48,7 +50,6 @@ def cfg_keys(text):
     return sorted(json.loads(text))
 
 
-@pytest.mark.slow
 def test_three_deployed_boards_spread_elect_run_once_and_an_imaged_board_joins(fleet_cli, tmp_path, reserve_ports):
     c = fleet_cli
     assert 'signed' in c('init')

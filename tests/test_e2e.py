@@ -18,9 +18,13 @@ wait polls a condition with a deadline.
 import collections
 import os
 
+import pytest
+
 from tests.devutil import wait_for
 from sporadic.core import plan
 from sporadic.core.timefmt import format_time
+
+pytestmark = pytest.mark.slow   # every test starts virtual boards
 
 
 # -- helpers --------------------------------------------------------------------

@@ -285,6 +285,7 @@ def test_another_chip_is_refused_and_reset(fleet):
         chip.close()
 
 
+@pytest.mark.slow
 def test_a_filesystem_with_jobs_is_refused_and_reset(fleet, firmware):
     chip = EspStub()
     try:

@@ -312,6 +312,7 @@ def run_on_micropython(tmp_path, lib, n):
 
 
 @pytest.mark.needs('micropython', 'mpy-cross')
+@pytest.mark.slow
 def test_responder_on_micropython_64k_constant_heap(tmp_path, mpy_lib):
     results = {}
     for n in (1000, 10000):
@@ -349,6 +350,7 @@ print('RESULT %d %d %d %s' % (st['lines_out'], st['lines_in'], st['rounds'], st[
 
 
 @pytest.mark.needs('micropython', 'mpy-cross')
+@pytest.mark.slow
 def test_board_drives_a_sync_on_micropython_64k(tmp_path, mpy_lib):
     """Board to board: the driver and the responder both on MicroPython, in
     one 64 KB heap (harsher than two boards), 5,000 lines, 10 new each way."""

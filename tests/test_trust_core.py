@@ -403,6 +403,7 @@ def test_sign_lines_splits_and_skips(fleet):
 
 
 @pytest.mark.needs("micropython")
+@pytest.mark.slow
 def test_5000_lines_stream_in_64k(fleet, tmp_path):
     """A 5,000-line ingest, sent batch by batch, verifies under -X heapsize=64K:
     the Verifier holds one window of digests, never the file's."""

@@ -13,7 +13,7 @@ import pytest
 
 from tests.devutil import make_flash, boot, T0, ROOT
 
-pytestmark = pytest.mark.needs('micropython', 'mpy-cross')
+pytestmark = [pytest.mark.needs('micropython', 'mpy-cross'), pytest.mark.slow]   # slow: boards reading a 2,000-line file (> 2 s a test)
 
 N = 2000   # job lines
 
