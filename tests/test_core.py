@@ -116,6 +116,17 @@ def test_merge_keeps_one_result_per_job_and_host():
     assert ' r pump-1 49 ' in out[1]
 
 
+def test_merge_reports_every_bad_line_where_it_is_however_often_it_recurs():
+    """merging.merge parses each distinct line once: a bad line repeated in
+    one file and in the next is still reported at each place."""
+    errors = []
+    a = ['each nonsense', JOBS[0], 'each nonsense', '', '# a comment']
+    b = [JOBS[0], 'each nonsense', 'any:2 2026-12-01T06:00Z x']
+    assert merging.merge(('a.txt', a), ('b.txt', b), errors=errors) == [jobline.canonical(JOBS[0])]
+    assert [e.split(': ')[0] for e in errors] == ['a.txt:1', 'a.txt:3', 'b.txt:2', 'b.txt:3']
+    assert 'bad time' in errors[2] and 'P out of range' in errors[3]
+
+
 def test_conflict_is_reported_and_resolved_deterministically():
     jid = JOB_IDS[0]
     a = [jid + ' each 2026-12-01T06:00Z led blink 3 ; every=1d within=2h']
