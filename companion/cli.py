@@ -89,7 +89,7 @@ def cmd_merge(args):
     out = merging.merge(*[(p, read_lines(p)) for p in args.files], errors=errors, conflicts=conflicts)
     for e in errors + conflicts:
         print(e, file=sys.stderr)
-    text = ''.join(line + '\n' for line in out)
+    text = '\n'.join(out) + '\n' if out else ''
     if args.output:
         atomic_write(args.output, text)
     else:
@@ -186,7 +186,26 @@ class Parser(argparse.ArgumentParser):
         raise UserError('%s (see `%s -h`)' % (message, self.prog))
 
 
-def build_parser():
+CORE_VERBS = ('check', 'merge', 'plan')
+
+
+def verb_of(argv):
+    """The verb on a command line (the first word that is not an option or
+    --fleet's value), or None."""
+    skip = False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == '--fleet':
+            skip = True
+        elif not a.startswith('-'):
+            return a
+    return None
+
+
+def build_parser(core_only=False):
+    """The whole command line; core_only: the core's verbs alone, without
+    importing the verb modules (a git merge driver starts one per file)."""
     p = Parser(prog='companion', description='sporadic: jobs for sometimes-connected MicroPython boards')
     p.add_argument('--debug', action='store_true',
                    help='on an error, show the traceback instead of one line')
@@ -216,7 +235,7 @@ def build_parser():
     add_position_args(s)
     s.set_defaults(func=cmd_plan)
 
-    for mod, fn in EXTERNAL:
+    for mod, fn in () if core_only else EXTERNAL:
         try:
             m = importlib.import_module(mod)
         except ImportError as e:
@@ -242,7 +261,7 @@ def main(argv=None):
     debug = '--debug' in argv or bool(os.environ.get('SPORADIC_DEBUG'))
     argv = [a for a in argv if a != '--debug']
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(core_only=verb_of(argv) in CORE_VERBS).parse_args(argv)
         return args.func(args) or 0
     except UserError as e:
         if debug:

@@ -17,7 +17,6 @@ import hashlib
 import io
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -28,16 +27,14 @@ from esptool.bin_image import (ESP32FirmwareImage, ESP32S3FirmwareImage,
                                ESP8266ROMFirmwareImage, ImageSegment)
 
 from companion import files, flash, image
+from tests.mpy import MICROPYTHON, ROOT
 from sporadic.core import jobline
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MICROPYTHON = shutil.which("micropython")
 BOARDS = ["esp32", "esp32s3", "esp8266", "rp2-pico", "rp2-pico-w", "unix"]
 DEVICE_BOARDS = ["esp32", "esp32s3", "esp8266", "rp2-pico", "rp2-pico-w"]
 JOBS = "each 2026-12-01T06:00Z led blink 3 ; every=1d within=2h\n"
 # what a board's store keeps of it: the machine line the image carries
 JOBS_FILE = files.jobs_file(JOBS)[0][1]
-needs_mpy = pytest.mark.skipif(MICROPYTHON is None, reason="micropython unix port not installed")
 
 
 def run_micropython(code, *argv, heap="256K"):
@@ -156,7 +153,7 @@ print(json.dumps(out))
 '''
 
 
-@needs_mpy
+@pytest.mark.needs("micropython")
 @pytest.mark.parametrize("name", DEVICE_BOARDS)
 def test_board_module_runs_on_the_unix_port(name, tmp_path):
     (tmp_path / "machine.py").write_text(FAKE_MACHINE)
@@ -216,7 +213,7 @@ dev.f.close()
 '''
 
 
-@needs_mpy
+@pytest.mark.needs("micropython")
 @pytest.mark.parametrize("name", BOARDS)
 def test_image_mounts_in_the_unix_port(name, tmp_path):
     out = str(tmp_path / "fs.bin")
@@ -264,7 +261,7 @@ def standins(folder):
     return str(folder)
 
 
-@needs_mpy
+@pytest.mark.needs("micropython")
 @pytest.mark.parametrize("name", BOARDS)
 def test_firmware_boots_from_the_image_and_runs_a_job(name, tmp_path):
     """The board's image, mounted as its root in the unix port,
@@ -580,6 +577,7 @@ def companion(*argv, cwd=None):
     return p
 
 
+@pytest.mark.slow
 def test_image_verb_provisions_from_the_fleet(tmp_path):
     fleet = str(tmp_path / "fleet")
     assert companion("--fleet", fleet, "init").returncode == 0
@@ -635,6 +633,7 @@ def fleet_bytes(folder):
     return out
 
 
+@pytest.mark.slow
 def test_flash_changes_the_fleet_only_once_the_board_is_written(tmp_path):
     """A refused or failed `companion flash` leaves the fleet folder byte for
     byte as it was (no secret, no host line, no devices/ID); one that wrote

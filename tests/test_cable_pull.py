@@ -41,6 +41,8 @@ from tests.devutil import wait_for
 from sporadic.core import jobline, merge, recon
 from sporadic.desktop import merging
 
+pytestmark = pytest.mark.slow   # a virtual board cut off at many points
+
 HEAP = '128K'        # see tests/test_e2e.py: 64K when the memory diet lands
 SCALE = 600
 POINTS = 32

@@ -116,6 +116,17 @@ def test_merge_keeps_one_result_per_job_and_host():
     assert ' r pump-1 49 ' in out[1]
 
 
+def test_merge_reports_every_bad_line_where_it_is_however_often_it_recurs():
+    """merging.merge parses each distinct line once: a bad line repeated in
+    one file and in the next is still reported at each place."""
+    errors = []
+    a = ['each nonsense', JOBS[0], 'each nonsense', '', '# a comment']
+    b = [JOBS[0], 'each nonsense', 'any:2 2026-12-01T06:00Z x']
+    assert merging.merge(('a.txt', a), ('b.txt', b), errors=errors) == [jobline.canonical(JOBS[0])]
+    assert [e.split(': ')[0] for e in errors] == ['a.txt:1', 'a.txt:3', 'b.txt:2', 'b.txt:3']
+    assert 'bad time' in errors[2] and 'P out of range' in errors[3]
+
+
 def test_conflict_is_reported_and_resolved_deterministically():
     jid = JOB_IDS[0]
     a = [jid + ' each 2026-12-01T06:00Z led blink 3 ; every=1d within=2h']
@@ -311,22 +322,51 @@ def test_crash_mid_run_is_at_most_once_unless_retry():
 
 
 def test_hosts_with_the_same_file_decide_the_same():
+    """Each host merges the records in its own order and split; what it
+    then decides for each job at each time equals what the raw records say,
+    read without merge: its own best result (the greatest instance, then
+    attempt, then run < err < miss < ok: docs/jobline.md#merge) and its
+    rank among every host listed."""
     rng = random.Random(7)
     lines = [jobline.canonical(j) for j in JOBS] + ['.h a', '.h b', '.h c']
     for _ in range(30):
         jid = rng.choice(JOB_IDS)
-        lines.append(jobline.Result(jid, rng.choice('abc'), rng.randrange(3), T0, 'ok').line())
-    one = m(lines)
-    two = m(list(reversed(lines)))
-    assert one == two
-    hs = [l[3:] for l in one if l.startswith('.h ')]
-    for now in range(T0 - DAY, T0 + 3 * DAY, 3571):
-        for h in hs:
-            d1 = [plan.decide(jobline.parse(l), h, now, rnk=plan.rank(l[:8], h, hs), rnd=plan.hash_rnd(h))
-                  for l in one if isinstance(jobline.parse(l), jobline.Job)]
-            d2 = [plan.decide(jobline.parse(l), h, now, rnk=plan.rank(l[:8], h, hs), rnd=plan.hash_rnd(h))
-                  for l in two if isinstance(jobline.parse(l), jobline.Job)]
-            assert d1 == d2
+        lines.append(jobline.Result(jid, rng.choice('abc'), rng.randrange(3), T0 + rng.randrange(DAY),
+                                    rng.choice(['ok', 'err', 'run', 'miss']), rng.randrange(1, 3)).line())
+    hosts = sorted({l[3:] for l in lines if l.startswith('.h ')})
+    rank_of = {'run': 0, 'err': 1, 'miss': 2, 'ok': 3}
+    raw = [jobline.parse(l) for l in lines]
+
+    def expected_mine(jid, h):
+        rs = [r for r in raw if isinstance(r, jobline.Result) and r.id == jid and r.host == h]
+        if not rs:
+            return None
+        b = max(rs, key=lambda r: (r.k, r.attempt, rank_of[r.outcome]))
+        return (b.k, b.outcome, b.attempt)
+
+    jobs = [jobline.parse(jobline.canonical(j)) for j in JOBS]
+    decided = 0
+    for h in hosts:
+        order = lines[:]
+        rng.shuffle(order)
+        cut = rng.randrange(len(order))
+        copy = [jobline.parse(l) for l in m(order[:cut], order[cut:])]
+        hs = [r.rest for r in copy if isinstance(r, jobline.Fleet) and r.kind == "h"]
+        assert hs == hosts
+        assert sorted(r.id for r in copy if isinstance(r, jobline.Job)) == sorted(JOB_IDS)
+        own = {}
+        for r in copy:
+            if isinstance(r, jobline.Result) and r.host == h:
+                assert r.id not in own, 'two results of one job and host'
+                own[r.id] = (r.k, r.outcome, r.attempt)
+        for now in range(T0 - DAY, T0 + 3 * DAY, 3571):
+            for j in jobs:
+                got = plan.decide(j, h, now, mine=own.get(j.id), rnk=plan.rank(j.id, h, hs), rnd=plan.hash_rnd(h))
+                want = plan.decide(j, h, now, mine=expected_mine(j.id, h), rnk=plan.rank(j.id, h, hosts),
+                                   rnd=plan.hash_rnd(h))
+                assert got == want, (h, now, j.id)
+                decided += 1
+    assert decided == len(hosts) * len(jobs) * len(range(T0 - DAY, T0 + 3 * DAY, 3571))
 
 
 def test_schedule_rows():

@@ -3,10 +3,14 @@ properties, byte-identical output to CPython, parser fuzz, planner answers."""
 import json
 import random
 
+import pytest
+
 from sporadic.core import jobline, merge, plan
 from sporadic.desktop import merging
 from tests.mpy import run_mpy
 from tests.test_core import JOBS, JOB_IDS, T0
+
+pytestmark = pytest.mark.needs('micropython', 'mpy-cross')
 
 MPY_MERGE = r'''
 import json, sys
@@ -50,6 +54,7 @@ def _rand_records(rnd):
     return lines
 
 
+@pytest.mark.slow
 def test_merge_properties_hold_on_micropython_and_match_cpython():
     cs = cases(1, 150)
     out = run_mpy(MPY_MERGE, stdin=''.join(json.dumps(c) + '\n' for c in cs))
@@ -82,6 +87,7 @@ def _cpy_parse(line):
         return 'ERR ' + str(e)
 
 
+@pytest.mark.slow
 def test_parser_fuzz_on_micropython_matches_cpython():
     rnd = random.Random(3)
     alphabet = 'eachwonyr:0.1 2026-12T06:00Z;="xq\t#.-' + 'abcdefghijklmnopqrstuv'

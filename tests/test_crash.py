@@ -23,7 +23,7 @@ from sporadic.core import jobline
 from tests.devutil import make_flash, boot, lines, actlog, T0, MICROPYTHON, DEVBOOT
 from tests.mpy import run_mpy
 
-pytestmark = pytest.mark.skipif(MICROPYTHON is None, reason='micropython not installed')
+pytestmark = [pytest.mark.needs('micropython', 'mpy-cross'), pytest.mark.slow]   # slow: a board killed at many points (15-140 s a test)
 
 H = 3600
 END = T0 + 12 * H

@@ -17,25 +17,17 @@ import os
 import pytest
 
 from companion import image
-from tests.devutil import CLI, actlog, free_ports, wait_for
+from tests.devutil import CLI, actlog, wait_for
+
+pytestmark = pytest.mark.slow   # every test starts virtual boards
 
 HEAP = '192K'   # a signed sync over TCP on the 64-bit unix port (docs/wifi.md#budgets-and-limits)
 IDS = ['b1', 'b2', 'b3']
 
 
-@pytest.fixture
-def fleet(tmp_path):
-    cli = CLI(str(tmp_path / 'fleet'))
-    cli.boards = []
-    yield cli
-    for vb in cli.boards:
-        vb.stop()
-
-
 def start(cli, tmp_path, bid, *more):
     vb = cli.vboard('--id', bid, '--flash', str(tmp_path / bid), '--heap', HEAP, *more)
     vb.flash = str(tmp_path / bid)
-    cli.boards.append(vb)
     return vb
 
 
@@ -58,12 +50,11 @@ def cfg_keys(text):
     return sorted(json.loads(text))
 
 
-@pytest.mark.slow
-def test_three_deployed_boards_spread_elect_run_once_and_an_imaged_board_joins(fleet, tmp_path):
-    c = fleet
+def test_three_deployed_boards_spread_elect_run_once_and_an_imaged_board_joins(fleet_cli, tmp_path, reserve_ports):
+    c = fleet_cli
     assert 'signed' in c('init')
     assert os.path.isfile(os.path.join(c.dir, 'keys', 'peer'))     # the fleet key, made by init
-    ports = dict(zip(IDS + ['b4'], free_ports(4)))
+    ports = dict(zip(IDS + ['b4'], reserve_ports(4)))
     boards = {b: start(c, tmp_path, b) for b in IDS}
     for b in IDS:
         peers = []
@@ -114,7 +105,6 @@ def test_three_deployed_boards_spread_elect_run_once_and_an_imaged_board_joins(f
         deployed = f.read()
     assert cfg_keys(imaged['/cfg.json']) == cfg_keys(deployed)
     b4 = c.vboard('--id', 'b4', '--image', fs, '--heap', HEAP)
-    c.boards.append(b4)
     # it syncs over TCP (the companion sets its clock), hears the fleet, follows b1
     tcp_sync(c, 'b4', ports['b4'])
     st = wait_for(lambda: (lambda s: s if s['leader'] == 'b1' else None)(net(c, ports['b4'])), 30,
@@ -132,11 +122,11 @@ def test_three_deployed_boards_spread_elect_run_once_and_an_imaged_board_joins(f
     assert got[0]['outcome'] == 'ok' and got[0]['verified'], got
 
 
-def test_deploy_and_image_provision_alike_and_a_network_only_when_asked(fleet, tmp_path):
+def test_deploy_and_image_provision_alike_and_a_network_only_when_asked(fleet_cli, tmp_path, reserve_ports):
     """Deploy and image give a board the same cfg keys; a network only when
     the user asks for one: a board deployed without --sync-port/--peer/--wifi
     holds no network keys (so it never imports the network code at boot)."""
-    c = fleet
+    c = fleet_cli
     c('init')
     vb = start(c, tmp_path, 'p1')
     out = c('deploy', vb.path, '--id', 'p1', '-q')
@@ -151,7 +141,7 @@ def test_deploy_and_image_provision_alike_and_a_network_only_when_asked(fleet, t
     assert sorted(imaged) == sorted(cfg)
     assert imaged['fleet_key'] == cfg['fleet_key'] and imaged['pubkey'] == cfg['pubkey']
     # nothing listening there: one line
-    p = c.run('net', '127.0.0.1:%d' % free_ports(1)[0], ok=False)
+    p = c.run('net', '127.0.0.1:%d' % reserve_ports(1)[0], ok=False)   # held, never listening
     assert p.returncode != 0 and p.stderr.startswith('companion: cannot reach') and p.stderr.count('\n') == 1, p.stderr
     # a bad --peer is the user's error, one line, and nothing is written
     p = c.run('deploy', vb.path, '--id', 'p1', '--peer', 'nohost', ok=False)
@@ -166,13 +156,13 @@ def test_deploy_and_image_provision_alike_and_a_network_only_when_asked(fleet, t
     assert cfg['wifi'] == {'ssid': 'home', 'key': 'pw'} and cfg['sync_port'] == 7370
 
 
-def test_a_board_deployed_with_a_sync_port_listens(fleet, tmp_path):
+def test_a_board_deployed_with_a_sync_port_listens(fleet_cli, tmp_path, reserve_ports):
     """The issue's first symptom: `companion deploy PORT --id X --sync-port N`,
     then `companion sync 127.0.0.1:N` is answered (the network loop runs
     from the shipped main.py), and over serial the same board still syncs."""
-    c = fleet
+    c = fleet_cli
     c('init')
-    (port,) = free_ports(1)
+    (port,) = reserve_ports(1)
     vb = start(c, tmp_path, 'n1')
     c('deploy', vb.path, '--id', 'n1', '--sync-port', port, '-q')
     tcp_sync(c, 'n1', port)

@@ -8,98 +8,26 @@ process (init, deploy, add, sync, results --json, status --json, jobs
 The tests read a board's flash folder as an observer would look at a
 board's LEDs (its action log, its job file), never to drive it.
 
-Time: each board's clock runs SCALE times faster than real time, and the
+Time: each board's clock runs E2E_SCALE (tests/devutil.py; the `world`
+fixture of tests/conftest.py) times faster than real time, and the
 companion's clock (what `sync` sends with `T`, what `add` resolves `+5m`
 against) runs at the same speed (demo.DemoClock, patched into the verbs'
 `time` module), so the two agree. Nothing sleeps for timing to pass: every
 wait polls a condition with a deadline.
 """
 import collections
-import json
 import os
-import shutil
-import time
-import types
 
 import pytest
 
-from companion import cli, fleetcmd, syncer
-from companion.demo import DemoClock
-from companion.vboard import VBoard
 from tests.devutil import wait_for
 from sporadic.core import plan
 from sporadic.core.timefmt import format_time
 
-# 64K (ESP8266 class) is the goal; today a signed-fleet sync on a fresh 64K
-# heap fails with a MemoryError on the first `S` (firmware is on a memory
-# diet meanwhile). Back to '64K' when it fits.
-HEAP = os.environ.get('SPORADIC_E2E_HEAP', '128K')
-SCALE = 600          # board and companion clocks: 10 minutes a second
+pytestmark = pytest.mark.slow   # every test starts virtual boards
 
 
 # -- helpers --------------------------------------------------------------------
-
-class Companion:
-    """`companion --fleet DIR VERB ...` in this process, on the fast clock."""
-
-    def __init__(self, fleet_dir, clock, capsys):
-        self.dir = fleet_dir
-        self.clock = clock
-        self.capsys = capsys
-        self.fake_time = types.SimpleNamespace(time=lambda: float(clock.now()), monotonic=time.monotonic,
-                                               sleep=time.sleep)
-
-    def __call__(self, *argv, ok=True):
-        self.capsys.readouterr()
-        saved = syncer.time, fleetcmd.time
-        syncer.time = fleetcmd.time = self.fake_time
-        try:
-            rc = cli.main(['--fleet', self.dir] + [str(a) for a in argv])
-        finally:
-            syncer.time, fleetcmd.time = saved
-        out, err = self.capsys.readouterr()
-        if ok:
-            assert rc == 0, 'companion %s -> %d\n%s\n%s' % (' '.join(map(str, argv)), rc, out, err)
-        return out
-
-    def json(self, *argv):
-        return json.loads(self(*argv, '--json'))
-
-    def sync(self, port):
-        out = self('sync', port, '-q')
-        assert out.startswith('synced '), out
-        return out
-
-
-@pytest.fixture
-def world(tmp_path, capsys):
-    """A fleet folder, a fast clock and a factory of virtual boards."""
-    boards = []
-    clock = DemoClock(SCALE)
-    comp = Companion(str(tmp_path / 'fleet'), clock, capsys)
-
-    def board(name, actions=None):
-        flash = str(tmp_path / name)
-        if actions:   # the user's /actions.py, already on the board
-            os.makedirs(flash, exist_ok=True)
-            with open(os.path.join(flash, 'actions.py'), 'w') as f:
-                f.write(actions)
-        vb = VBoard(flash, board_id=name, heap=HEAP, clock_scale=SCALE)
-        vb.start()
-        boards.append(vb)
-        return vb
-
-    w = types.SimpleNamespace(companion=comp, clock=clock, board=board, tmp=tmp_path)
-    try:
-        yield w
-    finally:
-        for vb in boards:
-            vb.stop()
-        if os.environ.get('SPORADIC_KEEP'):
-            print('kept', tmp_path)
-        else:
-            shutil.rmtree(str(tmp_path), ignore_errors=True)
-
 
 def actlog(vb):
     """Instances the board's `log` action ran: Counter of 'JOB.K'."""

@@ -52,10 +52,9 @@ def one_line(p, *words, status=2):
 
 
 @pytest.fixture
-def fleet(tmp_path):
-    d = str(tmp_path / 'fleet')
-    assert companion('--fleet', d, 'init').returncode == 0
-    return d
+def fleet(fleet_cli):
+    fleet_cli('init')
+    return fleet_cli.dir
 
 
 @pytest.fixture
@@ -286,6 +285,7 @@ def test_another_chip_is_refused_and_reset(fleet):
         chip.close()
 
 
+@pytest.mark.slow
 def test_a_filesystem_with_jobs_is_refused_and_reset(fleet, firmware):
     chip = EspStub()
     try:

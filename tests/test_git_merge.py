@@ -12,7 +12,7 @@ from companion.fleet import Fleet
 from companion.fleet import add_job, cancel_job
 
 GIT = shutil.which('git')
-pytestmark = pytest.mark.skipif(GIT is None, reason='git not installed')
+pytestmark = pytest.mark.needs('git')
 
 
 def git(cwd, *args):

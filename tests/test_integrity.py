@@ -25,10 +25,10 @@ from companion import image
 from sporadic.core import hmac as shmac
 from sporadic.core import jobline
 from sporadic.core.timefmt import format_time
-from tests.devutil import boot, lines, actlog, wait_for, T0, MICROPYTHON
-from tests.test_e2e import world, results  # noqa: F401  (the CLI-on-virtual-boards fixture)
+from tests.devutil import boot, lines, actlog, wait_for, T0
+from tests.test_e2e import results
 
-pytestmark = pytest.mark.skipif(MICROPYTHON is None, reason='micropython not installed')
+pytestmark = pytest.mark.needs('micropython', 'mpy-cross')
 
 D = 86400
 HEAP = '96K'     # a signed re-check (trust, batch, rsa) on the 64-bit port, as tests/test_crash.py
@@ -119,6 +119,7 @@ def held(flash):
     return out
 
 
+@pytest.mark.slow
 def test_edited_and_added_job_lines_are_refused_the_others_run(tmp_path):
     flash, _, ids = provisioned(tmp_path)
     a, b = ids[JOB_A], ids[JOB_B]
@@ -143,6 +144,7 @@ def test_edited_and_added_job_lines_are_refused_the_others_run(tmp_path):
     assert actlog(flash) == {a + '.0': 1, a + '.1': 1}
 
 
+@pytest.mark.slow
 def test_lines_appended_to_the_log_are_refused(tmp_path):
     flash, _, ids = provisioned(tmp_path)
     a, b = ids[JOB_A], ids[JOB_B]
@@ -169,6 +171,7 @@ def test_lines_appended_to_the_log_are_refused(tmp_path):
     assert st['quarantined'] == 4
 
 
+@pytest.mark.slow
 def test_lines_appended_to_in_txt_and_a_planted_jobs_new_are_refused(tmp_path):
     flash, _, ids = provisioned(tmp_path)
     a = ids[JOB_A]
@@ -186,6 +189,7 @@ def test_lines_appended_to_in_txt_and_a_planted_jobs_new_are_refused(tmp_path):
     assert not os.path.exists(os.path.join(flash, 'jobs.new'))
 
 
+@pytest.mark.slow
 def test_unchanged_store_opens_without_a_pass(tmp_path):
     """The stamp short-cut: opening a store whose files match their stamps
     reads no line of jobs.txt (one sha256 over it) and writes nothing."""
@@ -216,6 +220,7 @@ print('OPEN', reads.count('jobs.txt') + reads.count('jobs.bad'), store.ops, len(
     assert open_once() == [0, 0, 0]
 
 
+@pytest.mark.slow
 def test_torn_log_tail_is_recovered_not_reported_as_an_edit(tmp_path):
     flash, _, ids = provisioned(tmp_path)
     a = ids[JOB_A]
@@ -233,6 +238,7 @@ def test_torn_log_tail_is_recovered_not_reported_as_an_edit(tmp_path):
     assert actlog(flash) == {a + '.0': 1, a + '.1': 1, ids[JOB_B] + '.0': 1}
 
 
+@pytest.mark.slow
 def test_power_cuts_are_not_reported_as_edits(tmp_path):
     """A signed store ended at flash mutations through runs, compactions and
     a signed delivery: each time it reopens with nothing re-imported and
@@ -267,6 +273,7 @@ boot.main(until=%d)
         assert ids[JOB_A] + '.0' in actlog(d)
 
 
+@pytest.mark.slow
 def test_insecure_fleet_takes_an_edited_file_as_before(tmp_path):
     flash, _, ids = provisioned(tmp_path, insecure=True)
     edit(flash, 'jobs.txt', 'log other', 'log edited')
@@ -362,6 +369,7 @@ def actlog_(vb, inst):
     return actlog(vb.flash_dir).get(inst, 0)
 
 
+@pytest.mark.slow
 def test_the_re_check_feeds_the_watchdog(tmp_path, capsys):
     """A re-check of a changed file is several passes over it: each feeds
     the watchdog as it goes (store.feed every FEED_LINES lines read, every

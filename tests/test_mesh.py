@@ -19,7 +19,7 @@ from sporadic.core import jobline, leader, merge, plan, recon
 from sporadic.core import recondrv
 from sporadic.core import jobtext
 from sporadic.desktop import merging
-from tests.devutil import CLI, free_ports, wait_for
+from tests.devutil import wait_for
 
 HEAP = '192K'    # runtime + store + recon + net + a signed sync on the 64-bit port (docs/wifi.md)
 
@@ -87,13 +87,13 @@ class Board:
 
 
 @pytest.fixture
-def fleet_of(tmp_path):
+def fleet_of(tmp_path, fleet_cli, reserve_ports):
     made = []
-    cli = CLI(str(tmp_path / 'fleet'))
+    cli = fleet_cli
     cli('init')
 
     def make(ids, links=None):
-        port = dict(zip(ids, free_ports(len(ids))))
+        port = dict(zip(ids, reserve_ports(len(ids))))
         boards = {}
         for b in ids:
             boards[b] = Board(cli, str(tmp_path), b, port[b])

@@ -3,7 +3,6 @@ after a sync, bytes grow with the differences and not with the file, and the
 responder runs on MicroPython under a 64 KB heap with a constant footprint."""
 import os
 import random
-import shutil
 import subprocess
 import sys
 
@@ -14,6 +13,7 @@ from sporadic.core import recon, merge
 from sporadic.core import recondrv
 from sporadic.desktop import merging
 from sporadic.core.jobline import parse
+from tests.mpy import MICROPYTHON
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIRMWARE = os.path.join(os.path.dirname(HERE), 'firmware')
@@ -271,22 +271,6 @@ print('PEAK %d' % peak[0])
 '''
 
 
-def micropython():
-    exe = shutil.which('micropython')
-    if not exe:
-        pytest.skip('micropython (unix port) not installed')
-    return exe
-
-
-@pytest.fixture(scope='module')
-def mpy_lib():
-    """The firmware compiled with mpy-cross, as it is deployed (compiling the
-    source on the board itself would not fit a 64 KB heap)."""
-    micropython()
-    from tests.mpy import mpy_lib as compiled
-    return compiled()
-
-
 def run_on_micropython(tmp_path, lib, n):
     base = records(n, 20)
     mine = set(base[: n - 10]) | set(records(10, 21, 'c'))
@@ -298,7 +282,7 @@ def run_on_micropython(tmp_path, lib, n):
     data.write_text('\n'.join(sorted(theirs)) + '\n')
     script = tmp_path / 'srv.py'
     script.write_text('LIB = %r\nDATA = %r\nLOG = %r\n' % (lib, str(data), str(log)) + SERVER)
-    p = subprocess.Popen([micropython(), '-X', 'heapsize=64K', str(script)],
+    p = subprocess.Popen([MICROPYTHON, '-X', 'heapsize=64K', str(script)],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, encoding='utf-8')
 
     def call(req):
@@ -327,6 +311,8 @@ def run_on_micropython(tmp_path, lib, n):
     return a, device, s, peak
 
 
+@pytest.mark.needs('micropython', 'mpy-cross')
+@pytest.mark.slow
 def test_responder_on_micropython_64k_constant_heap(tmp_path, mpy_lib):
     results = {}
     for n in (1000, 10000):
@@ -363,6 +349,8 @@ print('RESULT %d %d %d %s' % (st['lines_out'], st['lines_in'], st['rounds'], st[
 '''
 
 
+@pytest.mark.needs('micropython', 'mpy-cross')
+@pytest.mark.slow
 def test_board_drives_a_sync_on_micropython_64k(tmp_path, mpy_lib):
     """Board to board: the driver and the responder both on MicroPython, in
     one 64 KB heap (harsher than two boards), 5,000 lines, 10 new each way."""
@@ -378,7 +366,7 @@ def test_board_drives_a_sync_on_micropython_64k(tmp_path, mpy_lib):
     paths['BLOG'] = str(tmp_path / 'blog.txt')
     script = tmp_path / 'both.py'
     script.write_text('LIB = %r\n' % mpy_lib + ''.join('%s = %r\n' % kv for kv in paths.items()) + BOTH)
-    out = subprocess.run([micropython(), '-X', 'heapsize=64K', str(script)],
+    out = subprocess.run([MICROPYTHON, '-X', 'heapsize=64K', str(script)],
                          capture_output=True, text=True, timeout=300)
     assert 'RESULT 20 20' in out.stdout and 'True' in out.stdout, out.stdout + out.stderr
 

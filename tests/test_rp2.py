@@ -22,9 +22,9 @@ import types
 
 import pytest
 
-from companion import cli, image
+from companion import image
 from companion.vboard_rp2 import RP2VBoard, missing
-from tests.devutil import wait_for
+from tests.devutil import InProcessCompanion, wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.join(os.path.dirname(ROOT), 'shared', 'rp2')
@@ -69,37 +69,10 @@ def actlog(flash):
     raise AssertionError('cannot read the board flash %s' % flash)
 
 
-class Companion:
-    """`companion --fleet DIR VERB ...` in this process, on the real clock."""
-
-    def __init__(self, fleet_dir, capsys):
-        self.dir = fleet_dir
-        self.capsys = capsys
-
-    def __call__(self, *argv, ok=True):
-        self.capsys.readouterr()
-        rc = cli.main(['--fleet', self.dir] + [str(a) for a in argv])
-        out, err = self.capsys.readouterr()
-        if ok:
-            assert rc == 0, 'companion %s -> %d\n%s\n%s' % (' '.join(map(str, argv)), rc, out, err)
-        return out
-
-    def json(self, *argv):
-        return json.loads(self(*argv, '--json'))
-
-    def sync(self, port):
-        out = self('sync', port, '-q')
-        assert out.startswith('synced '), out
-        return out
-
-    def results(self):
-        return self.json('results')
-
-
 @pytest.fixture
 def world(tmp_path, capsys):
     boards = []
-    comp = Companion(str(tmp_path / 'fleet'), capsys)
+    comp = InProcessCompanion(str(tmp_path / 'fleet'), capsys)
 
     def pico(name='pico-1', firmware=True, image_file=None, **kw):
         vb = RP2VBoard(str(tmp_path / (name + '.flash')), firmware=UF2 if firmware else None,

@@ -9,14 +9,14 @@ import os
 import pytest
 
 from companion.vboard_rp2 import RP2VBoard
-from tests.devutil import wait_for
-from tests.test_rp2 import BOOTROM, UF2, WHY, Companion, actlog, flash_files
+from tests.devutil import InProcessCompanion, wait_for
+from tests.test_rp2 import BOOTROM, UF2, WHY, actlog, flash_files
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(WHY is not None, reason='emulated Pico: %s' % WHY)]
 
 
 def test_a_uf2_from_companion_flash_boots_as_its_board_and_syncs(tmp_path, capsys):
-    c = Companion(str(tmp_path / 'fleet'), capsys)
+    c = InProcessCompanion(str(tmp_path / 'fleet'), capsys)
     c('init')
     j = c('add', 'each +15s log from-uf2 ; within=10m').strip()
     out_uf2 = str(tmp_path / 'pico-3.uf2')

@@ -7,9 +7,9 @@ import os
 import pytest
 
 from sporadic.core import jobline
-from tests.devutil import make_flash, boot, lines, own_results, actlog, T0, MICROPYTHON
+from tests.devutil import make_flash, boot, lines, own_results, actlog, T0
 
-pytestmark = pytest.mark.skipif(MICROPYTHON is None, reason='micropython not installed')
+pytestmark = pytest.mark.needs('micropython', 'mpy-cross')
 
 H = 3600
 D = 86400

@@ -34,7 +34,7 @@ from companion import fleetcmd
 from sporadic.core import batch, jobline, recon
 from sporadic.core import hmac as shmac
 
-pytestmark = pytest.mark.skipif(MICROPYTHON is None, reason='micropython unix port not installed')
+pytestmark = pytest.mark.needs('micropython', 'mpy-cross')
 
 HEAP = '128K'
 T0 = devutil.T0
@@ -210,6 +210,7 @@ def test_lines_before_their_batch_and_held_batch(fleet, boards):
     assert ref == {} and JOB_B in b.held()
 
 
+@pytest.mark.slow
 def test_replay_of_old_batch_after_done_and_compacted(tmp_path, fleet, boards):
     b = boards()
     at = 'a0000002 each 2026-12-01T00:10Z log once ; within=1h'
@@ -311,6 +312,7 @@ def test_record_from_unknown_board(fleet, boards):
     assert row['quarantined'] >= 1 and any('no MAC' in q for q in row['refusals'])
 
 
+@pytest.mark.slow
 def test_board_forges_another_boards_done_record(fleet, boards):
     b1 = boards('pump-1')
     b2 = boards('pump-2')

@@ -10,7 +10,6 @@ import hashlib
 import hmac as pyhmac
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -27,9 +26,8 @@ from companion import keys  # noqa: E402
 from sporadic.core import batch, rsa  # noqa: E402
 from sporadic.desktop import batching
 from sporadic.core import hmac as shmac  # noqa: E402
+from tests.mpy import MICROPYTHON
 
-MP = shutil.which("micropython")
-needs_mp = pytest.mark.skipif(MP is None, reason="micropython unix port not installed")
 
 
 def run_mp(script, tmp_path, heap="64K", timeout=120):
@@ -37,7 +35,7 @@ def run_mp(script, tmp_path, heap="64K", timeout=120):
     with open(path, "w") as f:
         f.write("import sys\nsys.path.insert(0, %r)\n" % FW)
         f.write(script)
-    r = subprocess.run([MP, "-X", "heapsize=" + heap, path], capture_output=True, text=True, timeout=timeout)
+    r = subprocess.run([MICROPYTHON, "-X", "heapsize=" + heap, path], capture_output=True, text=True, timeout=timeout)
     assert r.returncode == 0, r.stdout + r.stderr
     return r.stdout
 
@@ -163,7 +161,7 @@ def test_rsa_verify_cpython(fleet):
         assert rsa.verify(n, e, dg, sig) is ok
 
 
-@needs_mp
+@pytest.mark.needs("micropython")
 def test_rsa_verify_micropython(fleet, tmp_path):
     vec = [["%x" % n, e, dg.hex(), sig.hex(), ok] for n, e, dg, sig, ok in rsa_vectors(fleet)]
     with open(os.path.join(str(tmp_path), "v.json"), "w") as f:
@@ -218,7 +216,7 @@ def test_result_mac():
     assert not keys.check_result("zz", line, mac)
 
 
-@needs_mp
+@pytest.mark.needs("micropython")
 def test_hmac_micropython(tmp_path):
     vec = hmac_vectors()
     out = run_mp("""
@@ -337,7 +335,7 @@ def test_batch_threats_cpython(fleet, other_fleet):
     assert got["replay of old batch (seq <= hwm, compacted away)"]["hwm"] == seq_b
 
 
-@needs_mp
+@pytest.mark.needs("micropython")
 def test_batch_threats_micropython(fleet, other_fleet, tmp_path):
     sc, pub = scenarios(fleet, other_fleet)
     inputs = [v[0] for v in sc.values()]
@@ -383,7 +381,7 @@ def test_rotation_cpython(tmp_path):
     assert r["keys"] == [new_pub] and r["retired"] == [old_id]
 
 
-@needs_mp
+@pytest.mark.needs("micropython")
 def test_rotation_micropython(tmp_path):
     sc, old_pub, new_pub, old_id = rotation_scenarios(tmp_path)
     inputs = [v[0] for v in sc.values()]
@@ -404,7 +402,8 @@ def test_sign_lines_splits_and_skips(fleet):
         batching.make_batch_record(1, "00000000", [b"\x00" * 8] * 0, lambda d: b"")
 
 
-@needs_mp
+@pytest.mark.needs("micropython")
+@pytest.mark.slow
 def test_5000_lines_stream_in_64k(fleet, tmp_path):
     """A 5,000-line ingest, sent batch by batch, verifies under -X heapsize=64K:
     the Verifier holds one window of digests, never the file's."""

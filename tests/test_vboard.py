@@ -18,6 +18,8 @@ from companion.transport_serial import SerialLink
 from companion.vboard import VBoard
 from tests.devutil import wait_for
 
+pytestmark = pytest.mark.slow   # every test starts a virtual board
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # A stand-in for the device end of sync: echoes, and can misbehave on request.

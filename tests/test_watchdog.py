@@ -11,11 +11,9 @@ import shutil
 
 import pytest
 
-from tests.devutil import make_flash, boot, T0, MICROPYTHON, ROOT
-from tests.mpy import MPY_CROSS
+from tests.devutil import make_flash, boot, T0, ROOT
 
-pytestmark = pytest.mark.skipif(MICROPYTHON is None or MPY_CROSS is None,
-                                reason='micropython / mpy-cross not installed')
+pytestmark = [pytest.mark.needs('micropython', 'mpy-cross'), pytest.mark.slow]   # slow: boards reading a 2,000-line file (> 2 s a test)
 
 N = 2000   # job lines
 

@@ -121,18 +121,22 @@ def parse_assign(jid, rest):
 # (tests check it accepts exactly what parse() writes back unchanged); all
 # other lines go through parse(). Boards (no full `re`) always parse.
 fast_canonical = None
+fast_match = None   # CPython: the compiled pattern's fullmatch (a line without its newline)
 try:
     import sys
     if sys.implementation.name == 'cpython':
         import re
         _CANON = re.compile(
-            r'(?:[0-9a-v]{8} r [A-Za-z0-9_.:-]{1,32} (?:0|[1-9][0-9]*) (?:0|[1-9][0-9]*)'
+            r'[0-9a-v]{8} r [A-Za-z0-9_.:-]{1,32} (?:0|[1-9][0-9]*) (?:0|[1-9][0-9]*)'
             r' (?:run|err|miss|ok)(?:[2-9]|[1-9][0-9]+)? (?:-|[0-9a-f]{16})(?: [!-~](?:[ -~]{0,58}[!-~])?)?'
-            r'|[0-9a-v]{8} cancel|\.h [A-Za-z0-9_.:-]{1,32})\n?')
+            r'|[0-9a-v]{8} cancel|\.h [A-Za-z0-9_.:-]{1,32}')
+        fast_match = _CANON.fullmatch
 
-        def fast_canonical(line, _m=_CANON.fullmatch):
+        def fast_canonical(line, _m=fast_match):
+            if line[-1:] == '\n':
+                line = line[:-1]
             if _m(line) is not None:
-                return line.rstrip('\n')
+                return line
             return None
 except ImportError:
     pass

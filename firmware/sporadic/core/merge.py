@@ -27,12 +27,6 @@ def assign_key(line):
     return (int(f[3]), int(f[4]), line)
 
 
-def _result_host(line):
-    # 'ID r HOST ...' -> 'HOST'
-    end = line.find(' ', ID_LEN + 3)
-    return line[ID_LEN + 3:end]
-
-
 def compact(lines, conflicts=None):
     """Sorted, de-duplicated canonical lines -> compacted lines (a generator).
     `conflicts` (a list) receives a note for each job id with two texts."""
@@ -84,7 +78,7 @@ def compact(lines, conflicts=None):
                 job = None
             if cancelled:
                 continue
-            h = _result_host(line)
+            h = line[ID_LEN + 3:line.find(' ', ID_LEN + 3)]   # 'ID r HOST ...'
             if h != host:
                 if best is not None:
                     yield best
