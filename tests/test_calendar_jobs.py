@@ -13,7 +13,6 @@ import companion  # noqa: F401  (the companion resolves zone names)
 from companion import cli
 from sporadic.core import jobline, plan
 from sporadic.core import calendar, sun
-from tests.test_e2e import world  # noqa: F401  (the fixture: a fleet, a fast clock, virtual boards)
 
 UTC = datetime.timezone.utc
 
