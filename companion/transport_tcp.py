@@ -1,5 +1,5 @@
 """A TCP link to a board (Wi-Fi): the same requests as the serial link,
-framed and authenticated as firmware/sporadic/net/node.py says (docs/wifi.md).
+framed and authenticated as firmware/sporadic/net/wire.py says (docs/wifi.md).
 
     TcpLink(host, port=7370, secret=None, fleet_key=None, me='companion', timeout=10)
         .call(request) -> response      bytes counted (framing and handshake included)
@@ -19,11 +19,11 @@ import binascii
 import socket
 import time
 
-from sporadic.net import node as net
+from sporadic.net import peer, server, wire
 from sporadic.core import recon
 from companion.transport import Link, LinkError, LinkClosed, LinkTimeout, LinkRefused, NotSporadic, AuthRefused
 
-PORT = net.PORT
+PORT = wire.PORT
 
 
 def _unhex(s):
@@ -31,7 +31,7 @@ def _unhex(s):
 
 
 def _open_error(where, e, asked, timeout):
-    """The LinkError for a connection or hello that failed (net.PeerLink
+    """The LinkError for a connection or hello that failed (peer.PeerLink
     raises OSError, with the peer's words for a refused handshake: 'refused:
     ERR ...', 'peer failed authentication', 'not a sporadic peer: ...')."""
     if isinstance(e, socket.timeout):
@@ -65,7 +65,7 @@ def _open_error(where, e, asked, timeout):
 
 
 class TcpLink(Link):
-    def __init__(self, host, port=PORT, secret=None, fleet_key=None, me=net.COMPANION, timeout=10.0,
+    def __init__(self, host, port=PORT, secret=None, fleet_key=None, me=wire.COMPANION, timeout=10.0,
                  max_resp=1 << 24, **_):
         self.host = host
         self.port = int(port)
@@ -76,7 +76,7 @@ class TcpLink(Link):
 
         def keyfor(board_id):
             asked['id'] = board_id
-            if me == net.COMPANION:
+            if me == wire.COMPANION:
                 s = secret(board_id) if callable(secret) else secret
                 asked['key'] = bool(s)
                 return _unhex(s)
@@ -84,7 +84,7 @@ class TcpLink(Link):
             return _unhex(fleet_key)
         where = '%s:%d' % (host, self.port)
         try:
-            self._p = net.PeerLink(me, host, self.port, keyfor, int(timeout * 1000), max_resp)
+            self._p = peer.PeerLink(me, host, self.port, keyfor, int(timeout * 1000), max_resp)
         except (OSError, UnicodeError) as e:
             err = _open_error(where, e, asked, timeout)
             err.at_open = True
@@ -122,7 +122,7 @@ class TcpLink(Link):
 
 
 def make_server(fleet, port=PORT, bind='0.0.0.0', log=None):
-    """A net.Server answering boards with the fleet's lines (recon)."""
+    """A server.Server (the board's sync server) answering boards with the fleet's lines (recon)."""
     from companion.syncer import device_secret
 
     def receive(lines):
@@ -146,20 +146,18 @@ def make_server(fleet, port=PORT, bind='0.0.0.0', log=None):
         # an unknown board gets a random key: its hello cannot verify
         return _unhex(s) if s else b'\x00unknown' + board_id.encode()
 
-    return net.Server(net.COMPANION, responder.handle, port, bind, keyfor)
+    return server.Server(wire.COMPANION, responder.handle, port, bind, keyfor)
 
 
-def serve(server, until=None):
-    import select
+def serve(srv, until=None):
+    # CPython's poll answers file descriptors; the server's event() takes sockets
     while until is None or time.time() < until:
-        p = select.poll()
-        server.register(p)
-        for fd, ev in p.poll(200):
-            for s in [server.sock] + [c.sock for c in server.conns]:
+        for fd, ev in srv.poller.poll(200):
+            for s in [srv.sock] + [c.sock for c in srv.conns]:
                 if s.fileno() == fd:
-                    server.event(s, ev)
+                    srv.event(s, ev)
                     break
-        server.expire()
+        srv.expire()
 
 
 def add_serve_parser(subparsers):
@@ -176,16 +174,16 @@ def serve_command(args):
     from companion.errors import UserError
     fleet = Fleet(args.fleet).require()
     try:
-        server = make_server(fleet, args.port, args.bind, log=print)
+        srv = make_server(fleet, args.port, args.bind, log=print)
     except OSError as e:
         raise UserError('cannot listen on %s:%d: %s' % (args.bind, args.port, e.strerror or e)) from None
     # the port bound (--port 0: one the system chose)
-    print('serving fleet %s on %s:%d (Ctrl-C to stop)' % (fleet.dir, args.bind, server.sock.getsockname()[1]),
+    print('serving fleet %s on %s:%d (Ctrl-C to stop)' % (fleet.dir, args.bind, srv.sock.getsockname()[1]),
           flush=True)
     try:
-        serve(server, None if args.seconds is None else time.time() + args.seconds)
+        serve(srv, None if args.seconds is None else time.time() + args.seconds)
     except KeyboardInterrupt:
         pass
     finally:
-        server.close()
+        srv.close()
     return 0
