@@ -14,6 +14,11 @@ Found by bisection of N (KiB, --step apart) for each interpreter present:
   (bench/.mp32/micropython-frozen or $SPORADIC_MICROPYTHON32_FROZEN): the
   code runs from flash as on a board built with boards/<name>/manifest.py.
 
+With --tcp the board is deployed with a sync port (`companion deploy
+--sync-port`) and both syncs go over TCP (`companion sync 127.0.0.1:PORT`):
+the heap of the network loop (net/node.py) serving the companion.
+--interpreters picks rows by label (e.g. "32-bit .mpy").
+
 An ESP8266 has a 38K heap: the row that answers it is 32-bit. The last line
 is JSON.
 """
@@ -28,12 +33,17 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from companion import fleetcmd, syncer  # noqa: E402
+from companion import fleetcmd, provision, syncer  # noqa: E402
+from companion.errors import UserError  # noqa: E402
+from companion.transport import LinkError  # noqa: E402
 from companion.demo import JOBS, DemoClock  # noqa: E402
 from companion.fleet import Fleet  # noqa: E402
 from companion.vboard import VBoard  # noqa: E402
 
 from heap_boards import MICROPYTHON, MICROPYTHON32, interpreters_32bit  # noqa: E402
+from tests.devutil import free_ports  # noqa: E402
+
+LISTEN_S = 30   # a TCP board's wait to listen after its (re)start
 
 
 def interpreters():
@@ -42,7 +52,20 @@ def interpreters():
                                                ("32-bit frozen", frz)) if path]
 
 
-def syncs(exe, heap_k, insecure):
+def tcp_sync(fleet, vb, where, now):
+    """`companion sync HOST:PORT` once the board listens; raises UserError
+    when it never does (or it died: a heap too small)."""
+    deadline = time.monotonic() + LISTEN_S
+    while True:
+        try:
+            return syncer.sync(fleet, where, progress=False, now=now)
+        except (UserError, LinkError) as e:
+            if 'nothing listens' not in str(e) or not vb.alive() or time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)
+
+
+def syncs(exe, heap_k, insecure, tcp=False):
     """True when deploy, sync, run and sync again all work at heap_k."""
     base = tempfile.mkdtemp(prefix="heap-sync-")
     env_before = os.environ.get("SPORADIC_MICROPYTHON")
@@ -52,13 +75,21 @@ def syncs(exe, heap_k, insecure):
         fleet.init("bench", insecure=insecure)
         clock = DemoClock(600)
         vb = VBoard(os.path.join(base, "b"), board_id="b-1", heap="512K", clock_scale=600)
-        syncer.deploy(fleet, vb.start(), "b-1", board="unix", progress=False)
+        port = free_ports(1)[0] if tcp else None
+        network = provision.network_config(sync_port=port) if tcp else None
+        syncer.deploy(fleet, vb.start(), "b-1", board="unix", network=network, progress=False)
         vb.stop()
         for line in JOBS:
             fleetcmd.add_job(fleet, line, now=clock.now())
         vb = VBoard(os.path.join(base, "b"), board_id="b-1", heap="%dK" % heap_k, clock_scale=600)
         path = vb.start()
         try:
+            if tcp:
+                where = "127.0.0.1:%d" % port
+                tcp_sync(fleet, vb, where, clock.now())
+                time.sleep(2)   # 20 board minutes: the first jobs run
+                rep = tcp_sync(fleet, vb, where, clock.now())
+                return rep["new_results"] > 0
             syncer.sync(fleet, path, progress=False, now=clock.now())
             time.sleep(2)   # 20 board minutes: the first jobs run
             rep = syncer.sync(fleet, path, progress=False, now=clock.now())
@@ -75,13 +106,13 @@ def syncs(exe, heap_k, insecure):
         shutil.rmtree(base, ignore_errors=True)
 
 
-def smallest(exe, insecure, step):
+def smallest(exe, insecure, step, tcp=False):
     lo, hi = 8, 256
-    if not syncs(exe, hi, insecure):
+    if not syncs(exe, hi, insecure, tcp):
         return None
     while hi - lo > step:
         mid = (lo + hi) // 2
-        if syncs(exe, mid, insecure):
+        if syncs(exe, mid, insecure, tcp):
             hi = mid
         else:
             lo = mid
@@ -92,18 +123,23 @@ def main(argv):
     ap = argparse.ArgumentParser()
     ap.add_argument("--modes", default="signed,insecure")
     ap.add_argument("--step", type=int, default=2)
+    ap.add_argument("--tcp", action="store_true", help="a board with a sync port, synced over TCP")
+    ap.add_argument("--interpreters", default=None, help="comma-separated labels of the rows to run")
     args = ap.parse_args(argv)
     modes = args.modes.split(",")
-    print("smallest heap (KiB) in which a board syncs twice (unix board, demo jobs)")
+    print("smallest heap (KiB) in which a board syncs twice (unix board, demo jobs%s)"
+          % (", over TCP" if args.tcp else ""))
     print("%-14s %s" % ("interpreter", " ".join("%10s" % m for m in modes)))
     out = {}
     for label, exe in interpreters():
-        row = {m: smallest(exe, m == "insecure", args.step) for m in modes}
+        if args.interpreters and label not in args.interpreters.split(","):
+            continue
+        row = {m: smallest(exe, m == "insecure", args.step, args.tcp) for m in modes}
         out[label] = row
         print("%-14s %s" % (label, " ".join("%10s" % (row[m] or ">256") for m in modes)), flush=True)
-    if len(out) == 1:
+    if not interpreters_32bit()[0]:
         print("no 32-bit interpreter (%s): run bench/build_micropython32.sh" % MICROPYTHON32)
-    print(json.dumps({"heap_k": out, "step_k": args.step}))
+    print(json.dumps({"heap_k": out, "step_k": args.step, "tcp": args.tcp}))
 
 
 if __name__ == "__main__":
