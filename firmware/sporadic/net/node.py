@@ -13,7 +13,7 @@ import time
 
 from sporadic.core import hmac, leader
 from sporadic.net import peer, server, wire
-from sporadic.net.ticks import ticks_ms, ticks_diff
+from sporadic.net.wire import ticks_ms, ticks_diff
 
 try:
     import binascii
@@ -21,8 +21,8 @@ except ImportError:
     import ubinascii as binascii
 
 SYNC_MS = const(5000)      # board-to-board sync period
-POLL_MS = const(200)       # longest wait in one poll: connection timeouts are checked between
-HB_BATCH = const(16)       # heartbeats read per wake-up
+_POLL_MS = const(200)       # longest wait in one poll: connection timeouts are checked between
+_HB_BATCH = const(16)       # heartbeats read per wake-up
 
 
 def wifi_join(cfg, board=None):
@@ -186,7 +186,7 @@ class Node:
                 pass
 
     def _hb_in(self):
-        for _ in range(HB_BATCH):
+        for _ in range(_HB_BATCH):
             try:
                 data, addr = self.udp.recvfrom(256)
             except OSError:
@@ -298,7 +298,7 @@ class Node:
             nb = ticks_diff(self.elector.next_beat, self.ticks())
             if nb < wait:
                 wait = nb if nb > 0 else 0
-            for s, ev in self.poller.poll(wait if wait < POLL_MS else POLL_MS):
+            for s, ev in self.poller.poll(wait if wait < _POLL_MS else _POLL_MS):
                 if s is self.udp:
                     self._hb_in()
                 else:

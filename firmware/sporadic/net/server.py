@@ -8,7 +8,7 @@ import select
 import socket
 
 from sporadic.net import wire
-from sporadic.net.ticks import ticks_ms, ticks_diff
+from sporadic.net.wire import ticks_ms, ticks_diff
 
 MAX_CONN = const(4)        # concurrent connections; more are refused ("busy")
 MAX_REQ = const(8192)      # bytes of one request frame

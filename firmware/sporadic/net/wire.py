@@ -1,4 +1,4 @@
-# The sync protocol on the wire (docs/wifi.md): hellos, frames, MACs, addresses.
+# The sync protocol on the wire (docs/wifi.md): hellos, frames, MACs, addresses, and the clock of its timeouts.
 #
 # One TCP connection:
 #   server -> "SPS1 SID SNONCE\n"                  (hello: id, 16 hex nonce)
@@ -17,6 +17,7 @@ except ImportError:  # CPython
     def const(x):
         return x
 import os
+import time
 
 from sporadic.core import hmac
 
@@ -92,3 +93,26 @@ def ip(addr):
         return '%d.%d.%d.%d' % (b[4], b[5], b[6], b[7])
     except Exception:
         return '127.0.0.1'
+
+
+# the clock of the server's timeouts and the node's timers (its own module would
+# cost a board about 240 bytes of heap)
+try:
+    _raw = time.ticks_ms
+    _PERIOD = time.ticks_add(0, -1) + 1
+    _mono = [0, 0]          # last raw reading, wraps seen x period
+
+    def ticks_ms():
+        """Milliseconds that never wrap (time.ticks_ms wraps after days)."""
+        r = _raw()
+        if r < _mono[0]:
+            _mono[1] += _PERIOD
+        _mono[0] = r
+        return r + _mono[1]
+except AttributeError:  # CPython
+    def ticks_ms():
+        return int(time.monotonic() * 1000)
+
+
+def ticks_diff(a, b):
+    return a - b
