@@ -226,10 +226,15 @@ class Node:
         return out
 
     def sync_with(self, host, port):
-        st = peer.sync(self.me, host, port, self.keyfor, self.call_ms, self.source, self.receive,
-                       self.allowed)
-        if st is None:
-            return None
+        from sporadic.core import recondrv
+        link = peer.PeerLink(self.me, host, port, self.keyfor, self.call_ms)
+        try:
+            if not self.allowed(link.peer):
+                return None
+            st = recondrv.reconcile(self.source, self.receive, link.call, put_bytes=1024, get_lines=32,
+                                    verify=False)
+        finally:
+            link.close()
         if st['lines_in']:
             self.changed = True
             self.stats['lines_in'] += st['lines_in']

@@ -1,4 +1,4 @@
-# The client end of a connection (PeerLink), and syncing this board with a peer through one.
+# The client end of a connection (PeerLink): what a board syncing a peer, and the companion, talk through.
 try:
     from micropython import const
 except ImportError:  # CPython
@@ -94,16 +94,3 @@ class PeerLink:
         except OSError:
             pass
 
-
-def sync(me, host, port, keyfor, timeout_ms, source, receive, allowed):
-    """Reconcile this board's lines (source(), receive(lines)) with the
-    board at host:port: the recon stats, or None when allowed(its id) says
-    no. Raises OSError when the link fails."""
-    from sporadic.core import recondrv
-    link = PeerLink(me, host, port, keyfor, timeout_ms)
-    try:
-        if not allowed(link.peer):
-            return None
-        return recondrv.reconcile(source, receive, link.call, put_bytes=1024, get_lines=32, verify=False)
-    finally:
-        link.close()

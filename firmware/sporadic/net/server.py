@@ -18,8 +18,6 @@ IDLE_MS = const(20000)     # an authenticated connection without a request
 REASONS_KEPT = const(8)
 
 _EAGAIN = (11, 115, 119, 35)   # EAGAIN, EINPROGRESS (linux, lwip), EAGAIN (bsd)
-_IN = select.POLLIN
-_INOUT = select.POLLIN | select.POLLOUT
 
 
 class Conn:
@@ -39,7 +37,7 @@ class Conn:
         self.seq = 0
         self.closing = False
         self.elevated = False
-        self.polled = _IN         # the events its poll registration asks for
+        self.polled_out = False   # its poll registration asks for POLLOUT too
 
 
 class Server:
@@ -72,7 +70,7 @@ class Server:
         s.setblocking(False)
         self.sock = s
         self.poller = poller if poller is not None else select.poll()
-        self.poller.register(s, _IN)
+        self.poller.register(s, select.POLLIN)
 
     def _reason(self, c, why):
         self.stats['rejected'] += 1
@@ -118,7 +116,7 @@ class Server:
             return
         self.stats['accepted'] += 1
         self.conns.append(c)
-        self.poller.register(s, _IN)
+        self.poller.register(s, select.POLLIN)
         c.out = ('SPS1 %s %s\n' % (self.me, c.sn)).encode()
         self._flush(c)
 
@@ -139,10 +137,9 @@ class Server:
                 return
         # ask for POLLOUT only while output waits (a writable socket would
         # end every poll at once)
-        want = _INOUT if c.out else _IN
-        if want != c.polled and c in self.conns:
-            c.polled = want
-            self.poller.modify(c.sock, want)
+        if bool(c.out) != c.polled_out and c in self.conns:
+            c.polled_out = not c.polled_out
+            self.poller.modify(c.sock, select.POLLIN | select.POLLOUT if c.out else select.POLLIN)
 
     def _read(self, c):
         try:
