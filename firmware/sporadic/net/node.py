@@ -12,7 +12,7 @@ import socket
 import time
 
 from sporadic.core import hmac, leader
-from sporadic.net import peer, server, wire
+from sporadic.net import server, wire
 from sporadic.net.wire import ticks_ms, ticks_diff
 
 try:
@@ -76,7 +76,7 @@ class Node:
         self.append = append
         self.unix_now = unix_now
         self.sync_ms = n.get('sync_ms', SYNC_MS)
-        self.call_ms = n.get('call_ms', peer.CALL_MS)
+        self.call_ms = n.get('call_ms')     # None: peer.CALL_MS
         self.drop_path = n.get('drop') or getattr(board, 'NET_DROP', None)
         self._drop = []
         self._drop_t = None
@@ -226,8 +226,12 @@ class Node:
         return out
 
     def sync_with(self, host, port):
+        # the client end loads with the first peer to sync: a board only the
+        # companion syncs never holds it
         from sporadic.core import recondrv
-        link = peer.PeerLink(self.me, host, port, self.keyfor, self.call_ms)
+        from sporadic.net import peer
+        link = peer.PeerLink(self.me, host, port, self.keyfor,
+                             peer.CALL_MS if self.call_ms is None else self.call_ms)
         try:
             if not self.allowed(link.peer):
                 return None
