@@ -22,6 +22,11 @@ With --held N (signed only) the sync is instead the one bench/rp2.py
 one, a first sync sets its clock, then --new jobs are added and a second
 sync must carry them all.
 
+With --tcp the board is deployed with a sync port (`companion deploy
+--sync-port`) and both syncs go over TCP (`companion sync 127.0.0.1:PORT`):
+the heap of the network loop (net/node.py) serving the companion.
+--interpreters picks rows by label (e.g. "32-bit .mpy").
+
 An ESP8266 has a 38K heap: the row that answers it is 32-bit. The last line
 is JSON.
 """
@@ -39,13 +44,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-from companion import syncer  # noqa: E402
+from companion import fleetcmd, provision, syncer  # noqa: E402
 from companion.fleet import add_job  # noqa: E402
+from companion.errors import UserError  # noqa: E402
+from companion.transport import LinkError  # noqa: E402
 from companion.demo import JOBS, DemoClock  # noqa: E402
 from companion.fleet import Fleet  # noqa: E402
 from companion.vboard import VBoard  # noqa: E402
 
 from heap_boards import MICROPYTHON, MICROPYTHON32, interpreters_32bit  # noqa: E402
+from tests.devutil import PortReservation  # noqa: E402
+
+LISTEN_S = 30   # a TCP board's wait to listen after its (re)start
 
 
 def interpreters():
@@ -54,23 +64,45 @@ def interpreters():
                                                ("32-bit frozen", frz)) if path]
 
 
-def syncs(exe, heap_k, insecure):
+def tcp_sync(fleet, vb, where, now):
+    """`companion sync HOST:PORT` once the board listens; raises UserError
+    when it never does (or it died: a heap too small)."""
+    deadline = time.monotonic() + LISTEN_S
+    while True:
+        try:
+            return syncer.sync(fleet, where, progress=False, now=now)
+        except (UserError, LinkError) as e:
+            if 'nothing listens' not in str(e) or not vb.alive() or time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)
+
+
+def syncs(exe, heap_k, insecure, tcp=False):
     """True when deploy, sync, run and sync again all work at heap_k."""
     base = tempfile.mkdtemp(prefix="heap-sync-")
     env_before = os.environ.get("SPORADIC_MICROPYTHON")
     os.environ["SPORADIC_MICROPYTHON"] = exe
+    ports = PortReservation()   # a TCP board's port, held bound until the board is gone
     try:
         fleet = Fleet(os.path.join(base, "fleet"))
         fleet.init("bench", insecure=insecure)
         clock = DemoClock(600)
         vb = VBoard(os.path.join(base, "b"), board_id="b-1", heap="512K", clock_scale=600)
-        syncer.deploy(fleet, vb.start(), "b-1", board="unix", progress=False)
+        port = ports.take(1)[0] if tcp else None
+        network = provision.network_config(sync_port=port) if tcp else None
+        syncer.deploy(fleet, vb.start(), "b-1", board="unix", network=network, progress=False)
         vb.stop()
         for line in JOBS:
             add_job(fleet, line, now=clock.now())
         vb = VBoard(os.path.join(base, "b"), board_id="b-1", heap="%dK" % heap_k, clock_scale=600)
         path = vb.start()
         try:
+            if tcp:
+                where = "127.0.0.1:%d" % port
+                tcp_sync(fleet, vb, where, clock.now())
+                time.sleep(2)   # 20 board minutes: the first jobs run
+                rep = tcp_sync(fleet, vb, where, clock.now())
+                return rep["new_results"] > 0
             syncer.sync(fleet, path, progress=False, now=clock.now())
             time.sleep(2)   # 20 board minutes: the first jobs run
             rep = syncer.sync(fleet, path, progress=False, now=clock.now())
@@ -84,6 +116,7 @@ def syncs(exe, heap_k, insecure):
             os.environ.pop("SPORADIC_MICROPYTHON", None)
         else:
             os.environ["SPORADIC_MICROPYTHON"] = env_before
+        ports.release()
         shutil.rmtree(base, ignore_errors=True)
 
 
@@ -135,8 +168,8 @@ class HeldFleet:
             shutil.rmtree(trial, ignore_errors=True)
 
 
-def smallest(exe, insecure, step, works=None):
-    works = works or (lambda exe, k: syncs(exe, k, insecure))
+def smallest(exe, insecure, step, works=None, tcp=False):
+    works = works or (lambda exe, k: syncs(exe, k, insecure, tcp))
     lo, hi = 8, 256
     if not works(exe, hi):
         return None
@@ -155,6 +188,8 @@ def main(argv):
     ap.add_argument("--step", type=int, default=2)
     ap.add_argument("--held", type=int, default=0, help="jobs the board holds (from an image) before the syncs")
     ap.add_argument("--new", type=int, default=30, help="with --held: jobs the second sync carries")
+    ap.add_argument("--tcp", action="store_true", help="a board with a sync port, synced over TCP")
+    ap.add_argument("--interpreters", default=None, help="comma-separated labels of the rows to run")
     args = ap.parse_args(argv)
     if args.held:
         base = tempfile.mkdtemp(prefix="heap-sync-held-")
@@ -171,16 +206,19 @@ def main(argv):
         print(json.dumps({"heap_k_held": out, "held": args.held, "new": args.new, "step_k": args.step}))
         return
     modes = args.modes.split(",")
-    print("smallest heap (KiB) in which a board syncs twice (unix board, demo jobs)")
+    print("smallest heap (KiB) in which a board syncs twice (unix board, demo jobs%s)"
+          % (", over TCP" if args.tcp else ""))
     print("%-14s %s" % ("interpreter", " ".join("%10s" % m for m in modes)))
     out = {}
     for label, exe in interpreters():
-        row = {m: smallest(exe, m == "insecure", args.step) for m in modes}
+        if args.interpreters and label not in args.interpreters.split(","):
+            continue
+        row = {m: smallest(exe, m == "insecure", args.step, tcp=args.tcp) for m in modes}
         out[label] = row
         print("%-14s %s" % (label, " ".join("%10s" % (row[m] or ">256") for m in modes)), flush=True)
-    if len(out) == 1:
+    if not interpreters_32bit()[0]:
         print("no 32-bit interpreter (%s): run bench/build_micropython32.sh" % MICROPYTHON32)
-    print(json.dumps({"heap_k": out, "step_k": args.step}))
+    print(json.dumps({"heap_k": out, "step_k": args.step, "tcp": args.tcp}))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """A TCP link to a board (Wi-Fi): the same requests as the serial link,
-framed and authenticated as firmware/sporadic/net/node.py says (docs/wifi.md).
+framed and authenticated as firmware/sporadic/net/wire.py says (docs/wifi.md).
 
     TcpLink(host, port=7370, secret=None, fleet_key=None, me='companion', timeout=10)
         .call(request) -> response      bytes counted (framing and handshake included)
@@ -20,10 +20,10 @@ import binascii
 import socket
 import time
 
-from sporadic.net import node as net
+from sporadic.net import peer, server, wire
 from companion.transport import Link, LinkError, LinkClosed, LinkTimeout, LinkRefused, NotSporadic, AuthRefused
 
-PORT = net.PORT
+PORT = wire.PORT
 
 
 def _unhex(s):
@@ -31,7 +31,7 @@ def _unhex(s):
 
 
 def _open_error(where, e, asked, timeout):
-    """The LinkError for a connection or hello that failed (net.PeerLink
+    """The LinkError for a connection or hello that failed (peer.PeerLink
     raises OSError, with the peer's words for a refused handshake: 'refused:
     ERR ...', 'peer failed authentication', 'not a sporadic peer: ...')."""
     if isinstance(e, socket.timeout):
@@ -65,7 +65,7 @@ def _open_error(where, e, asked, timeout):
 
 
 class TcpLink(Link):
-    def __init__(self, host, port=PORT, secret=None, fleet_key=None, me=net.COMPANION, timeout=10.0,
+    def __init__(self, host, port=PORT, secret=None, fleet_key=None, me=wire.COMPANION, timeout=10.0,
                  max_resp=1 << 24, **_):
         self.host = host
         self.port = int(port)
@@ -76,7 +76,7 @@ class TcpLink(Link):
 
         def keyfor(board_id):
             asked['id'] = board_id
-            if me == net.COMPANION:
+            if me == wire.COMPANION:
                 s = secret(board_id) if callable(secret) else secret
                 asked['key'] = bool(s)
                 return _unhex(s)
@@ -84,7 +84,7 @@ class TcpLink(Link):
             return _unhex(fleet_key)
         where = '%s:%d' % (host, self.port)
         try:
-            self._p = net.PeerLink(me, host, self.port, keyfor, int(timeout * 1000), max_resp)
+            self._p = peer.PeerLink(me, host, self.port, keyfor, int(timeout * 1000), max_resp)
         except (OSError, UnicodeError) as e:
             err = _open_error(where, e, asked, timeout)
             err.at_open = True
@@ -122,7 +122,7 @@ class TcpLink(Link):
 
 
 def make_server(handle, secret_for, port=PORT, bind='0.0.0.0'):
-    """A net.Server answering each board's requests with handle(request).
+    """A server.Server (the board's own sync server) answering each board's requests with handle(request).
     secret_for(board_id): the board's hex secret, '' for a board not known
     (its hello cannot verify), None for no authentication (an insecure
     fleet). Raises OSError when the port cannot be bound."""
@@ -134,18 +134,16 @@ def make_server(handle, secret_for, port=PORT, bind='0.0.0.0'):
         # an unknown board gets a key no board holds: its hello cannot verify
         return _unhex(s) if s else b'\x00unknown' + board_id.encode()
 
-    return net.Server(net.COMPANION, handle, port, bind, keyfor)
+    return server.Server(wire.COMPANION, handle, port, bind, keyfor)
 
 
-def serve(server, until=None):
+def serve(srv, until=None):
     """Answer boards until the time.time() `until` (None: forever)."""
-    import select
+    # CPython's poll answers file descriptors; the server's event() takes sockets
     while until is None or time.time() < until:
-        p = select.poll()
-        server.register(p)
-        for fd, ev in p.poll(200):
-            for s in [server.sock] + [c.sock for c in server.conns]:
+        for fd, ev in srv.poller.poll(200):
+            for s in [srv.sock] + [c.sock for c in srv.conns]:
                 if s.fileno() == fd:
-                    server.event(s, ev)
+                    srv.event(s, ev)
                     break
-        server.expire()
+        srv.expire()

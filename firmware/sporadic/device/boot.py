@@ -1,8 +1,8 @@
 # How a board starts (main.py calls this): the store is opened first, so its
 # recovery (the heaviest moment of a boot) runs in the emptiest heap, then
 # the runtime is imported and its config picks the loop: the network loop
-# (net.py) when a network is configured, else the plain one; a board without
-# a network never imports net (docs/device.md#memory).
+# (net/node.py) when a network is configured, else the plain one; a board
+# without a network never imports net/ (docs/device.md#memory).
 
 
 def networked(cfg, board):
@@ -25,6 +25,6 @@ def main(**kw):
     store.open_store()
     from sporadic.device import runtime
     if networked(runtime.get().cfg, runtime.board):
-        from sporadic.net import node as net
-        return net.main(**kw)
+        from sporadic.net import node
+        return node.main(**kw)
     return runtime.main(**kw)

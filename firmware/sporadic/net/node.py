@@ -1,18 +1,5 @@
-# The network side of a board (docs/wifi.md): the TCP sync server, the
-# board-to-board sync client, UDP heartbeats for leader.py. MicroPython
-# (real boards and the unix port); imports on CPython too (tests, bench).
-#
-# One TCP connection:
-#   server -> "SPS1 SID SNONCE\n"                  (hello: id, 16 hex nonce)
-#   client -> "SPC1 CID CNONCE MAC\n"              MAC = mac(K, "c SNONCE CNONCE CID SID")
-#   server -> "OK MAC\n" | "ERR reason\n"          MAC = mac(K, "s SNONCE CNONCE CID SID")
-#   then frames both ways, one response per request:
-#             "LEN MAC\n" + LEN bytes (UTF-8 text)   MAC = mac(S, DIR SEQ " " payload)
-#   K the fleet key (cfg "fleet_key", hex), S = HMAC(K, SNONCE CNONCE), DIR
-#   "q" (request) or "r" (response), SEQ counts frames of the connection.
-#   Without a fleet key (insecure fleet) every MAC is "-".
-# A request is a syncsrv.h request (recon S N G P, I, ...), or "net?" (this
-# module's status, JSON).
+# A board on the network (docs/wifi.md): the Node loop: server, heartbeats, election, board-to-board sync.
+# MicroPython (real boards and the unix port); imports on CPython too (tests, bench).
 try:
     from micropython import const
 except ImportError:  # CPython
@@ -25,412 +12,17 @@ import socket
 import time
 
 from sporadic.core import hmac, leader
+from sporadic.net import server, wire
+from sporadic.net.wire import ticks_ms, ticks_diff
 
 try:
     import binascii
 except ImportError:
     import ubinascii as binascii
 
-PORT = const(7370)
-MAX_CONN = const(4)        # concurrent server connections; more are refused ("busy")
-MAX_REQ = const(8192)      # bytes of one request frame
-MAX_RESP = const(32768)    # bytes of one response frame (client side)
-AUTH_MS = const(3000)      # hello -> authenticated, or closed (half-open)
-STALL_MS = const(3000)     # no progress inside a frame, or output not drained
-COMPANION = 'companion'   # the id the companion speaks as (per-device secret)
-IDLE_MS = const(20000)     # an authenticated connection without a request
 SYNC_MS = const(5000)      # board-to-board sync period
-CALL_MS = const(3000)      # client: one request's timeout
-REASONS_KEPT = const(8)
-HELLO_MAX = const(160)
-
-try:
-    _raw = time.ticks_ms
-    _PERIOD = time.ticks_add(0, -1) + 1
-    _mono = [0, 0]          # last raw reading, wraps seen x period
-
-    def ticks_ms():
-        """Milliseconds that never wrap (time.ticks_ms wraps after days)."""
-        r = _raw()
-        if r < _mono[0]:
-            _mono[1] += _PERIOD
-        _mono[0] = r
-        return r + _mono[1]
-except AttributeError:  # CPython
-    def ticks_ms():
-        return int(time.monotonic() * 1000)
-
-
-def ticks_diff(a, b):
-    return a - b
-
-_EAGAIN = (11, 115, 119, 35)   # EAGAIN, EINPROGRESS (linux, lwip), EAGAIN (bsd)
-
-
-def nonce():
-    return binascii.hexlify(os.urandom(8)).decode()
-
-
-def _mac(key, text):
-    return hmac.mac_hex(key, text) if key else '-'
-
-
-def _check(key, text, mac):
-    if not key:
-        return True
-    return hmac.check_hex(key, text, mac)
-
-
-def session_key(key, sn, cn):
-    if not key:
-        return None
-    return hmac.hmac_sha256(key, sn + cn)
-
-
-def frame(skey, d, seq, payload):
-    """One frame as bytes: header + payload."""
-    b = payload.encode() if isinstance(payload, str) else payload
-    m = _mac(skey, d + str(seq) + ' ' + payload) if skey else '-'
-    return ('%d %s\n' % (len(b), m)).encode() + b
-
-
-def _key(cfg):
-    k = cfg.get('fleet_key')
-    if not k:
-        return None
-    return binascii.unhexlify(k)
-
-
-def parse_addr(s, port=PORT):
-    h, _, p = s.rpartition(':')
-    if not h:
-        return s, port
-    return h, int(p)
-
-
-class Conn:
-    """One server-side connection (non-blocking)."""
-
-    def __init__(self, sock, addr, now, sn):
-        self.sock = sock
-        self.addr = addr
-        self.t0 = now
-        self.t = now              # last progress
-        self.sn = sn
-        self.peer = None
-        self.skey = None
-        self.state = 0            # 0 hello sent, 1 authenticated
-        self.inb = b''
-        self.out = b''
-        self.seq = 0
-        self.closing = False
-        self.elevated = False
-
-
-class Server:
-    """Non-blocking TCP server: handler(request str) -> response str."""
-
-    def __init__(self, me, handler, port=PORT, bind='0.0.0.0', keyfor=None, ticks=ticks_ms,
-                 max_conn=MAX_CONN, max_req=MAX_REQ, auth_ms=AUTH_MS, stall_ms=STALL_MS,
-                 idle_ms=IDLE_MS, allow=None, extra=None):
-        self.me = me
-        self.h = handler
-        self.keyfor = keyfor or (lambda cid: None)   # peer id -> key bytes or None
-        self.ticks = ticks
-        self.max_conn = max_conn
-        self.max_req = max_req
-        self.auth_ms = auth_ms
-        self.stall_ms = stall_ms
-        self.idle_ms = idle_ms
-        self.allow = allow        # allow(peer_id) -> bool (drop lists, tests)
-        self.extra = extra        # extra(request) -> response or None (net?)
-        self.conns = []
-        self.stats = {'accepted': 0, 'busy': 0, 'rejected': 0, 'timeouts': 0, 'requests': 0}
-        self.reasons = []
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind(socket.getaddrinfo(bind, port)[0][-1])
-        s.listen(8)
-        s.setblocking(False)
-        self.sock = s
-
-    def _reason(self, c, why):
-        self.stats['rejected'] += 1
-        self.reasons.append('%s: %s' % (c.peer or _addr_text(c.addr), why))
-        if len(self.reasons) > REASONS_KEPT:
-            self.reasons.pop(0)
-
-    def _close(self, c):
-        try:
-            c.sock.close()
-        except OSError:
-            pass
-        if c in self.conns:
-            self.conns.remove(c)
-
-    def _refuse(self, c, why):
-        self._reason(c, why)
-        try:
-            c.sock.send(('ERR ' + why + '\n').encode())
-        except OSError:
-            pass
-        self._close(c)
-
-    def register(self, poller):
-        poller.register(self.sock, select.POLLIN)
-        for c in self.conns:
-            poller.register(c.sock, select.POLLIN | (select.POLLOUT if c.out else 0))
-
-    def accept(self):
-        now = self.ticks()
-        try:
-            s, addr = self.sock.accept()
-        except OSError:
-            return
-        s.setblocking(False)
-        c = Conn(s, addr, now, nonce())
-        if len(self.conns) >= self.max_conn:
-            self.stats['busy'] += 1
-            try:
-                s.send(b'ERR busy\n')
-            except OSError:
-                pass
-            s.close()
-            return
-        self.stats['accepted'] += 1
-        self.conns.append(c)
-        c.out = ('SPS1 %s %s\n' % (self.me, c.sn)).encode()
-        self._flush(c)
-
-    def _flush(self, c):
-        if not c.out:
-            return
-        try:
-            n = c.sock.send(c.out)
-        except OSError as e:
-            if e.args and e.args[0] in _EAGAIN:
-                return
-            self._close(c)
-            return
-        if n:
-            c.out = c.out[n:]
-            c.t = self.ticks()
-        if not c.out and c.closing:
-            self._close(c)
-
-    def _read(self, c):
-        try:
-            b = c.sock.recv(1024)
-        except OSError as e:
-            if e.args and e.args[0] in _EAGAIN:
-                return
-            self._close(c)
-            return
-        if not b:
-            self._close(c)
-            return
-        c.t = self.ticks()
-        c.inb += b
-        while c in self.conns and not c.closing and c.inb:
-            if not self._step(c):
-                break
-
-    def _step(self, c):
-        # consume one unit of input if complete; False when more is needed
-        i = c.inb.find(b'\n')
-        if c.state == 0:
-            if i < 0:
-                if len(c.inb) > HELLO_MAX:
-                    self._refuse(c, 'garbage (no hello line)')
-                return False
-            line = c.inb[:i]
-            c.inb = c.inb[i + 1:]
-            try:
-                f = line.decode().split(' ')
-            except Exception:
-                f = []
-            if len(f) != 4 or f[0] != 'SPC1':
-                self._refuse(c, 'garbage (not a sporadic peer)')
-                return False
-            cid, cn, m = f[1], f[2], f[3]
-            if len(cn) < 16 or len(cid) > 32:
-                self._refuse(c, 'bad hello')
-                return False
-            key = self.keyfor(cid)
-            if not _check(key, 'c %s %s %s %s' % (c.sn, cn, cid, self.me), m):
-                self._refuse(c, 'authentication failed (wrong or no key)')
-                return False
-            if self.allow is not None and not self.allow(cid):
-                self._refuse(c, 'dropped')
-                return False
-            c.peer = cid
-            c.skey = session_key(key, c.sn, cn)
-            c.elevated = cid == COMPANION or key is None
-            c.state = 1
-            c.out += ('OK %s\n' % _mac(key, 's %s %s %s %s' % (c.sn, cn, cid, self.me))).encode()
-            self._flush(c)
-            return True
-        if i < 0:
-            if len(c.inb) > 40:
-                self._refuse(c, 'garbage (bad frame header)')
-            return False
-        try:
-            f = c.inb[:i].decode().split(' ')
-            n = int(f[0])
-            m = f[1]
-            if len(f) != 2 or n < 0:
-                raise ValueError
-        except Exception:
-            self._refuse(c, 'garbage (bad frame header)')
-            return False
-        if n > self.max_req:
-            self._refuse(c, 'request too large (%d > %d bytes)' % (n, self.max_req))
-            return False
-        if len(c.inb) < i + 1 + n:
-            return False
-        body = c.inb[i + 1:i + 1 + n]
-        c.inb = c.inb[i + 1 + n:]
-        try:
-            req = body.decode()
-        except Exception:
-            self._refuse(c, 'garbage (request not UTF-8)')
-            return False
-        if c.skey is not None and not hmac.check_hex(c.skey, 'q' + str(c.seq) + ' ' + req, m):
-            self._refuse(c, 'frame MAC does not verify')
-            return False
-        self.stats['requests'] += 1
-        resp = None
-        if not c.elevated and req[:2] in ('T ', 'A '):
-            resp = '!error not allowed from a peer board (companion only)'
-        if resp is None and self.extra is not None:
-            resp = self.extra(req)
-        if resp is None:
-            try:
-                resp = self.h(req)
-            except Exception as e:  # a handler bug: an answer, never a crash
-                resp = '!error %s' % e
-        c.out += frame(c.skey, 'r', c.seq, resp)
-        c.seq += 1
-        self._flush(c)
-        return True
-
-    def event(self, sock, ev):
-        if sock is self.sock:
-            self.accept()
-            return
-        for c in self.conns:
-            if c.sock is sock:
-                if ev & select.POLLOUT:
-                    self._flush(c)
-                if c in self.conns and ev & (select.POLLIN | select.POLLHUP | select.POLLERR):
-                    self._read(c)
-                return
-
-    def expire(self):
-        now = self.ticks()
-        for c in list(self.conns):
-            age = ticks_diff(now, c.t)
-            if c.state == 0 and ticks_diff(now, c.t0) > self.auth_ms:
-                self.stats['timeouts'] += 1
-                self._reason(c, 'no hello in time (half-open)')
-                self._close(c)
-            elif (c.inb or c.out) and age > self.stall_ms:
-                self.stats['timeouts'] += 1
-                self._reason(c, 'stalled mid-message')
-                self._close(c)
-            elif age > self.idle_ms:
-                self._close(c)
-
-    def close(self):
-        for c in list(self.conns):
-            self._close(c)
-        self.sock.close()
-
-
-def _addr_text(a):
-    return _ip(a)
-
-
-class PeerLink:
-    """Client side of one connection (blocking with timeouts): the device
-    end of board-to-board sync; call(request) -> response."""
-
-    def __init__(self, me, host, port, keyfor=None, timeout_ms=CALL_MS, max_resp=MAX_RESP):
-        self.me = me
-        self.max_resp = max_resp
-        self.seq = 0
-        self.bytes_sent = 0
-        self.bytes_received = 0
-        self.buf = b''
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        s.settimeout(timeout_ms / 1000)
-        self.sock = s
-        try:
-            s.connect(socket.getaddrinfo(host, port)[0][-1])
-            hello = self._line(HELLO_MAX).decode().split(' ')
-            if len(hello) != 3 or hello[0] != 'SPS1':
-                raise OSError('not a sporadic peer: ' + ' '.join(hello)[:60])
-            self.peer = hello[1]
-            sn = hello[2]
-            key = keyfor(self.peer) if keyfor is not None else None
-            cn = nonce()
-            m = _mac(key, 'c %s %s %s %s' % (sn, cn, me, self.peer))
-            self._send(('SPC1 %s %s %s\n' % (me, cn, m)).encode())
-            ok = self._line(HELLO_MAX).decode().split(' ')
-            if len(ok) != 2 or ok[0] != 'OK':
-                raise OSError('refused: ' + ' '.join(ok)[:80])
-            if not _check(key, 's %s %s %s %s' % (sn, cn, me, self.peer), ok[1]):
-                raise OSError('peer failed authentication')
-            self.skey = session_key(key, sn, cn)
-        except Exception:
-            s.close()
-            raise
-
-    def _send(self, b):
-        self.sock.sendall(b) if hasattr(self.sock, 'sendall') else self.sock.write(b)
-        self.bytes_sent += len(b)
-
-    def _fill(self):
-        b = self.sock.recv(2048)
-        if not b:
-            raise OSError('connection closed by peer')
-        self.bytes_received += len(b)
-        self.buf += b
-
-    def _line(self, limit):
-        while True:
-            i = self.buf.find(b'\n')
-            if i >= 0:
-                line = self.buf[:i]
-                self.buf = self.buf[i + 1:]
-                return line
-            if len(self.buf) > limit:
-                raise OSError('garbage from peer')
-            self._fill()
-
-    def call(self, req):
-        self._send(frame(self.skey, 'q', self.seq, req))
-        h = self._line(40).decode().split(' ')
-        if len(h) != 2 or not h[0].isdigit():
-            raise OSError('bad frame from peer')
-        n = int(h[0])
-        if n > self.max_resp:
-            raise OSError('response too large')
-        while len(self.buf) < n:
-            self._fill()
-        body = self.buf[:n]
-        self.buf = self.buf[n:]
-        resp = body.decode()
-        if self.skey is not None and not hmac.check_hex(self.skey, 'r' + str(self.seq) + ' ' + resp, h[1]):
-            raise OSError('response MAC does not verify')
-        self.seq += 1
-        return resp
-
-    def close(self):
-        try:
-            self.sock.close()
-        except OSError:
-            pass
+_POLL_MS = const(200)       # longest wait in one poll: connection timeouts are checked between
+_HB_BATCH = const(16)       # heartbeats read per wake-up
 
 
 def wifi_join(cfg, board=None):
@@ -473,18 +65,18 @@ class Node:
         n = cfg.get('net') or {}
         self.me = me
         self.cfg = cfg
-        self.key = _key(cfg)
+        self.key = wire.fleet_key(cfg)
         sec = cfg.get('secret')
         self.dev_key = binascii.unhexlify(sec) if sec else None
         self.ticks = ticks
-        self.port = cfg.get('sync_port', PORT)
+        self.port = cfg.get('sync_port', wire.PORT)
         bind = cfg.get('bind') or getattr(board, 'NET_BIND', None) or '0.0.0.0'
         self.source = source
         self.receive = receive
         self.append = append
         self.unix_now = unix_now
         self.sync_ms = n.get('sync_ms', SYNC_MS)
-        self.call_ms = n.get('call_ms', CALL_MS)
+        self.call_ms = n.get('call_ms')     # None: peer.CALL_MS
         self.drop_path = n.get('drop') or getattr(board, 'NET_DROP', None)
         self._drop = []
         self._drop_t = None
@@ -494,21 +86,25 @@ class Node:
             if req[:2] == 'P ':
                 self.changed = True
             return r
-        self.server = Server(me, served, self.port, bind, self.keyfor, ticks,
-                             n.get('max_conn', MAX_CONN), n.get('max_req', MAX_REQ),
-                             n.get('auth_ms', AUTH_MS), n.get('stall_ms', STALL_MS),
-                             n.get('idle_ms', IDLE_MS), self.allowed, self._extra)
+        # one poll object for the node's life: sockets are registered when
+        # they open and unregistered when they close (server.py's and the UDP one)
+        self.poller = select.poll()
+        self.server = server.Server(me, served, self.port, bind, self.keyfor, ticks,
+                                    n.get('max_conn', server.MAX_CONN), n.get('max_req', server.MAX_REQ),
+                                    n.get('auth_ms', server.AUTH_MS), n.get('stall_ms', server.STALL_MS),
+                                    n.get('idle_ms', server.IDLE_MS), self.allowed, self._extra, self.poller)
         now = ticks()
         self.elector = leader.Elector(me, now, n.get('lease_ms', leader.TIMEOUT),
                                       n.get('hb_ms', leader.PERIOD))
         self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.udp.bind(socket.getaddrinfo(bind, self.port)[0][-1])
         self.udp.setblocking(False)
+        self.poller.register(self.udp, select.POLLIN)
         self.hb_seq = now & 0xffffff
         self.bcast = cfg.get('broadcast', getattr(board, 'NET_BROADCAST', bind == '0.0.0.0'))
         self.peers = {}                       # id -> (host, port) heard
         self.seqs = {}                        # id -> last heartbeat seq
-        self.static = [parse_addr(p) for p in cfg.get('peers', [])]
+        self.static = [wire.parse_addr(p) for p in cfg.get('peers', [])]
         self.next_sync = now
         self.turn = 0
         self.changed = False                  # lines arrived or the lease changed
@@ -518,16 +114,16 @@ class Node:
         self.last_err = ''
         self.hb_reasons = []
 
-    def keyfor(self, peer):
+    def keyfor(self, peer_id):
         # the companion proves itself with this board's own secret; boards
         # with the fleet key
-        if peer == COMPANION and self.dev_key is not None:
+        if peer_id == wire.COMPANION and self.dev_key is not None:
             return self.dev_key
         return self.key
 
     # ---- drop list (tests: cut links between boards) ----
 
-    def allowed(self, peer):
+    def allowed(self, peer_id):
         if not self.drop_path:
             return True
         try:
@@ -542,7 +138,7 @@ class Node:
                     self._drop = f.read().split()
             except OSError:
                 self._drop = []
-        return peer not in self._drop
+        return peer_id not in self._drop
 
     def _extra(self, req):
         if req == 'net?':
@@ -590,7 +186,7 @@ class Node:
                 pass
 
     def _hb_in(self):
-        for _ in range(16):
+        for _ in range(_HB_BATCH):
             try:
                 data, addr = self.udp.recvfrom(256)
             except OSError:
@@ -600,7 +196,7 @@ class Node:
             except ValueError as e:
                 self.stats['hb_bad'] += 1
                 self.hb_reasons.append(str(e))
-                if len(self.hb_reasons) > REASONS_KEPT:
+                if len(self.hb_reasons) > server.REASONS_KEPT:
                     self.hb_reasons.pop(0)
                 continue
             if host == self.me or not self.allowed(host):
@@ -611,8 +207,7 @@ class Node:
                 continue
             self.seqs[host] = seq
             self.stats['hb_in'] += 1
-            ip = _ip(addr)
-            self.peers[host] = (ip, port)
+            self.peers[host] = (wire.ip(addr), port)
             self.elector.heard(host, term, claim, self.ticks())
 
     # ---- board-to-board sync ----
@@ -631,18 +226,17 @@ class Node:
         return out
 
     def sync_with(self, host, port):
+        # the client end loads with the first peer to sync: a board only the
+        # companion syncs never holds it
         from sporadic.core import recondrv
-        link = PeerLink(self.me, host, port, self.keyfor, self.call_ms)
+        from sporadic.net import peer
+        link = peer.PeerLink(self.me, host, port, self.keyfor,
+                             peer.CALL_MS if self.call_ms is None else self.call_ms)
         try:
             if not self.allowed(link.peer):
                 return None
-            got = []
-
-            def recv(lines):
-                got.append(len(lines))
-                return self.receive(lines)
-            st = recondrv.reconcile(self.source, recv, link.call, put_bytes=1024,
-                                 get_lines=32, verify=False)
+            st = recondrv.reconcile(self.source, self.receive, link.call, put_bytes=1024, get_lines=32,
+                                    verify=False)
         finally:
             link.close()
         if st['lines_in']:
@@ -713,10 +307,7 @@ class Node:
             nb = ticks_diff(self.elector.next_beat, self.ticks())
             if nb < wait:
                 wait = nb if nb > 0 else 0
-            p = select.poll()
-            self.server.register(p)
-            p.register(self.udp, select.POLLIN)
-            for s, ev in p.poll(wait if wait < 200 else 200):
+            for s, ev in self.poller.poll(wait if wait < _POLL_MS else _POLL_MS):
                 if s is self.udp:
                     self._hb_in()
                 else:
@@ -725,18 +316,8 @@ class Node:
 
     def close(self):
         self.server.close()
+        self.poller.unregister(self.udp)
         self.udp.close()
-
-
-def _ip(addr):
-    if isinstance(addr, tuple):
-        return addr[0]
-    # MicroPython: a sockaddr bytes object (family, port, 4 address bytes)
-    try:
-        b = bytes(addr)
-        return '%d.%d.%d.%d' % (b[4], b[5], b[6], b[7])
-    except Exception:
-        return '127.0.0.1'
 
 
 def main(max_ms=None, max_steps=None):
