@@ -1,0 +1,154 @@
+# What each party knows, as a version vector over the parties' append-only
+# record logs (exactly the compacted file under merge): writing a record,
+# what a sync moves in bytes, and what a host's file says others did.
+from array import array
+from itertools import compress, repeat
+from operator import getitem, gt
+
+INF = 2 ** 31 - 1
+MISS_C, OK_C, RUN_C = 2, 3, 0   # outcome codes (rank order of jobline outcomes)
+
+
+class _Log:
+    """One party's append-only record log (its own result lines, in order).
+    Index 0 is a sentinel; a party that knows n records of origin h knows
+    exactly records 1..n (knowledge of an origin is always a prefix: merge is
+    a union of full states, and each record has one author)."""
+    __slots__ = ('RJ', 'RK', 'RO', 'RZ', 'NXT', 'B', 'PM', 'SR', 'SRpos', 'LB', 'D', 'last', 'lines')
+
+    def __init__(self, verify):
+        self.RJ = array('i', [0])     # job index
+        self.RK = array('i', [0])     # instance
+        self.RO = array('b', [0])     # outcome code
+        self.RZ = array('i', [0])     # line size in bytes (with newline)
+        self.NXT = array('i', [INF])  # next record of the same job (supersedes this one)
+        self.B = array('q', [0])      # bytes of records 1..i
+        self.PM = array('i', [0])     # max over 1..i of the previous record of the same job
+        self.SR = array('i', [0])     # count of ok records of single (any/one) jobs in 1..i
+        self.SRpos = array('i')       # where those records are
+        self.LB = array('q', [0])     # bytes of this origin's lines live in the file after 1..i
+        self.D = array('i', [0])      # this origin's lines live in the file after 1..i
+        self.last = {}
+        self.lines = [None] if verify else None
+
+
+
+class LogModel:
+    """The record-log half of Sim (mixed in): state set up by init_logs."""
+
+    def init_logs(self):
+        P = self.P
+        self.logs = [_Log(self.verify) for _ in range(P)]
+        self.B_all = [lg.B for lg in self.logs]
+        self.PM_all = [lg.PM for lg in self.logs]
+        self.SR_all = [lg.SR for lg in self.logs]
+        self.prange = range(P)
+        self.V = [[0] * P for _ in range(P)]
+        self.supmemo = [[-1, None] for _ in range(P)]   # origin -> [b, {a: bytes superseded in (a, b]}]
+        self.SRc = [[0] * P for _ in range(self.H)]   # per host: SR of each origin at its V
+        self.Bsum = [0] * P     # bytes of records each party knows (sum over origins of B[V])
+        self.runners = [{} for _ in range(self.J)]   # single jobs: k -> [(host, record), ...]
+        self.rtop = [-1] * self.J
+
+    def _done(self, x, j, k):
+        """done_k as the host's file shows it (the highest instance another
+        host's newest result started or ran), exact for the comparisons
+        plan.decide makes (>= k, >= k-1); -1 when below k-1."""
+        runs = self.runners[j]
+        if not runs:
+            return -1
+        V = self.V[x]
+        top = self.rtop[j]
+        kk = top
+        while kk >= k - 1:
+            for h, s in runs.get(kk, ()):
+                if h != x and V[h] >= s:
+                    lg = self.logs[h]
+                    i = s
+                    lim = V[h]
+                    while lg.NXT[i] <= lim:
+                        i = lg.NXT[i]
+                    if lg.RO[i] != MISS_C:
+                        return lg.RK[i]
+            kk -= 1
+        return -1
+
+    def _write(self, x, j, k, code, line):
+        lg = self.logs[x]
+        i = len(lg.RJ)
+        size = len(line) + 1
+        p = lg.last.get(j, 0)
+        lg.RJ.append(j)
+        lg.RK.append(k)
+        lg.RO.append(code)
+        lg.RZ.append(size)
+        lg.NXT.append(INF)
+        lg.B.append(lg.B[-1] + size)
+        pm = lg.PM[-1]
+        lg.PM.append(p if p > pm else pm)
+        if code == OK_C and self.single[j]:
+            lg.SR.append(lg.SR[-1] + 1)
+            lg.SRpos.append(i)
+            self.SRc[x][x] += 1
+        else:
+            lg.SR.append(lg.SR[-1])
+        self.Bsum[x] += size
+        if p:
+            lg.NXT[p] = i
+            lg.LB.append(lg.LB[-1] + size - lg.RZ[p])
+            lg.D.append(lg.D[-1])
+        else:
+            lg.LB.append(lg.LB[-1] + size)
+            lg.D.append(lg.D[-1] + 1)
+        lg.last[j] = i
+        self.V[x][x] = i
+        if self.verify:
+            lg.lines.append(line)
+            self.lit[x].add(line)
+
+    def _union(self, U):
+        """What every receiver of U needs, computed once: the bytes known,
+        and per origin the supersession and single-run markers at U."""
+        return (sum(map(getitem, self.B_all, U)), list(map(getitem, self.PM_all, U)),
+                list(map(getitem, self.SR_all, U)))
+
+    def _recv(self, x, old, new, agg, t):
+        """Bytes of the lines party x lacked (set difference of the compacted
+        files: only the newest record of a job and origin counts); records
+        what x learned about single-job runs."""
+        bnew, pmu, sru = agg
+        tot = bnew - self.Bsum[x]
+        if not tot:
+            return 0
+        self.Bsum[x] = bnew
+        logs = self.logs
+        # an origin with a record superseded inside the range sends only the newest
+        memo = self.supmemo
+        for h in compress(self.prange, map(gt, pmu, old)):
+            a = old[h]
+            b = new[h]
+            m = memo[h]
+            if m[0] != b:
+                m = memo[h] = [b, {}]
+            sup = m[1].get(a)
+            if sup is None:
+                lg = logs[h]
+                sup = m[1][a] = sum(compress(lg.RZ[a + 1:b + 1], map(gt, repeat(b + 1), lg.NXT[a + 1:b + 1])))
+            tot -= sup
+        if x < self.H:
+            src = self.SRc[x]
+            self.SRc[x] = sru[:]
+            kn = self.hosts[x].known
+            for h in compress(self.prange, map(gt, sru, src)):
+                b = new[h]
+                lg = logs[h]
+                SR = lg.SR
+                RJ = lg.RJ
+                RK = lg.RK
+                NXT = lg.NXT
+                for i in lg.SRpos[SR[old[h]]:SR[b]]:
+                    k = RK[i]
+                    if k > kn[RJ[i]] and NXT[i] > b:
+                        self._learn(x, RJ[i], k, t)
+        return tot
+
