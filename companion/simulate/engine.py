@@ -9,6 +9,7 @@ from companion.simulate.logs import LogModel, MISS_C, OK_C
 from companion.simulate.verify import Verify
 from companion.simulate.report import Report
 
+JUMP_S, JUMPS_KEPT = 300, 4   # device/clock.py's: a clock change it records as a jump, and how many
 _SYNC, _WAKE = 0, 1     # event priorities at one instant: syncs before wakes
 _VISIT, _CONTACT, _MESH, _HOSTWAKE = 'v', 'c', 'm', 'w'
 
@@ -122,7 +123,7 @@ class Sim(Fleet, LogModel, Verify, Report):
         rnk = self._rank(j, x) if job.kind == 'one' else None
         mine = h.mine[j]
         st = self.stats
-        for _ in range(8):
+        for _ in range(plan.DECIDE_MAX):
             dk = self._done(x, j, plan.newest(job, now)) if single else -1
             st['decisions'] += 1
             act, k, at, att = plan.decide(job, h.name, now, mine, dk, rnk, h.rnd)
@@ -146,7 +147,8 @@ class Sim(Fleet, LogModel, Verify, Report):
                         self.rtop[j] = k
                     self._learn(x, j, k, t)
             elif act == plan.MISS:
-                line = jobline.Result(job.id, h.name, k, now, 'miss', 1, '-', 'asleep').line()
+                line = jobline.Result(job.id, h.name, k, now, 'miss', 1, '-',
+                                      plan.miss_reason(job, k, None, False, h.jumps)).line()
                 self._write(x, j, k, MISS_C, line)
                 mine = (k, 'miss', 1)
                 st['miss_records'] += 1
@@ -154,6 +156,10 @@ class Sim(Fleet, LogModel, Verify, Report):
                 line = jobline.Result(job.id, h.name, k, now, 'err', att, '-', 'interrupted').line()
                 self._write(x, j, k, 1, line)
                 mine = (k, 'err', att)
+        else:
+            # DECIDE_MAX decisions without a wait: the board takes the job up
+            # again at its next pass, which is no later than this
+            heapq.heappush(h.hq, (now + 1, j))
         h.mine[j] = mine
 
     def _learn(self, x, j, k, t):
@@ -211,6 +217,11 @@ class Sim(Fleet, LogModel, Verify, Report):
             self._sync(c, x, t)
             if v['clock'] and self.hosts[x].drift:
                 h = self.hosts[x]
+                by = t - self.local(x, t)
+                if abs(by) > JUMP_S:   # the board records it (device/clock.py), miss_reason reads it
+                    h.jumps.append((t, by))
+                    if len(h.jumps) > JUMPS_KEPT:
+                        h.jumps.pop(0)
                 h.ts = t          # the companion sets the board's clock
                 self._schedule_host(x, t)
         nt = t + v['interval']

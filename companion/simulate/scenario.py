@@ -194,7 +194,7 @@ def load(path):
 
 
 class _Host:
-    __slots__ = ('name', 'up', 'drift', 'ts', 'mine', 'hq', 'ver', 'rnd', 'known')
+    __slots__ = ('name', 'up', 'drift', 'ts', 'mine', 'hq', 'ver', 'rnd', 'known', 'jumps')
 
 
 class Fleet:
@@ -267,6 +267,7 @@ class Fleet:
             h.ts = self.start
             h.rnd = plan.hash_rnd(str(self.seed) + n)
             h.ver = 0
+            h.jumps = []
             self.hosts.append(h)
 
     def _load_jobs(self):

@@ -1,6 +1,6 @@
 # --verify: the literal line sets, merged by merging.merge, checked against
 # the log model at every sync and decision.
-from sporadic.core import jobline, plan
+from sporadic.core import groups, plan
 from sporadic.desktop import merging
 
 
@@ -35,28 +35,21 @@ class Verify:
         self.stats['verified_syncs'] += 1
 
     def _check_decide(self, x, j, now, rnk, got):
+        """The decision again, from what the board would read: groups.scan
+        over the host's literal file, plan.rank over the hosts it lists."""
         h = self.hosts[x]
         job = self.jobs[j]
-        if job.kind == 'one':
-            names = [hh.name for hh in self.hosts]
-            if plan.rank(job.id, h.name, names) != rnk:
-                raise AssertionError('rank differs from plan.rank')
-        mine = None
-        mkey = None
-        done = -1
-        pre = job.id + ' r '
-        for line in merging.merge(sorted(self.lit[x])):
-            if not line.startswith(pre):
-                continue
-            r = jobline.parse(line)
-            if r.host == h.name:
-                key = r.rank()
-                if mkey is None or key > mkey:
-                    mkey = key
-                    mine = (r.k, r.outcome, r.attempt)
-            elif r.outcome != 'miss' and r.k > done:
-                done = r.k
-        want = plan.decide(job, h.name, now, mine, done if self.single[j] else -1, rnk, h.rnd)
+        seen = []
+
+        def visit(jid, text, cancelled, mine, done_k, asg, hosts):
+            if jid == job.id:
+                seen.append((mine, done_k, hosts))
+
+        groups.scan(merging.merge(sorted(self.lit[x])), h.name, None, visit)
+        mine, done, hosts = seen[0]
+        want_rnk = plan.rank(job.id, h.name, hosts) if job.kind == 'one' else None
+        if want_rnk != rnk:
+            raise AssertionError('rank from the literal file %r, fast %r' % (want_rnk, rnk))
+        want = plan.decide(job, h.name, now, mine, done if self.single[j] else -1, want_rnk, h.rnd)
         if want != got:
             raise AssertionError('decide from the literal file %r, fast %r' % (want, got))
-
