@@ -10,6 +10,7 @@ from companion.simulate.verify import Verify
 from companion.simulate.report import Report
 
 JUMP_S, JUMPS_KEPT = 300, 4   # device/clock.py's: a clock change it records as a jump, and how many
+WAIT, IDLE, RUN, MISS, DECIDE_MAX = plan.WAIT, plan.IDLE, plan.RUN, plan.MISS, plan.DECIDE_MAX
 _SYNC, _WAKE = 0, 1     # event priorities at one instant: syncs before wakes
 _VISIT, _CONTACT, _MESH, _HOSTWAKE = 'v', 'c', 'm', 'w'
 
@@ -70,14 +71,16 @@ class Sim(Fleet, LogModel, Verify, Report):
                     self._push(self._grid(self.start + rng.expovariate(c['rate'])), _SYNC, _CONTACT, li, x)
         for li, m in enumerate(self.meshes):
             self._push(self._grid(self.start + m['offset']), _SYNC, _MESH, li, 0)
-        st = self.stats
+        self.n_decisions = self.n_wakes = self.n_miss = 0
         ev = self.ev
         pop = heapq.heappop
+        hosts = self.hosts
+        events = 0
         while ev:
             t, _, _, kind, a, b = pop(ev)
-            st['events'] += 1
+            events += 1
             if kind == _HOSTWAKE:
-                if self.hosts[a].ver == b:
+                if hosts[a].ver == b:
                     self._wake(a, t)
             elif kind == _VISIT:
                 self._visit(a, b, t)
@@ -85,6 +88,11 @@ class Sim(Fleet, LogModel, Verify, Report):
                 self._contact(a, b, t)
             else:
                 self._mesh(a, t)
+        st = self.stats
+        st['events'] = events
+        st['decisions'] = self.n_decisions
+        st['wakes'] = self.n_wakes
+        st['miss_records'] = self.n_miss
         return self.report()
 
     # -- hosts --
@@ -95,26 +103,25 @@ class Sim(Fleet, LogModel, Verify, Report):
             h.ver += 1
             self._push(self._grid(h.up.next_up(t)), _WAKE, _HOSTWAKE, x, h.ver)
             return
-        self.stats['wakes'] += 1
+        self.n_wakes += 1
         now = self.local(x, t) if h.drift else t
         hq = h.hq
+        pop = heapq.heappop
         while hq and hq[0][0] <= now:
-            j = heapq.heappop(hq)[1]
-            self._decide(x, j, now, t)
+            self._decide(x, pop(hq)[1], now, t)
         self._schedule_host(x, t + 1)
 
     def _rank(self, j, x):
-        key = (j, x)
-        r = self.ranks.get(key)
-        if r is None:
-            sc = self.scores.get(j)
+        """plan.rank of host x for job j among the fleet's hosts, from one
+        sorting of plan.score per job (rank = hosts scoring above)."""
+        ranks = self.ranks.get(j)
+        if ranks is None:
             jid = self.jobs[j].id
-            if sc is None:
-                # plan.rank counts the known hosts scoring above this one;
-                # one sorted list of plan.score answers that for every host
-                sc = self.scores[j] = sorted(plan.score(jid, h.name) for h in self.hosts)
-            r = self.ranks[key] = len(sc) - bisect.bisect_right(sc, plan.score(jid, self.hosts[x].name))
-        return r
+            order = sorted(range(self.H), key=lambda y: plan.score(jid, self.hosts[y].name), reverse=True)
+            ranks = self.ranks[j] = [0] * self.H
+            for r, y in enumerate(order):
+                ranks[y] = r
+        return ranks[x]
 
     def _decide(self, x, j, now, t):
         h = self.hosts[x]
@@ -122,44 +129,55 @@ class Sim(Fleet, LogModel, Verify, Report):
         single = self.single[j]
         rnk = self._rank(j, x) if job.kind == 'one' else None
         mine = h.mine[j]
-        st = self.stats
-        for _ in range(plan.DECIDE_MAX):
-            dk = self._done(x, j, plan.newest(job, now)) if single else -1
-            st['decisions'] += 1
-            act, k, at, att = plan.decide(job, h.name, now, mine, dk, rnk, h.rnd)
+        name = h.name
+        decide = plan.decide
+        runs = self.runners[j] if single else None
+        n = 0
+        while n < DECIDE_MAX:
+            n += 1
+            dk = self._done(x, j, plan.newest(job, now)) if runs else -1
+            act, k, at, att = decide(job, name, now, mine, dk, rnk, h.rnd)
             if self.verify:
                 self._check_decide(x, j, now, rnk, (act, k, at, att))
-            if act == plan.WAIT:
+            if act == WAIT:
                 heapq.heappush(h.hq, (at, j))
                 break
-            if act == plan.IDLE:
+            if act == IDLE:
                 break
-            if act == plan.RUN:
+            if act == RUN:
                 if self.verify:
-                    self.lit[x].add(jobline.Result(job.id, h.name, k, now, 'run', att).line())
-                line = jobline.Result(job.id, h.name, k, now, 'ok', att).line()
-                self._write(x, j, k, OK_C, line)
+                    self.lit[x].add(jobline.Result(job.id, name, k, now, 'run', att).line())
+                i = self._write(x, j, k, OK_C, jobline.Result(job.id, name, k, now, 'ok', att).line())
                 mine = (k, 'ok', att)
-                self.inst.setdefault((j, k), []).append((t, x))
+                r = self.inst.get((j, k))
+                if r is None:
+                    self.inst[(j, k)] = [(t, x)]
+                else:
+                    r.append((t, x))
                 if single:
-                    self.runners[j].setdefault(k, []).append((x, len(self.logs[x].RJ) - 1))
+                    r = runs.get(k)
+                    if r is None:
+                        runs[k] = [(x, i)]
+                    else:
+                        r.append((x, i))
                     if k > self.rtop[j]:
                         self.rtop[j] = k
                     self._learn(x, j, k, t)
-            elif act == plan.MISS:
-                line = jobline.Result(job.id, h.name, k, now, 'miss', 1, '-',
+            elif act == MISS:
+                line = jobline.Result(job.id, name, k, now, 'miss', 1, '-',
                                       plan.miss_reason(job, k, None, False, h.jumps)).line()
                 self._write(x, j, k, MISS_C, line)
                 mine = (k, 'miss', 1)
-                st['miss_records'] += 1
+                self.n_miss += 1
             else:  # FAIL: never in the simulator (actions do not crash)
-                line = jobline.Result(job.id, h.name, k, now, 'err', att, '-', 'interrupted').line()
+                line = jobline.Result(job.id, name, k, now, 'err', att, '-', 'interrupted').line()
                 self._write(x, j, k, 1, line)
                 mine = (k, 'err', att)
         else:
             # DECIDE_MAX decisions without a wait: the board takes the job up
             # again at its next pass, which is no later than this
             heapq.heappush(h.hq, (now + 1, j))
+        self.n_decisions += n
         h.mine[j] = mine
 
     def _learn(self, x, j, k, t):

@@ -44,7 +44,8 @@ class LogModel:
         self.SR_all = [lg.SR for lg in self.logs]
         self.prange = range(P)
         self.V = [[0] * P for _ in range(P)]
-        self.supmemo = [[-1, None] for _ in range(P)]   # origin -> [b, {a: bytes superseded in (a, b]}]
+        self.sup_b = [-1] * P     # origin -> the b of its sup_d
+        self.sup_d = [None] * P   # origin -> {a: bytes superseded in (a, b]}
         self.SRc = [[0] * P for _ in range(self.H)]   # per host: SR of each origin at its V
         self.Bsum = [0] * P     # bytes of records each party knows (sum over origins of B[V])
         self.runners = [{} for _ in range(self.J)]   # single jobs: k -> [(host, record), ...]
@@ -74,6 +75,7 @@ class LogModel:
         return -1
 
     def _write(self, x, j, k, code, line):
+        """Append a record of job j, instance k to party x's log -> its index."""
         lg = self.logs[x]
         i = len(lg.RJ)
         size = len(line) + 1
@@ -105,6 +107,7 @@ class LogModel:
         if self.verify:
             lg.lines.append(line)
             self.lit[x].add(line)
+        return i
 
     def _union(self, U):
         """What every receiver of U needs, computed once: the bytes known,
@@ -122,19 +125,28 @@ class LogModel:
             return 0
         self.Bsum[x] = bnew
         logs = self.logs
-        # an origin with a record superseded inside the range sends only the newest
-        memo = self.supmemo
-        for h in compress(self.prange, map(gt, pmu, old)):
-            a = old[h]
-            b = new[h]
-            m = memo[h]
-            if m[0] != b:
-                m = memo[h] = [b, {}]
-            sup = m[1].get(a)
-            if sup is None:
-                lg = logs[h]
-                sup = m[1][a] = sum(compress(lg.RZ[a + 1:b + 1], map(gt, repeat(b + 1), lg.NXT[a + 1:b + 1])))
-            tot -= sup
+        # an origin with a record superseded inside the range sends only the
+        # newest: the bytes superseded in (a, b], memoized per origin for its
+        # latest b (receivers of one party's file share b and few a's); the
+        # per-origin work stays in list comprehensions and map
+        sel = list(compress(self.prange, map(gt, pmu, old)))
+        if sel:
+            sup_b = self.sup_b
+            sup_d = self.sup_d
+            olds = [old[h] for h in sel]
+            for h in [h for h in sel if sup_b[h] != new[h]]:
+                sup_b[h] = new[h]
+                sup_d[h] = {}
+            vals = list(map(dict.get, [sup_d[h] for h in sel], olds))
+            if None in vals:
+                for i in [i for i, v in enumerate(vals) if v is None]:
+                    h = sel[i]
+                    a = olds[i]
+                    b = new[h]
+                    lg = logs[h]
+                    vals[i] = sup_d[h][a] = sum(compress(lg.RZ[a + 1:b + 1],
+                                                         map(gt, repeat(b + 1), lg.NXT[a + 1:b + 1])))
+            tot -= sum(vals)
         if x < self.H:
             src = self.SRc[x]
             self.SRc[x] = sru[:]

@@ -294,8 +294,7 @@ class Fleet:
         self.single = [j.kind in ('any', 'one') for j in jobs]
         self.static = merging.merge(lines + ['.h ' + h.name for h in self.hosts])
         self.static_bytes = sum(len(s) + 1 for s in self.static)
-        self.scores = {}
-        self.ranks = {}
+        self.ranks = {}     # job -> rank of each host (plan.rank over the fleet)
 
     def _load_links(self):
         self.visits = []
@@ -356,12 +355,15 @@ class Fleet:
     def true(self, x, lt):
         """The first true time at which host x's clock reads >= lt."""
         h = self.hosts[x]
-        if not h.drift:
+        d = h.drift
+        if not d:
             return lt
-        t = int(math.ceil(h.ts + (lt - h.ts) / (1.0 + h.drift)))
-        while self.local(x, t) < lt:
+        ts = h.ts
+        floor = math.floor
+        t = int(math.ceil(ts + (lt - ts) / (1.0 + d)))
+        while t + int(floor(d * (t - ts) + 0.5)) < lt:         # local(t) < lt
             t += 1
-        while self.local(x, t - 1) >= lt:
+        while t - 1 + int(floor(d * (t - 1 - ts) + 0.5)) >= lt:   # local(t - 1) >= lt
             t -= 1
         return t
 
