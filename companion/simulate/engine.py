@@ -1,7 +1,8 @@
 # The event loop: host wakes (decisions by plan.decide, records by
 # jobline.Result), visits, contacts and mesh rounds, in time order.
-import bisect
 import heapq
+from itertools import compress
+from operator import getitem, gt
 
 from sporadic.core import jobline, plan
 from companion.simulate.scenario import Fleet, SYNC_OVERHEAD  # noqa: F401 (the default, for callers)
@@ -199,15 +200,31 @@ class Sim(Fleet, LogModel, Verify, Report):
     # -- syncs --
 
     def _sync(self, x, y, t):
-        Vx = self.V[x]
-        Vy = self.V[y]
-        U = list(map(max, Vx, Vy))
-        agg = self._union(U)
-        n = self._recv(x, Vx, U, agg, t) + self._recv(y, Vy, U, agg, t)
+        V = self.V
+        P = self.P
+        # p: the party that lacks records of few origins (D), q the other;
+        # a visit's companion lacks only the host's own records
+        p, q = y, x
+        D = list(compress(self.prange, map(gt, V[x], V[y])))
+        if len(D) * 4 > P:
+            D2 = list(compress(self.prange, map(gt, V[y], V[x])))
+            if len(D2) < len(D):
+                p, q, D = x, y, D2
+        Vp = V[p]
+        Vq = V[q]
+        U = Vp[:]       # max(Vp, Vq)
+        B_all = self.B_all
+        bnew = self.Bsum[p]
+        for h in D:
+            U[h] = b = Vq[h]
+            bnew += B_all[h][b] - B_all[h][Vp[h]]
+        n = self._recv(q, Vq, U, (bnew, list(map(getitem, self.PM_all, U)),
+                                  list(map(getitem, self.SR_all, U))), t)
+        n += self._recv_few(p, Vp, U, D, bnew, t)
         if self.verify:
             self._check_sync([x, y], U, n)
-        self.V[x] = U
-        self.V[y] = U[:]
+        V[p] = U
+        V[q] = U[:]
         self.stats['syncs'] += 1
         self.stats['bytes'] += n + self.overhead
 

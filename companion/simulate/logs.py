@@ -140,12 +140,7 @@ class LogModel:
             vals = list(map(dict.get, [sup_d[h] for h in sel], olds))
             if None in vals:
                 for i in [i for i, v in enumerate(vals) if v is None]:
-                    h = sel[i]
-                    a = olds[i]
-                    b = new[h]
-                    lg = logs[h]
-                    vals[i] = sup_d[h][a] = sum(compress(lg.RZ[a + 1:b + 1],
-                                                         map(gt, repeat(b + 1), lg.NXT[a + 1:b + 1])))
+                    vals[i] = self._sup(sel[i], olds[i], new[sel[i]])
             tot -= sum(vals)
         if x < self.H:
             src = self.SRc[x]
@@ -164,3 +159,44 @@ class LogModel:
                         self._learn(x, RJ[i], k, t)
         return tot
 
+    def _sup(self, h, a, b):
+        """Bytes of origin h's records in (a, b] superseded by a record <= b."""
+        if self.sup_b[h] != b:
+            self.sup_b[h] = b
+            self.sup_d[h] = {}
+        d = self.sup_d[h]
+        v = d.get(a)
+        if v is None:
+            lg = self.logs[h]
+            v = d[a] = sum(compress(lg.RZ[a + 1:b + 1], map(gt, repeat(b + 1), lg.NXT[a + 1:b + 1])))
+        return v
+
+    def _recv_few(self, x, old, new, few, bnew, t):
+        """_recv for a party that lacks records of the origins `few` only
+        (new == old elsewhere): the same figures, work in len(few)."""
+        tot = bnew - self.Bsum[x]
+        if not tot:
+            return 0
+        self.Bsum[x] = bnew
+        logs = self.logs
+        for h in few:
+            if logs[h].PM[new[h]] > old[h]:
+                tot -= self._sup(h, old[h], new[h])
+        if x < self.H:
+            src = self.SRc[x]
+            kn = self.hosts[x].known
+            for h in few:
+                b = new[h]
+                lg = logs[h]
+                SR = lg.SR
+                if SR[b] <= src[h]:
+                    continue
+                src[h] = SR[b]
+                RJ = lg.RJ
+                RK = lg.RK
+                NXT = lg.NXT
+                for i in lg.SRpos[SR[old[h]]:SR[b]]:
+                    k = RK[i]
+                    if k > kn[RJ[i]] and NXT[i] > b:
+                        self._learn(x, RJ[i], k, t)
+        return tot
