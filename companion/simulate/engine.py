@@ -2,7 +2,7 @@
 # jobline.Result), visits, contacts and mesh rounds, in time order.
 import heapq
 from itertools import compress
-from operator import getitem, gt
+from operator import gt
 
 from sporadic.core import jobline, plan
 from companion.simulate.scenario import Fleet, SYNC_OVERHEAD  # noqa: F401 (the default, for callers)
@@ -203,23 +203,29 @@ class Sim(Fleet, LogModel, Verify, Report):
         V = self.V
         P = self.P
         # p: the party that lacks records of few origins (D), q the other;
-        # a visit's companion lacks only the host's own records
-        p, q = y, x
-        D = list(compress(self.prange, map(gt, V[x], V[y])))
+        # a visit's companion lacks only the host's own records. q's markers
+        # at U are p's (kept per party) but for D
+        p, q = x, y
+        D = list(compress(self.prange, map(gt, V[y], V[x])))
         if len(D) * 4 > P:
-            D2 = list(compress(self.prange, map(gt, V[y], V[x])))
+            D2 = list(compress(self.prange, map(gt, V[x], V[y])))
             if len(D2) < len(D):
-                p, q, D = x, y, D2
+                p, q, D = y, x, D2
         Vp = V[p]
         Vq = V[q]
         U = Vp[:]       # max(Vp, Vq)
+        pmu = self.PMc[p][:]
+        sru = self.SRc[p][:]
         B_all = self.B_all
+        PM_all = self.PM_all
+        SR_all = self.SR_all
         bnew = self.Bsum[p]
         for h in D:
             U[h] = b = Vq[h]
             bnew += B_all[h][b] - B_all[h][Vp[h]]
-        n = self._recv(q, Vq, U, (bnew, list(map(getitem, self.PM_all, U)),
-                                  list(map(getitem, self.SR_all, U))), t)
+            pmu[h] = PM_all[h][b]
+            sru[h] = SR_all[h][b]
+        n = self._recv(q, Vq, U, (bnew, pmu, sru), t)
         n += self._recv_few(p, Vp, U, D, bnew, t)
         if self.verify:
             self._check_sync([x, y], U, n)

@@ -46,7 +46,8 @@ class LogModel:
         self.V = [[0] * P for _ in range(P)]
         self.sup_b = [-1] * P     # origin -> the b of its sup_d
         self.sup_d = [None] * P   # origin -> {a: bytes superseded in (a, b]}
-        self.SRc = [[0] * P for _ in range(self.H)]   # per host: SR of each origin at its V
+        self.SRc = [[0] * P for _ in range(P)]   # per party: SR of each origin at its V
+        self.PMc = [[0] * P for _ in range(P)]   # per party: PM of each origin at its V
         self.Bsum = [0] * P     # bytes of records each party knows (sum over origins of B[V])
         self.runners = [{} for _ in range(self.J)]   # single jobs: k -> [(host, record), ...]
         self.rtop = [-1] * self.J
@@ -87,7 +88,10 @@ class LogModel:
         lg.NXT.append(INF)
         lg.B.append(lg.B[-1] + size)
         pm = lg.PM[-1]
-        lg.PM.append(p if p > pm else pm)
+        if p > pm:
+            pm = p
+        lg.PM.append(pm)
+        self.PMc[x][x] = pm
         if code == OK_C and self.single[j]:
             lg.SR.append(lg.SR[-1] + 1)
             lg.SRpos.append(i)
@@ -142,9 +146,10 @@ class LogModel:
                 for i in [i for i, v in enumerate(vals) if v is None]:
                     vals[i] = self._sup(sel[i], olds[i], new[sel[i]])
             tot -= sum(vals)
+        self.PMc[x] = pmu[:]
+        src = self.SRc[x]
+        self.SRc[x] = sru[:]
         if x < self.H:
-            src = self.SRc[x]
-            self.SRc[x] = sru[:]
             kn = self.hosts[x].known
             for h in compress(self.prange, map(gt, sru, src)):
                 b = new[h]
@@ -182,21 +187,25 @@ class LogModel:
         for h in few:
             if logs[h].PM[new[h]] > old[h]:
                 tot -= self._sup(h, old[h], new[h])
-        if x < self.H:
-            src = self.SRc[x]
-            kn = self.hosts[x].known
-            for h in few:
-                b = new[h]
-                lg = logs[h]
-                SR = lg.SR
-                if SR[b] <= src[h]:
-                    continue
-                src[h] = SR[b]
-                RJ = lg.RJ
-                RK = lg.RK
-                NXT = lg.NXT
-                for i in lg.SRpos[SR[old[h]]:SR[b]]:
-                    k = RK[i]
-                    if k > kn[RJ[i]] and NXT[i] > b:
-                        self._learn(x, RJ[i], k, t)
+        PMc = self.PMc[x]
+        src = self.SRc[x]
+        learn = x < self.H
+        kn = self.hosts[x].known if learn else None
+        for h in few:
+            b = new[h]
+            lg = logs[h]
+            PMc[h] = lg.PM[b]
+            SR = lg.SR
+            if SR[b] <= src[h]:
+                continue
+            src[h] = SR[b]
+            if not learn:
+                continue
+            RJ = lg.RJ
+            RK = lg.RK
+            NXT = lg.NXT
+            for i in lg.SRpos[SR[old[h]]:SR[b]]:
+                k = RK[i]
+                if k > kn[RJ[i]] and NXT[i] > b:
+                    self._learn(x, RJ[i], k, t)
         return tot
