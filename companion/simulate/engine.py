@@ -107,9 +107,13 @@ class Sim(Fleet, LogModel, Verify, Report):
         self.n_wakes += 1
         now = self.local(x, t) if h.drift else t
         hq = h.hq
-        pop = heapq.heappop
+        decide = self._decide
         while hq and hq[0][0] <= now:
-            self._decide(x, pop(hq)[1], now, t)
+            nxt = decide(x, hq[0][1], now, t)
+            if nxt is None:
+                heapq.heappop(hq)
+            else:
+                heapq.heapreplace(hq, nxt)
         self._schedule_host(x, t + 1)
 
     def _rank(self, j, x):
@@ -125,6 +129,8 @@ class Sim(Fleet, LogModel, Verify, Report):
         return ranks[x]
 
     def _decide(self, x, j, now, t):
+        """Host x's decisions about job j at its clock's `now` -> its next
+        (time, j) in the host's heap, or None: nothing ever again."""
         h = self.hosts[x]
         job = self.jobs[j]
         single = self.single[j]
@@ -141,9 +147,10 @@ class Sim(Fleet, LogModel, Verify, Report):
             if self.verify:
                 self._check_decide(x, j, now, rnk, (act, k, at, att))
             if act == WAIT:
-                heapq.heappush(h.hq, (at, j))
+                nxt = (at, j)
                 break
             if act == IDLE:
+                nxt = None
                 break
             if act == RUN:
                 if self.verify:
@@ -177,9 +184,10 @@ class Sim(Fleet, LogModel, Verify, Report):
         else:
             # DECIDE_MAX decisions without a wait: the board takes the job up
             # again at its next pass, which is no later than this
-            heapq.heappush(h.hq, (now + 1, j))
+            nxt = (now + 1, j)
         self.n_decisions += n
         h.mine[j] = mine
+        return nxt
 
     def _learn(self, x, j, k, t):
         kn = self.hosts[x].known
