@@ -114,6 +114,25 @@ def test_each_misses_when_down():
     assert r['delay']['max_s'] < 600
 
 
+def test_miss_reason_is_the_boards():
+    # a clock 1 % slow, set by the companion once a day: it jumps 864 s
+    # forward (more than device/clock.py's JUMP_S, so the board records the
+    # jump) and skips whole windows of a 1-minute job; the host records those
+    # misses with plan.miss_reason's 'clock jump', as a board does, not 'asleep'
+    s = scn('each 2026-01-01T00:00Z a ; every=5m within=1m\n',
+            [{'ids': 'h-{1..2}', 'drift_ppm': [-10000, -10000]}], end='2026-01-04T00:00Z',
+            visit=[{'companion': 'c', 'hosts': '*', 'interval': '1d', 'phase': 'start'}])
+    sim = S.Sim(s, 1, verify=True)
+    rep = sim.run()
+    assert rep['jobs'][0]['missed'] > 0
+    misses = [line for lg in sim.logs[:2] for line in lg.lines[1:] if jobline.parse(line).outcome == 'miss']
+    assert len(misses) == 4          # two hosts, two corrections after the first visit
+    assert all(line.endswith(' - clock jump') for line in misses)
+    # the same hosts with true clocks miss nothing
+    s['hosts'][0]['drift_ppm'] = 0
+    assert S.simulate(s, 1)['jobs'][0]['missed'] == 0
+
+
 def _one(mesh, grace='10m', outages=None, hosts=5, days=4):
     h = {'ids': 'h-{1..%d}' % hosts}
     if outages:

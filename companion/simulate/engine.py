@@ -1,0 +1,335 @@
+# The event loop: host wakes (decisions by plan.decide, records by
+# jobline.Result), visits, contacts and mesh rounds, in time order.
+import heapq
+from itertools import compress
+from operator import gt
+
+from sporadic.core import jobline, plan
+from companion.simulate.scenario import Fleet, SYNC_OVERHEAD  # noqa: F401 (the default, for callers)
+from companion.simulate.logs import LogModel, MISS_C, OK_C
+from companion.simulate.verify import Verify
+from companion.simulate.report import Report
+
+JUMP_S, JUMPS_KEPT = 300, 4   # device/clock.py's: a clock change it records as a jump, and how many
+WAIT, IDLE, RUN, MISS, DECIDE_MAX = plan.WAIT, plan.IDLE, plan.RUN, plan.MISS, plan.DECIDE_MAX
+_SYNC, _WAKE = 0, 1     # event priorities at one instant: syncs before wakes
+_VISIT, _CONTACT, _MESH, _HOSTWAKE = 'v', 'c', 'm', 'w'
+
+
+class Sim(Fleet, LogModel, Verify, Report):
+    # -- events --
+
+    def _push(self, t, prio, kind, a=0, b=0):
+        if t < self.end:
+            self.seq += 1
+            heapq.heappush(self.ev, (t, prio, self.seq, kind, a, b))
+
+    def _schedule_host(self, x, now_t):
+        h = self.hosts[x]
+        h.ver += 1
+        if h.hq:
+            t = max(self._grid(self.true(x, h.hq[0][0])), now_t)
+            self._push(t, _WAKE, _HOSTWAKE, x, h.ver)
+
+    def _apart(self, x, y, t):
+        for split, heal, sec in self.parts:
+            if split <= t < heal and sec[x] != sec[y]:
+                return True
+        return False
+
+    # -- the run --
+
+    def run(self):
+        P, H, J = self.P, self.H, self.J
+        self.ev = []
+        self.seq = 0
+        self.init_logs()
+        self.inst = {}          # (j, k) -> [[t, x], ...] runs, in order
+        self.know = {}          # (j, k) -> [hosts that know it done, time all knew]
+        self.kfirst = [max(0, plan.newest(j, self.start)) for j in self.jobs]
+        self._vrng = {}
+        self._crng = {}
+        self._mrng = {}
+        self.stats = {'decisions': 0, 'wakes': 0, 'events': 0, 'miss_records': 0,
+                      'syncs': 0, 'sync_failed_down': 0, 'sync_failed_split': 0,
+                      'sync_failed_random': 0, 'bytes': 0, 'verified_syncs': 0}
+        if self.verify:
+            self.lit = [set(self.static) for _ in range(P)]
+        for x, h in enumerate(self.hosts):
+            h.mine = [None] * J
+            h.known = [-1] * J
+            h.hq = [(-1, j) for j in range(J)]
+            self._schedule_host(x, self.start)
+        for li, v in enumerate(self.visits):
+            for x in v['hosts']:
+                rng = self._rng('visit', li, self.names[x])
+                t = self.start + (rng.random() * v['interval'] if v['phase'] == 'random' else 0)
+                self._push(self._grid(t), _SYNC, _VISIT, li, x)
+        for li, c in enumerate(self.contacts):
+            if c['rate'] > 0:
+                for x in c['a']:
+                    rng = self._rng('contact', li, self.names[x])
+                    self._push(self._grid(self.start + rng.expovariate(c['rate'])), _SYNC, _CONTACT, li, x)
+        for li, m in enumerate(self.meshes):
+            self._push(self._grid(self.start + m['offset']), _SYNC, _MESH, li, 0)
+        self.n_decisions = self.n_wakes = self.n_miss = 0
+        ev = self.ev
+        pop = heapq.heappop
+        hosts = self.hosts
+        events = 0
+        while ev:
+            t, _, _, kind, a, b = pop(ev)
+            events += 1
+            if kind == _HOSTWAKE:
+                if hosts[a].ver == b:
+                    self._wake(a, t)
+            elif kind == _VISIT:
+                self._visit(a, b, t)
+            elif kind == _CONTACT:
+                self._contact(a, b, t)
+            else:
+                self._mesh(a, t)
+        st = self.stats
+        st['events'] = events
+        st['decisions'] = self.n_decisions
+        st['wakes'] = self.n_wakes
+        st['miss_records'] = self.n_miss
+        return self.report()
+
+    # -- hosts --
+
+    def _wake(self, x, t):
+        h = self.hosts[x]
+        if not h.up.up(t):
+            h.ver += 1
+            self._push(self._grid(h.up.next_up(t)), _WAKE, _HOSTWAKE, x, h.ver)
+            return
+        self.n_wakes += 1
+        now = self.local(x, t) if h.drift else t
+        hq = h.hq
+        decide = self._decide
+        while hq and hq[0][0] <= now:
+            nxt = decide(x, hq[0][1], now, t)
+            if nxt is None:
+                heapq.heappop(hq)
+            else:
+                heapq.heapreplace(hq, nxt)
+        self._schedule_host(x, t + 1)
+
+    def _rank(self, j, x):
+        """plan.rank of host x for job j among the fleet's hosts, from one
+        sorting of plan.score per job (rank = hosts scoring above)."""
+        ranks = self.ranks.get(j)
+        if ranks is None:
+            jid = self.jobs[j].id
+            order = sorted(range(self.H), key=lambda y: plan.score(jid, self.hosts[y].name), reverse=True)
+            ranks = self.ranks[j] = [0] * self.H
+            for r, y in enumerate(order):
+                ranks[y] = r
+        return ranks[x]
+
+    def _decide(self, x, j, now, t):
+        """Host x's decisions about job j at its clock's `now` -> its next
+        (time, j) in the host's heap, or None: nothing ever again."""
+        h = self.hosts[x]
+        job = self.jobs[j]
+        single = self.single[j]
+        rnk = self._rank(j, x) if job.kind == 'one' else None
+        mine = h.mine[j]
+        name = h.name
+        decide = plan.decide
+        runs = self.runners[j] if single else None
+        n = 0
+        while n < DECIDE_MAX:
+            n += 1
+            dk = self._done(x, j, plan.newest(job, now)) if runs else -1
+            act, k, at, att = decide(job, name, now, mine, dk, rnk, h.rnd)
+            if self.verify:
+                self._check_decide(x, j, now, rnk, (act, k, at, att))
+            if act == WAIT:
+                nxt = (at, j)
+                break
+            if act == IDLE:
+                nxt = None
+                break
+            if act == RUN:
+                if self.verify:
+                    self.lit[x].add(jobline.Result(job.id, name, k, now, 'run', att).line())
+                i = self._write(x, j, k, OK_C, jobline.Result(job.id, name, k, now, 'ok', att).line())
+                mine = (k, 'ok', att)
+                r = self.inst.get((j, k))
+                if r is None:
+                    self.inst[(j, k)] = [(t, x)]
+                else:
+                    r.append((t, x))
+                if single:
+                    r = runs.get(k)
+                    if r is None:
+                        runs[k] = [(x, i)]
+                    else:
+                        r.append((x, i))
+                    if k > self.rtop[j]:
+                        self.rtop[j] = k
+                    self._learn(x, j, k, t)
+            elif act == MISS:
+                line = jobline.Result(job.id, name, k, now, 'miss', 1, '-',
+                                      plan.miss_reason(job, k, None, False, h.jumps)).line()
+                self._write(x, j, k, MISS_C, line)
+                mine = (k, 'miss', 1)
+                self.n_miss += 1
+            else:  # FAIL: never in the simulator (actions do not crash)
+                line = jobline.Result(job.id, name, k, now, 'err', att, '-', 'interrupted').line()
+                self._write(x, j, k, 1, line)
+                mine = (k, 'err', att)
+        else:
+            # DECIDE_MAX decisions without a wait: the board takes the job up
+            # again at its next pass, which is no later than this
+            nxt = (now + 1, j)
+        self.n_decisions += n
+        h.mine[j] = mine
+        return nxt
+
+    def _learn(self, x, j, k, t):
+        kn = self.hosts[x].known
+        old = kn[j]
+        if k <= old:
+            return
+        kn[j] = k
+        know = self.know
+        for kk in range(max(old + 1, self.kfirst[j]), k + 1):
+            if (j, kk) in self.inst:
+                e = know.get((j, kk))
+                if e is None:
+                    e = know[(j, kk)] = [0, None]
+                e[0] += 1
+                if e[0] == self.H:
+                    e[1] = t
+
+    # -- syncs --
+
+    def _sync(self, x, y, t):
+        V = self.V
+        P = self.P
+        # p: the party that lacks records of few origins (D), q the other;
+        # a visit's companion lacks only the host's own records. q's markers
+        # at U are p's (kept per party) but for D
+        p, q = x, y
+        D = list(compress(self.prange, map(gt, V[y], V[x])))
+        if len(D) * 4 > P:
+            D2 = list(compress(self.prange, map(gt, V[x], V[y])))
+            if len(D2) < len(D):
+                p, q, D = y, x, D2
+        Vp = V[p]
+        Vq = V[q]
+        U = Vp[:]       # max(Vp, Vq)
+        pmu = self.PMc[p][:]
+        sru = self.SRc[p][:]
+        B_all = self.B_all
+        PM_all = self.PM_all
+        SR_all = self.SR_all
+        bnew = self.Bsum[p]
+        for h in D:
+            U[h] = b = Vq[h]
+            bnew += B_all[h][b] - B_all[h][Vp[h]]
+            pmu[h] = PM_all[h][b]
+            sru[h] = SR_all[h][b]
+        n = self._recv(q, Vq, U, (bnew, pmu, sru), t)
+        n += self._recv_few(p, Vp, U, D, bnew, t)
+        if self.verify:
+            self._check_sync([x, y], U, n)
+        V[p] = U
+        V[q] = U[:]
+        self.stats['syncs'] += 1
+        self.stats['bytes'] += n + self.overhead
+
+    def _can(self, x, y, t, fail, rng):
+        for p in (x, y):
+            if p < self.H and not self.hosts[p].up.up(t):
+                self.stats['sync_failed_down'] += 1
+                return False
+        if self._apart(x, y, t):
+            self.stats['sync_failed_split'] += 1
+            return False
+        if fail and rng.random() < fail:
+            self.stats['sync_failed_random'] += 1
+            return False
+        return True
+
+    def _visit(self, li, x, t):
+        v = self.visits[li]
+        rng = self._vrng.get((li, x))
+        if rng is None:
+            rng = self._vrng[(li, x)] = self._rng('visit', li, self.names[x])
+            rng.random()  # the phase draw
+        c = v['companion']
+        if self._can(c, x, t, v['fail'], rng):
+            self._sync(c, x, t)
+            if v['clock'] and self.hosts[x].drift:
+                h = self.hosts[x]
+                by = t - self.local(x, t)
+                if abs(by) > JUMP_S:   # the board records it (device/clock.py), miss_reason reads it
+                    h.jumps.append((t, by))
+                    if len(h.jumps) > JUMPS_KEPT:
+                        h.jumps.pop(0)
+                h.ts = t          # the companion sets the board's clock
+                self._schedule_host(x, t)
+        nt = t + v['interval']
+        if v['jitter']:
+            nt += rng.uniform(-v['jitter'], v['jitter'])
+        self._push(max(self._grid(nt), t + self.res), _SYNC, _VISIT, li, x)
+
+    def _contact(self, li, x, t):
+        c = self.contacts[li]
+        rng = self._crng.get((li, x))
+        if rng is None:
+            rng = self._crng[(li, x)] = self._rng('contact', li, self.names[x])
+            rng.expovariate(c['rate'])  # the first gap
+        b = c['b']
+        y = None
+        for _ in range(8):
+            y = b[int(rng.random() * len(b))]
+            if y != x:
+                break
+        if y is not None and y != x and self._can(x, y, t, c['fail'], rng):
+            self._sync(x, y, t)
+        self._push(max(self._grid(t + rng.expovariate(c['rate'])), t + self.res), _SYNC, _CONTACT, li, x)
+
+    def _mesh(self, li, t):
+        m = self.meshes[li]
+        rng = self._mrng.get(li)
+        if rng is None:
+            rng = self._mrng[li] = self._rng('mesh', li)
+        groups = {}
+        for x in m['parties']:
+            if x < self.H and not self.hosts[x].up.up(t):
+                self.stats['sync_failed_down'] += 1
+                continue
+            if m['fail'] and rng.random() < m['fail']:
+                self.stats['sync_failed_random'] += 1
+                continue
+            key = tuple(sec[x] for split, heal, sec in self.parts if split <= t < heal)
+            groups.setdefault(key, []).append(x)
+        if len(groups) > 1:
+            self.stats['sync_failed_split'] += len(groups) - 1   # rounds cut by a partition
+        for key, g in groups.items():
+            if len(g) < 2:
+                continue
+            U = list(map(max, *[self.V[x] for x in g]))
+            agg = self._union(U)
+            n = 0
+            for x in g:
+                n += self._recv(x, self.V[x], U, agg, t)
+            if self.verify:
+                self._check_sync(g, U, n)
+            for x in g:
+                self.V[x] = U[:]
+            self.stats['syncs'] += 1
+            self.stats['bytes'] += n + self.overhead * len(g)
+        nt = t + m['interval']
+        if m['jitter']:
+            nt += rng.uniform(-m['jitter'], m['jitter'])
+        self._push(max(self._grid(nt), t + self.res), _SYNC, _MESH, li, 0)
+
+
+def simulate(scn, seed=None, verify=False):
+    return Sim(scn, seed, verify).run()

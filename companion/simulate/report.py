@@ -1,0 +1,261 @@
+# The report: per job and type runs, duplicates, misses, delays, how long
+# until every host knew; sync and file figures; the closed form for `any`.
+import math
+from operator import getitem
+
+from sporadic.core import jobline, plan
+from sporadic.core.timefmt import format_time
+
+
+class Report:
+    # -- report --
+
+    def _window(self, job):
+        """Instances whose validity window closed inside [start, end)."""
+        if job.every:
+            lo = max(0, -(-(self.start - job.within - job.t0 + 1) // job.every))
+            hi = (self.end - job.within - job.t0) // job.every
+        else:
+            lo = 0 if job.t0 + job.within > self.start else 1
+            hi = 0 if job.t0 + job.within <= self.end else -1
+        return lo, hi
+
+    def _cross(self, x, t1, y, t2):
+        for split, heal, sec in self.parts:
+            if split <= t2 and heal > t1 and sec[x] != sec[y]:
+                return True
+        return False
+
+    def report(self):
+        jobs_out = []
+        kinds = {}
+        dup_list = []
+        for j, job in enumerate(self.jobs):
+            lo, hi = self._window(job)
+            n_inst = max(0, hi - lo + 1)
+            single = self.single[j]
+            delays = []
+            runs = dup_runs = dup_inst = cross = missed = ran_inst = 0
+            spread = []
+            unknown = 0
+            if single:
+                eligible = self.H
+                for k in range(lo, hi + 1):
+                    rs = self.inst.get((j, k))
+                    if not rs:
+                        missed += 1
+                        continue
+                    ran_inst += 1
+                    runs += len(rs)
+                    d = plan.due(job, k)
+                    delays.append(rs[0][0] - d)
+                    if len(rs) > 1:
+                        dup_inst += 1
+                        dup_runs += len(rs) - 1
+                        t1, x1 = rs[0]
+                        cr = [self._cross(x1, t1, x2, t2) for t2, x2 in rs[1:]]
+                        cross += sum(cr)
+                        if len(dup_list) < 1000:
+                            dup_list.append({'job': job.id, 'instance': '%s.%d' % (job.id, k),
+                                             'due': format_time(d),
+                                             'runs': [{'host': self.names[xx], 'at': format_time(tt)} for tt, xx in rs],
+                                             'cross_section': any(cr)})
+                    e = self.know.get((j, k))
+                    if e is not None and e[1] is not None:
+                        spread.append(e[1] - rs[0][0])
+                    else:
+                        unknown += 1
+            else:
+                elig = [x for x in range(self.H) if plan.eligible(job, self.names[x])]
+                eligible = len(elig)
+                for k in range(lo, hi + 1):
+                    rs = self.inst.get((j, k), ())
+                    d = plan.due(job, k)
+                    who = set()
+                    for tt, xx in rs:
+                        if xx in who:
+                            dup_runs += 1
+                        else:
+                            who.add(xx)
+                        delays.append(tt - d)
+                    runs += len(rs)
+                    missed += eligible - len(who)
+                    if len(who) < eligible:
+                        pass
+                    else:
+                        ran_inst += 1
+            row = {'id': job.id, 'type': job.kind, 'line': job.text(), 'eligible_hosts': eligible,
+                   'instances': n_inst, 'runs': runs, 'duplicate_runs': dup_runs,
+                   'duplicate_instances': dup_inst, 'cross_section_duplicates': cross,
+                   'missed': missed, 'expected_runs': n_inst * (1 if single else eligible),
+                   'delay': _dist(delays)}
+            if single:
+                row['instances_run'] = ran_inst
+                row['all_knew'] = _dist(spread)
+                row['all_knew']['never'] = unknown
+            jobs_out.append(row)
+            agg = kinds.setdefault(job.kind, {'jobs': 0, 'instances': 0, 'expected_runs': 0, 'runs': 0,
+                                              'duplicate_runs': 0, 'duplicate_instances': 0,
+                                              'cross_section_duplicates': 0, 'missed': 0, '_d': [], '_s': []})
+            agg['jobs'] += 1
+            for key in ('instances', 'expected_runs', 'runs', 'duplicate_runs', 'duplicate_instances',
+                        'cross_section_duplicates', 'missed'):
+                agg[key] += row[key]
+            agg['_d'].extend(delays)
+            agg['_s'].extend(spread)
+        for agg in kinds.values():
+            agg['delay'] = _dist(agg.pop('_d'))
+            s = agg.pop('_s')
+            if s:
+                agg['all_knew'] = _dist(s)
+        st = dict(self.stats)
+        files = []
+        for x in range(self.P):
+            V = self.V[x]
+            lines = len(self.static) + sum(map(getitem, [lg.D for lg in self.logs], V))
+            by = self.static_bytes + sum(map(getitem, [lg.LB for lg in self.logs], V))
+            files.append((lines, by))
+        hf = files[:self.H]
+        out = {
+            'scenario': self.scn.get('name', ''),
+            'seed': self.seed,
+            'start': format_time(self.start), 'end': format_time(self.end),
+            'hosts': self.H, 'companions': self.P - self.H,
+            'jobs': jobs_out,
+            'by_type': {k: kinds[k] for k in sorted(kinds)},
+            'duplicates': dup_list,
+            'sync': {'ok': st['syncs'], 'failed_down': st['sync_failed_down'],
+                     'failed_split': st['sync_failed_split'], 'failed_random': st['sync_failed_random'],
+                     'bytes': st['bytes'], 'overhead_per_party': self.overhead,
+                     'bytes_per_sync': round(st['bytes'] / st['syncs'], 1) if st['syncs'] else 0},
+            'file_at_end': {'host_lines_mean': round(sum(f[0] for f in hf) / len(hf), 1),
+                            'host_lines_max': max(f[0] for f in hf),
+                            'host_bytes_mean': round(sum(f[1] for f in hf) / len(hf), 1),
+                            'host_bytes_max': max(f[1] for f in hf)},
+            'counts': {'events': st['events'], 'wakes': st['wakes'], 'decisions': st['decisions'],
+                       'miss_records': st['miss_records']},
+            'analytic': self.analytic(jobs_out),
+        }
+        if self.P > self.H:
+            out['file_at_end']['companion_lines'] = files[self.H][0]
+            out['file_at_end']['companion_bytes'] = files[self.H][1]
+        if self.verify:
+            out['counts']['verified_syncs'] = st['verified_syncs']
+        return out
+
+    # -- the analytic check for `any` --
+
+    def _analytic_ok(self):
+        """Why the closed form does not apply, or None: N always-up hosts
+        without drift, one mesh over all of them (no jitter, no failures),
+        nothing else syncing, no partitions."""
+        if self.visits or self.contacts or self.parts:
+            return 'other sync links or partitions'
+        if len(self.meshes) != 1:
+            return 'needs exactly one [[mesh]]'
+        m = self.meshes[0]
+        if m['jitter'] or m['fail']:
+            return 'mesh has jitter or failures'
+        if sorted(x for x in m['parties'] if x < self.H) != list(range(self.H)):
+            return 'mesh does not cover every host'
+        for h in self.hosts:
+            if h.up.kind != 'always' or h.drift:
+                return 'hosts not always up or clocks drift'
+        return None
+
+    def _rounds(self):
+        m = self.meshes[0]
+        return m['interval'], self._grid(self.start + m['offset'])
+
+    def analytic(self, rows):
+        out = []
+        for j, job in enumerate(self.jobs):
+            if job.kind != 'any':
+                continue
+            why = self._analytic_ok()
+            row = {'job': job.id}
+            if why:
+                row['applies'] = False
+                row['why_not'] = why
+                out.append(row)
+                continue
+            S, s0 = self._rounds()
+            lo, hi = self._window(job)
+            p_run = p_dup = e_runs = 0.0
+            for k in range(lo, hi + 1):
+                a, b, c = predict_any(self.H, job.threshold / jobline.P_ONE, job.tick, job.within,
+                                      plan.due(job, k), S, s0)
+                p_run += a
+                p_dup += b
+                e_runs += c
+            r = rows[j]
+            n = r['instances_run']
+            pred = p_dup / p_run if p_run else 0.0
+            meas = r['duplicate_instances'] / n if n else 0.0
+            sigma = math.sqrt(pred * (1 - pred) / n) if n else 0.0
+            row.update({'applies': True, 'hosts': self.H, 'p': job.arg, 'tick_s': job.tick,
+                        'sync_s': S, 'instances': r['instances'], 'instances_run': n,
+                        'predicted_p_run': _r(p_run / max(1, r['instances'])),
+                        'measured_p_run': _r(n / max(1, r['instances'])),
+                        'predicted_p_dup': _r(pred), 'measured_p_dup': _r(meas), 'sigma': _r(sigma),
+                        'z': _r((meas - pred) / sigma) if sigma else 0.0,
+                        'predicted_runs_per_run_instance': _r(e_runs / p_run if p_run else 0.0),
+                        'measured_runs_per_run_instance': _r(r['runs'] / n if n else 0.0)})
+            out.append(row)
+        return out
+
+
+def predict_any(n, p, tick, within, due, S, s0):
+    """An `any` instance due at `due` with n always-up hosts drawing with
+    probability p per tick, all hosts merging at s0 + m*S (before the draws
+    of that instant): -> (P(at least one run), P(two or more runs),
+    E[runs]). Between two rounds hosts cannot learn of each other's runs, so
+    each host that has not fired fires in the block with a = 1 - q^L (L
+    ticks in the block), independently; the first block with a run ends the
+    instance (docs/simulate.md)."""
+    q = 1.0 - p
+    end = due + within
+    nt = -(-within // tick)           # ticks at due + i*tick < end
+    # first round strictly after due; rounds split the ticks into blocks
+    if due < s0:
+        m = 0
+    else:
+        m = (due - s0) // S + 1
+    blocks = []
+    i = 0
+    s = s0 + m * S
+    while i < nt:
+        # ticks with time < s belong to this block
+        if s >= end:
+            j = nt
+        else:
+            j = min(nt, -(-(s - due) // tick))
+        if j > i:
+            blocks.append(j - i)
+        i = max(i, j)
+        s += S
+    reach = 1.0
+    p_run = p_dup = e_runs = 0.0
+    for L in blocks:
+        a = 1.0 - q ** L
+        none = (1.0 - a) ** n
+        one = n * a * (1.0 - a) ** (n - 1)
+        p_run += reach * (1.0 - none)
+        p_dup += reach * (1.0 - none - one)
+        e_runs += reach * n * a
+        reach *= none
+    return p_run, p_dup, e_runs
+
+
+def _r(x):
+    return float('%.6g' % x)
+
+
+def _dist(xs):
+    if not xs:
+        return {'n': 0}
+    s = sorted(xs)
+    n = len(s)
+    return {'n': n, 'mean_s': _r(sum(s) / n), 'p95_s': s[max(0, -(-95 * n // 100) - 1)], 'max_s': s[-1]}
+
+

@@ -1,0 +1,380 @@
+# The fleet a scenario describes: parsing the TOML (durations, rates, host
+# patterns), the uptime models, the hosts, jobs, sync links and partitions,
+# and each host's drifting clock.
+import bisect
+import math
+import random
+import re
+from fnmatch import fnmatchcase
+
+from sporadic.core import jobline, plan
+from sporadic.desktop import merging
+from sporadic.core.timeutil import parse_time, parse_duration
+from companion.errors import UserError
+
+INF = 2 ** 31 - 1
+SYNC_OVERHEAD = 256     # bytes a sync costs beyond the lines moved (hello, summaries)
+
+
+def _dur(v, what, zero=False):
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        if v < 0 or (v == 0 and not zero):
+            raise UserError('%s: duration must be positive' % what)
+        return int(v)
+    s = str(v).strip()
+    if zero and s in ('0', '0s', '0m', '0h', '0d'):
+        return 0
+    try:
+        return parse_duration(s)
+    except ValueError as e:
+        raise UserError('%s: %s' % (what, e))
+
+
+def _time(v, what):
+    if hasattr(v, 'year'):  # a TOML date-time
+        v = '%04d-%02d-%02dT%02d:%02d:%02dZ' % (v.year, v.month, v.day, getattr(v, 'hour', 0),
+                                                getattr(v, 'minute', 0), getattr(v, 'second', 0))
+    try:
+        return parse_time(str(v))
+    except ValueError as e:
+        raise UserError('%s: %s' % (what, e))
+
+
+def _rate(v, what):
+    """'4/d', '1/w', '3/12h', or a number per day -> events per second."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        n, per = float(v), 86400
+    else:
+        s = str(v).strip()
+        n, _, unit = s.partition('/')
+        if not unit:
+            raise UserError('%s: rate like 4/d or 1/w, got %r' % (what, s))
+        try:
+            n = float(n)
+        except ValueError:
+            raise UserError('%s: bad rate %r' % (what, s))
+        per = _dur(unit if unit[0].isdigit() else '1' + unit, what)
+    if n < 0:
+        raise UserError('%s: negative rate' % what)
+    return n / per
+
+
+def _prob(v, what):
+    try:
+        p = float(v)
+    except (TypeError, ValueError):
+        raise UserError('%s: probability expected, got %r' % (what, v))
+    if not 0 <= p <= 1:
+        raise UserError('%s: probability out of [0, 1]' % what)
+    return p
+
+
+_RANGE = re.compile(r'\{(\d+)\.\.(\d+)\}')
+
+
+def expand(pattern):
+    """'pump-{1..3}' -> ['pump-1', 'pump-2', 'pump-3']; '{01..10}' pads."""
+    m = _RANGE.search(pattern)
+    if not m:
+        return [pattern]
+    a, b = m.group(1), m.group(2)
+    width = len(a) if a.startswith('0') and len(a) > 1 else 0
+    lo, hi = int(a), int(b)
+    step = 1 if hi >= lo else -1
+    out = []
+    for n in range(lo, hi + step, step):
+        out.extend(expand(pattern[:m.start()] + str(n).zfill(width) + pattern[m.end():]))
+    return out
+
+
+def _patterns(v):
+    if v is None:
+        return ['*']
+    if isinstance(v, str):
+        v = [v]
+    out = []
+    for p in v:
+        out.extend(expand(str(p)))
+    return out
+
+
+def select(v, names):
+    """Names matching a selector (a glob, a {a..b} pattern, or a list), in fleet order."""
+    pats = _patterns(v)
+    exact = set(p for p in pats if not any(c in p for c in '*?['))
+    globs = [p for p in pats if any(c in p for c in '*?[')]
+    return [n for n in names if n in exact or any(fnmatchcase(n, g) for g in globs)]
+
+
+class _Always:
+    kind = 'always'
+
+    def up(self, t):
+        return True
+
+    def next_up(self, t):
+        return t
+
+
+class _Duty:
+    kind = 'duty'
+
+    def __init__(self, period, on, phase):
+        self.period = period
+        self.on = int(round(on * period))
+        self.phase = phase
+
+    def up(self, t):
+        return (t - self.phase) % self.period < self.on
+
+    def next_up(self, t):
+        r = (t - self.phase) % self.period
+        return t if r < self.on else t + self.period - r
+
+
+class _Outages:
+    kind = 'outages'
+
+    def __init__(self, rate, mean, rng, start):
+        self.rate = rate
+        self.mean = mean
+        self.rng = rng
+        self.iv = []              # (down_from, down_until), generated lazily
+        self.t = start
+
+    def _cover(self, t):
+        while self.t <= t:
+            s = self.t + (self.rng.expovariate(self.rate) if self.rate > 0 else 10 ** 12)
+            e = s + max(1.0, self.rng.expovariate(1.0 / self.mean))
+            s, e = int(s), int(math.ceil(e))
+            self.iv.append((s, e))
+            self.t = e
+
+    def _find(self, t):
+        self._cover(t)
+        i = bisect.bisect_right(self.iv, (t, INF)) - 1
+        if i >= 0 and self.iv[i][0] <= t < self.iv[i][1]:
+            return self.iv[i]
+        return None
+
+    def up(self, t):
+        return self._find(t) is None
+
+    def next_up(self, t):
+        iv = self._find(t)
+        return t if iv is None else iv[1]
+
+
+def _uptime(spec, rng, start, what):
+    f = str(spec or 'always').split()
+    if f[0] == 'always' and len(f) == 1:
+        return lambda: _Always()
+    if f[0] == 'duty' and len(f) == 3:
+        period = _dur(f[1], what)
+        on = _prob(f[2], what)
+        return lambda: _Duty(period, on, start + int(rng.random() * period))
+    if f[0] == 'outages' and len(f) == 3:
+        rate = _rate(f[1], what)
+        mean = _dur(f[2], what)
+        return lambda: _Outages(rate, mean, rng, start)
+    raise UserError('%s: uptime is "always", "duty PERIOD FRACTION" or "outages RATE MEAN", got %r'
+                    % (what, spec))
+
+
+def load(path):
+    import tomllib
+    try:
+        with open(path, 'rb') as f:
+            return tomllib.load(f)
+    except OSError as e:
+        raise UserError('%s: %s' % (path, e.strerror or e))
+    except tomllib.TOMLDecodeError as e:
+        raise UserError('%s: %s' % (path, e))
+
+
+
+class _Host:
+    __slots__ = ('name', 'up', 'drift', 'ts', 'mine', 'hq', 'ver', 'rnd', 'known', 'jumps')
+
+
+class Fleet:
+    """A scenario, loaded: what does not change while it runs."""
+    def __init__(self, scn, seed=None, verify=False):
+        self.scn = scn
+        if seed is None:
+            seed = scn.get('seed', 1)
+        self.seed = seed
+        self.verify = verify
+        self.start = _time(scn.get('start', ''), 'start')
+        self.end = _time(scn.get('end', ''), 'end')
+        if self.end <= self.start:
+            raise UserError('end must be after start')
+        self.res = _dur(scn.get('resolution', '1s'), 'resolution')
+        self.overhead = int(scn.get('sync_overhead', SYNC_OVERHEAD))
+        self._load_hosts()
+        self._load_jobs()
+        self._load_links()
+        self._load_partitions()
+
+    # -- loading --
+
+    def _rng(self, *key):
+        return random.Random('%s/%s' % (self.seed, '/'.join(str(k) for k in key)))
+
+    def _load_hosts(self):
+        groups = self.scn.get('hosts')
+        if not groups:
+            raise UserError('scenario has no [[hosts]]')
+        names = []
+        specs = []
+        for gi, g in enumerate(groups):
+            ids = _patterns(g.get('ids'))
+            for n in ids:
+                try:
+                    jobline.check_host(n)
+                except jobline.ParseError as e:
+                    raise UserError('hosts[%d]: %s' % (gi, e))
+                if n in names:
+                    raise UserError('hosts[%d]: host %s given twice' % (gi, n))
+                names.append(n)
+                specs.append(g)
+        self.H = len(names)
+        comps = []
+        for c in self.scn.get('companions', []):
+            comps.append(str(c))
+        for v in self.scn.get('visit', []):
+            c = str(v.get('companion', 'companion'))
+            if c not in comps:
+                comps.append(c)
+        for c in comps:
+            if c in names:
+                raise UserError('companion %s is also a host' % c)
+        self.names = names + comps
+        self.P = len(self.names)
+        self.idx = {n: i for i, n in enumerate(self.names)}
+        self.hosts = []
+        for i, n in enumerate(names):
+            g = specs[i]
+            h = _Host()
+            h.name = n
+            h.up = _uptime(g.get('uptime'), self._rng('up', n), self.start, 'hosts ' + n)()
+            d = g.get('drift_ppm', 0)
+            if isinstance(d, list):
+                lo, hi = float(d[0]), float(d[1])
+            else:
+                lo, hi = -float(d), float(d)
+            h.drift = 0.0 if lo == hi == 0 else self._rng('drift', n).uniform(lo, hi) * 1e-6
+            h.ts = self.start
+            h.rnd = plan.hash_rnd(str(self.seed) + n)
+            h.ver = 0
+            h.jumps = []
+            self.hosts.append(h)
+
+    def _load_jobs(self):
+        text = self.scn.get('jobs', '')
+        jobs = []
+        lines = []
+        for n, raw in enumerate(str(text).splitlines(), 1):
+            try:
+                r = jobline.parse(raw)
+            except jobline.ParseError as e:
+                raise UserError('jobs:%d: %s' % (n, e))
+            if r is None:
+                continue
+            if not isinstance(r, jobline.Job):
+                raise UserError('jobs:%d: only job lines belong in a scenario' % n)
+            if r.cal is not None:
+                # its report counts instances as a consecutive range of ids
+                raise UserError('jobs:%d: calendar jobs (at=) are not simulated yet' % n)
+            if any(j.id == r.id for j in jobs):
+                raise UserError('jobs:%d: the same job twice (id %s)' % (n, r.id))
+            jobs.append(r)
+            lines.append(r.line())
+        if not jobs:
+            raise UserError('scenario has no jobs')
+        self.jobs = jobs
+        self.J = len(jobs)
+        self.single = [j.kind in ('any', 'one') for j in jobs]
+        self.static = merging.merge(lines + ['.h ' + h.name for h in self.hosts])
+        self.static_bytes = sum(len(s) + 1 for s in self.static)
+        self.ranks = {}     # job -> rank of each host (plan.rank over the fleet)
+
+    def _load_links(self):
+        self.visits = []
+        for i, v in enumerate(self.scn.get('visit', [])):
+            w = 'visit[%d]' % i
+            self.visits.append({
+                'companion': self.idx[str(v.get('companion', 'companion'))],
+                'hosts': [self.idx[n] for n in select(v.get('hosts'), self.names[:self.H])],
+                'interval': _dur(v.get('interval'), w + '.interval'),
+                'jitter': _dur(v.get('jitter', 0), w + '.jitter', zero=True),
+                'fail': _prob(v.get('fail', 0), w + '.fail'),
+                'clock': bool(v.get('clock', True)),
+                'phase': str(v.get('phase', 'random')),
+            })
+        self.contacts = []
+        for i, c in enumerate(self.scn.get('contact', [])):
+            w = 'contact[%d]' % i
+            self.contacts.append({
+                'a': [self.idx[n] for n in select(c.get('a'), self.names)],
+                'b': [self.idx[n] for n in select(c.get('b', c.get('a')), self.names)],
+                'rate': _rate(c.get('rate'), w + '.rate'),
+                'fail': _prob(c.get('fail', 0), w + '.fail'),
+            })
+        self.meshes = []
+        for i, m in enumerate(self.scn.get('mesh', [])):
+            w = 'mesh[%d]' % i
+            self.meshes.append({
+                'parties': [self.idx[n] for n in select(m.get('parties'), self.names)],
+                'interval': _dur(m.get('interval'), w + '.interval'),
+                'offset': _dur(m.get('offset', 0), w + '.offset', zero=True),
+                'jitter': _dur(m.get('jitter', 0), w + '.jitter', zero=True),
+                'fail': _prob(m.get('fail', 0), w + '.fail'),
+            })
+
+    def _load_partitions(self):
+        self.parts = []
+        for i, p in enumerate(self.scn.get('partition', [])):
+            w = 'partition[%d]' % i
+            secs = p.get('sections')
+            if not secs or len(secs) < 2:
+                raise UserError(w + ': needs at least two sections')
+            sec = [len(secs)] * self.P      # unlisted parties: a section of their own
+            for si, s in enumerate(secs):
+                for n in select(s, self.names):
+                    sec[self.idx[n]] = si
+            split = _time(p.get('split_at'), w + '.split_at')
+            heal = _time(p['heal_at'], w + '.heal_at') if 'heal_at' in p else INF * 4
+            self.parts.append((split, heal, sec))
+
+    # -- clocks --
+
+    def local(self, x, t):
+        h = self.hosts[x]
+        if not h.drift:
+            return t
+        return t + int(math.floor(h.drift * (t - h.ts) + 0.5))
+
+    def true(self, x, lt):
+        """The first true time at which host x's clock reads >= lt."""
+        h = self.hosts[x]
+        d = h.drift
+        if not d:
+            return lt
+        ts = h.ts
+        floor = math.floor
+        t = int(math.ceil(ts + (lt - ts) / (1.0 + d)))
+        while t + int(floor(d * (t - ts) + 0.5)) < lt:         # local(t) < lt
+            t += 1
+        while t - 1 + int(floor(d * (t - 1 - ts) + 0.5)) >= lt:   # local(t - 1) >= lt
+            t -= 1
+        return t
+
+    def _grid(self, t):
+        """Round a time up to the resolution grid."""
+        r = self.res
+        t = int(math.ceil(t))
+        if r > 1:
+            t = self.start + -(-(t - self.start) // r) * r
+        return t
+
