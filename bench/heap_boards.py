@@ -41,8 +41,9 @@ BOARDS = ["esp8266", "esp32", "esp32s3", "rp2-pico-w", "unix"]
 def prepare(name, tmp, frozen=False):
     lib = os.path.join(tmp, "host")
     os.makedirs(lib)
-    for n in ("lfsboot.py", "fileblockdev.py", "standin/machine.py", "standin/neopixel.py"):
-        src = os.path.join(ROOT, "tests", n)
+    for n in ("tests/lfsboot.py", "companion/vboard_blockdev.py", "tests/standin/machine.py",
+              "tests/standin/neopixel.py"):
+        src = os.path.join(ROOT, n)
         with open(os.path.join(lib, os.path.basename(n)[:-3] + ".mpy"), "wb") as f:
             f.write(files.compile_mpy(src))
     if name == "unix":

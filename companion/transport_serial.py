@@ -1,26 +1,36 @@
 """A serial line to a MicroPython board, driven through its raw REPL.
 
-``SerialLink(port_url)`` opens ``port_url`` with mpremote's ``SerialTransport``
-(as a library: pyserial URLs such as ``/dev/ttyUSB0``, ``/dev/pts/N``,
-``COM3``, ``socket://host:port``), interrupts whatever the board runs
-(Ctrl-C; main.py stops, also inside ``time.sleep``; Ctrl-C is repeated if a
-program swallows one) and enters the raw REPL *without* a soft reset, so
-nothing on the board restarts. The raw REPL protocol itself is spoken here,
-with bulk reads and raw-paste (flow-controlled by the board) when the board
-has it, because mpremote reads a byte at a time and sends 256-byte chunks.
+``SerialLink(port_url)`` opens ``port_url`` with pyserial (URLs such as
+``/dev/ttyUSB0``, ``/dev/pts/N``, ``COM3``, ``socket://host:port``; opened
+exclusively), interrupts whatever the board runs (Ctrl-C; main.py stops,
+also inside ``time.sleep``; Ctrl-C is repeated if a program swallows one)
+and enters the raw REPL *without* a soft reset, so nothing on the board
+restarts.
 
-Requests. ``call(request)`` is one raw-REPL execution of::
+The raw-REPL protocol is wholly ours, not mpremote's: mpremote's
+``SerialTransport`` reads a byte per call with a 10 ms sleep when the line is
+idle, waits without a deadline for raw-paste's window bytes, returns from a
+silence timeout without saying so and has one error type, where this link
+must read in bulk (a full sync is ~670 KB), give up on a silent board after
+``timeout`` (while a board at work keeps it alive with 0x06 bytes), and fail
+with the LinkError subclass that says what happened. mpremote stays the
+user's tool (and the benches' yardstick) on the same line.
 
-    print(repr(__import__('sporadic.device.syncsrv').device.syncsrv.h('<request>')))
+Board-side code is in ``companion/onboard/*.py`` (real files, compiled by
+mpy-cross in the tests), read as text and sent with comment lines dropped
+and indentation shrunk (``onboard_code``); each defines its ``_sp_*``
+helpers once per boot of the board, in the raw REPL's globals.
 
-where ``'<request>'`` is ``repr(request)`` (a Python ``str`` literal) and
-``h(req: str) -> str`` is the device end of sync. The board prints the
-``repr`` of the response on one line, so the response crosses the line
-exactly whatever the board does to newlines (boards print ``\r\n``); the
-last line of the output is parsed with ``ast.literal_eval``. Requests longer
-than ``stream_threshold`` (2 KiB) are streamed instead (below), as
-``h(_sp_req(n, window, sha256))``. Anything raised on the board comes back
-as ``LinkExecError`` with the board's traceback.
+Requests. ``call(request)`` is one raw-REPL execution of onboard/request.py
+(or request_repr.py) with ``REQUEST`` replaced by ``repr(request)`` (a
+Python ``str`` literal); ``syncsrv.h(req: str) -> str`` is the device end of
+sync. In the repr form the board prints the ``repr`` of the response on one
+line, so the response crosses the line exactly whatever the board does to
+newlines (boards print ``\r\n``); the last line of the output is parsed
+with ``ast.literal_eval``. Requests longer than ``stream_threshold`` (2 KiB)
+are streamed instead (below), as ``_sp_req(n, window, sha256)``. Anything
+raised on the board comes back as ``LinkExecError`` with the board's
+traceback.
 
 Streamed answers (``call(request, stream=True)``, ``syncsrv.w``): the board
 writes STX, the answer as it makes it, ETX. While it works (a pass over its
@@ -39,12 +49,13 @@ cut, or the filler a reconnecting companion sends to unstick a board left
 mid-stream, is never taken for data. A board whose companion vanished gives
 up after 1.5 s of silence and is back at its raw prompt. Needs raw-paste,
 ``select.poll`` and ``hashlib.sha256`` (every current port); without them
-files go as one execution per ``chunk_size`` bytes.
+files go as one execution per ``chunk_size`` bytes. (onboard/stream_in.py)
 
 Files. ``put_file`` writes ``PATH.part`` (parent folders made) and renames it
 over ``PATH`` once complete and checked by size: a pulled cable leaves the
-old file whole. Small files go in one execution as a ``repr`` or base64
-literal, whichever is shorter. ``get_file`` runs one loop on the board that
+old file whole (onboard/put_file.py). Small files go in one execution as a
+``repr`` or base64 literal, whichever is shorter. ``get_file`` runs one loop
+on the board (onboard/get_file.py) that
 prints the file in 1.5 KiB lines, each as ``repr`` (text) or base64
 (binary), whichever is shorter, between its size and its SHA-256. Stray
 lines a board prints meanwhile (a finalizer's complaint) are ignored.
@@ -67,24 +78,61 @@ import ast
 import base64
 import errno
 import hashlib
+import os
+import re
 import struct
 import time
 
 import serial
 
-from mpremote.transport import TransportError
-from mpremote.transport_serial import SerialTransport
-
 from .transport import (Link, LinkClosed, LinkError, LinkExecError, LinkReset, LinkTimeout,
                         NotSporadic, PortUnavailable)
 
-__all__ = ["SerialLink", "ports_seen", "describe_ports", "board_ports", "choose_port", "open_failure"]
+__all__ = ["SerialLink", "ports_seen", "describe_ports", "board_ports", "choose_port", "open_failure",
+           "onboard_source", "onboard_code"]
+
+ONBOARD_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "onboard")
+
+
+def onboard_source(name):
+    """The text of companion/onboard/NAME.py: code exec'd on a board."""
+    with open(os.path.join(ONBOARD_DIR, name + ".py"), encoding="utf-8") as f:
+        return f.read()
+
+
+_onboard_cache = {}
+
+
+def onboard_code(name):
+    """companion/onboard/NAME.py as it goes on the wire: comment and blank
+    lines dropped, each 4-space indentation level sent as one space (the
+    files keep to that: no inline comments, no continuation lines)."""
+    code = _onboard_cache.get(name)
+    if code is None:
+        out = []
+        for line in onboard_source(name).splitlines():
+            text = line.lstrip(" ")
+            if not text or text.startswith("#"):
+                continue
+            depth, rest = divmod(len(line) - len(text), 4)
+            if rest:
+                raise ValueError("onboard/%s.py: indentation not a multiple of 4: %r" % (name, line))
+            out.append(" " * depth + text)
+        code = _onboard_cache[name] = "\n".join(out) + "\n"
+    return code
+
+
+def _onboard_request(name, request_expr):
+    head, marker, tail = onboard_code(name).partition("REQUEST")
+    assert marker, name
+    return head + request_expr + tail
 
 RAW_BANNER = b"raw REPL; CTRL-B to exit\r\n"
 # Output that means the board rebooted under a running request.
 _RESET_SIGNS = (b"soft reboot\r\n", RAW_BANNER, b'Type "help()" for more information.')
 _POLL = 0.05  # serial read timeout: the granularity of every wait
-STREAM_IDLE_MS = 1500  # a board streaming data in gives up after this much silence
+# a board streaming data in gives up after this much silence (stream_in.py)
+STREAM_IDLE_MS = int(re.search(r"^_IDLE_MS = const\((\d+)\)$", onboard_source("stream_in"), re.M).group(1))
 RETRY_CTRL_C = 2.5  # seconds between Ctrl-C attempts (> STREAM_IDLE_MS)
 FILLER = 256  # at most this many filler bytes to unstick a cut-off stream (>= a window)
 
@@ -209,44 +257,33 @@ class SerialLink(Link):
     LinkTimeout (a board that does not answer never hangs the companion);
     interrupt_timeout: how long Ctrl-C may take to reach a prompt;
     chunk_size: bytes per file chunk (lower it for boards with little RAM);
-    syncsrv: the device module whose ``h(request)`` answers ``call``.
     """
 
     stream_threshold = 2048  # requests and files above this many bytes are streamed
     stream_answers = True    # answers come framed as they are made (syncsrv.w)
 
     def __init__(self, port_url, baud=115200, timeout=20.0, interrupt_timeout=15.0,
-                 chunk_size=4096, syncsrv="sporadic.device.syncsrv"):
+                 chunk_size=4096):
         self.port_url = port_url
         self.timeout = timeout
         self.interrupt_timeout = interrupt_timeout
         self.chunk_size = chunk_size
-        self.syncsrv = syncsrv
         self.bytes_sent = 0
         self.bytes_received = 0
         self._rx = bytearray()
         self._raw_paste = None  # unknown until the first execution
         self._window = 128  # the board's raw-paste flow-control window
-        self._helpers = False  # _sp_in defined on the board (None: cannot be)
+        self._onboard = set()  # onboard/*.py defined on the board since it booted
+        self._streams = None  # the board can take streams (None: not known yet)
         self._binascii = None
         self._in_raw = False
         self._broken = None
         self._closed = False
         try:
-            self.transport = SerialTransport(port_url, baudrate=baud)
-        except TransportError:
-            # mpremote keeps only "failed to access": ask the port why
-            raise _at_open(open_failure(port_url)) from None
+            self.serial = _open_port(port_url, baud)
         except (serial.SerialException, OSError, ValueError) as e:
             raise _at_open(open_failure(port_url, e)) from None
-        ser = self.transport.serial
-        try:
-            ser.timeout = _POLL
-            ser.inter_byte_timeout = None
-        except (serial.SerialException, OSError, ValueError):
-            pass
-        self._ser = _CountingSerial(ser, self)
-        self.transport.serial = self._ser
+        self._ser = _CountingSerial(self.serial, self)
         try:
             self.enter_raw_repl()
         except LinkError as e:
@@ -389,7 +426,6 @@ class SerialLink(Link):
                     quiet_until = time.monotonic() + 0.3
             self._rx.clear()
         self._in_raw = True
-        self.transport.in_raw_repl = True
 
     def _unstick(self):
         """A board cut off in the middle of a stream (``_sp_in``) blocks
@@ -531,72 +567,26 @@ class SerialLink(Link):
                 quiet_until = time.monotonic() + 0.2
         self._rx.clear()
 
-    # The board end of streamed data. Runs only through raw-paste, where the
-    # unix port keeps its terminal raw, and with Ctrl-C off (kbd_intr(-1)),
-    # so every byte value is data on a board and on a virtual board alike.
-    # If the companion goes away mid-stream, the board gives up after
-    # STREAM_IDLE_MS without data and is back at its raw prompt. Its read of
-    # a window blocks until the window is whole, so a reconnecting companion
-    # sends filler before Ctrl-C when the first Ctrl-C does not answer; the
-    # SHA-256 of the stream, checked before the data is used, makes sure
-    # neither a cut nor filler is ever taken for a request or renamed into a
-    # file.
-    _HELPERS = (
-        "def _sp_in(n,w,d,f):\n"
-        " import sys,micropython,select,hashlib\n"
-        " r=sys.stdin.buffer\n"
-        " q=select.poll()\n"
-        " q.register(r,select.POLLIN)\n"
-        " h=hashlib.sha256()\n"
-        " b=bytearray(w)\n"
-        " m=memoryview(b)\n"
-        " micropython.kbd_intr(-1)\n"
-        " try:\n"
-        "  sys.stdout.write('\\x01')\n"
-        "  k=0\n"
-        "  while n:\n"
-        "   if not q.poll(%d):raise OSError(116)\n"
-        "   j=r.readinto(b,min(n,w))\n"
-        "   if not j:raise OSError(5)\n"
-        "   c=m[:j]\n"
-        "   h.update(c)\n"
-        "   f(c)\n"
-        "   n-=j\n"
-        "   k+=j\n"
-        "   if k>=w:\n"
-        "    k-=w\n"
-        "    sys.stdout.write('\\x01')\n"
-        " finally:\n"
-        "  micropython.kbd_intr(3)\n"
-        " if h.digest()!=d:raise ValueError('stream corrupted')\n"
-        "def _sp_req(n,w,d):\n"
-        " b=bytearray(n)\n"
-        " p=[0]\n"
-        " def f(c):\n"
-        "  b[p[0]:p[0]+len(c)]=c\n"
-        "  p[0]+=len(c)\n"
-        " _sp_in(n,w,d,f)\n"
-        " return str(b,'utf-8')\n"
-        "import hashlib\n"
-        "hashlib.sha256\n"
-    ) % STREAM_IDLE_MS
+    def _define(self, name):
+        """Run companion/onboard/NAME.py on the board once per boot (its
+        definitions stay in the raw REPL's globals until a reboot)."""
+        if name not in self._onboard:
+            self._run(onboard_code(name))
+            self._onboard.add(name)
 
     def _streaming(self):
-        """True when this board can take streamed data (defines the helpers):
-        it has raw-paste, select.poll and hashlib.sha256."""
+        """True when this board can take streamed data (onboard/stream_in.py
+        defined): it has raw-paste, select.poll and hashlib.sha256."""
         if self._raw_paste is None:
             self._run(b"0")  # learn whether the board has raw-paste
-        if not self._raw_paste:
+        if not self._raw_paste or self._streams is False:
             return False
-        if self._helpers is None:
+        try:
+            self._define("stream_in")
+        except LinkExecError:
+            self._streams = False  # no hashlib: files go in chunks
             return False
-        if not self._helpers:
-            try:
-                self._run(self._HELPERS)
-            except LinkExecError:
-                self._helpers = None  # no hashlib: files go in chunks
-                return False
-            self._helpers = True
+        self._streams = True
         return True
 
     def _stream_args(self, data):
@@ -623,8 +613,7 @@ class SerialLink(Link):
         if not self._in_raw:
             self.enter_raw_repl()
         self._write(b"\x04")
-        if self._helpers:
-            self._helpers = False
+        self._onboard.clear()
         self._read_until(b"soft reboot\r\n")
         self._read_until(RAW_BANNER + b">")
 
@@ -638,23 +627,22 @@ class SerialLink(Link):
             return self._call(request, stream)
         except LinkExecError as e:
             last = e.traceback.strip().splitlines()[-1:] or [""]
-            if last[0].startswith("ImportError") and self.syncsrv.split(".")[0] in last[0]:
+            if last[0].startswith("ImportError") and "sporadic" in last[0]:
                 raise NotSporadic("%s runs MicroPython, but not sporadic (%s): put it on with "
                                   "`companion deploy %s`" % (self.port_url, last[0], self.port_url)) from None
             raise
 
     def _call(self, request, stream):
-        parts = self.syncsrv.split(".")
-        target = "__import__(%r)" % self.syncsrv + "".join("." + p for p in parts[1:])
         raw = request.encode("utf-8")
         if stream and self.stream_answers:
             # The board writes the answer between STX and ETX as it makes it
             # (syncsrv.w): no repr, no answer held whole in the board's RAM.
             try:
                 if len(raw) > self.stream_threshold and self._streaming():
-                    out = _text(self._run("%s.w(_sp_req(%s))" % (target, self._stream_args(raw)), payload=raw))
+                    code = _onboard_request("request", "_sp_req(%s)" % self._stream_args(raw))
+                    out = _text(self._run(code, payload=raw))
                 else:
-                    out = _text(self._run("%s.w(%r)" % (target, request)))
+                    out = _text(self._run(_onboard_request("request", repr(request))))
             except LinkExecError as e:
                 if "'w'" not in e.traceback:
                     raise
@@ -669,11 +657,10 @@ class SerialLink(Link):
                 # work; each one restarted the silence timeout) are no part of it
                 return out[start + 1:end].replace("\x06", "")
         if len(raw) > self.stream_threshold and self._streaming():
-            code = "print(repr(%s.h(_sp_req(%s))))" % (target, self._stream_args(raw))
+            code = _onboard_request("request_repr", "_sp_req(%s)" % self._stream_args(raw))
             out = _text(self._run(code, payload=raw))
         else:
-            code = "print(repr(%s.h(%r)))" % (target, request)
-            out = _text(self._run(code))
+            out = _text(self._run(_onboard_request("request_repr", repr(request))))
         # The answer is the last line that is a string literal: anything else
         # the board printed (h's own prints, a finalizer's complaint) is not.
         lines = [ln.strip() for ln in out.split("\n")]
@@ -711,40 +698,20 @@ class SerialLink(Link):
         whole), size checked. Big files are streamed raw under the board's
         flow control; small ones go in one execution."""
         data = bytes(data)
-        tmp = path + ".part"
-        head = (
-            "import os\n"
-            "def _sp_mk(p):\n"
-            " i=p.rfind('/')\n"
-            " if i<=0:return\n"
-            " d=p[:i]\n"
-            " try:\n  os.stat(d);return\n"
-            " except OSError:pass\n"
-            " _sp_mk(d);os.mkdir(d)\n"
-            "_sp_mk(%r)\n"
-            "_sp_f=open(%r,'wb')\n" % (path, tmp)
-        )
-        tail = (
-            "try:\n os.rename(%r,%r)\n"
-            "except OSError:\n os.remove(%r);os.rename(%r,%r)\n"  # FAT: no rename over a file
-            "print(os.stat(%r)[6])\n"
-            "del _sp_f,_sp_mk\n" % (tmp, path, path, tmp, path, path)
-        )
         if len(data) > self.stream_threshold and self._streaming():
-            body = "try:\n _sp_in(%s,_sp_f.write)\nfinally:\n _sp_f.close()\n" % self._stream_args(data)
-            out = self._run(head + body + tail, payload=data)
+            self._define("put_file")
+            out = self._run("_sp_put_in(%r,%s)" % (path, self._stream_args(data)), payload=data)
         elif len(data) <= self.chunk_size:
             lit = self._literal(data)
-            imp = "from binascii import a2b_base64 as _sp_d\n" if lit.startswith("_sp_d") else ""
-            body = "try:\n _sp_f.write(%s)\nfinally:\n _sp_f.close()\n" % lit
-            out = self._run(imp + head + body + tail)
+            self._define("put_file")
+            out = self._run("_sp_put(%r,%s)" % (path, lit))
         else:  # a board without raw-paste: one execution per chunk
-            imp = "from binascii import a2b_base64 as _sp_d\n" if self._has_binascii() else ""
-            self._run(imp + head)
+            self._define("put_file")
+            self._run("_sp_f=_sp_open(%r)" % path)
             n = max(1, int(self.chunk_size))
             for i in range(0, len(data), n):
                 self._run("_sp_f.write(%s)" % self._literal(data[i:i + n]))
-            out = self._run("_sp_f.close()\n" + tail)
+            out = self._run("_sp_f.close()\ndel _sp_f\n_sp_done(%r)" % path)
         size = [ln.strip() for ln in _text(out).split("\n") if ln.strip().isdigit()][-1:]
         if size != [str(len(data))]:
             self._fail(LinkError("%s: %s has %s bytes on the board, %d sent"
@@ -758,39 +725,10 @@ class SerialLink(Link):
         shorter, then ``=SHA256HEX`` when it has hashlib. Other lines (a
         finalizer's complaint, say: boards print those to stdout too) are
         ignored; size and digest are checked."""
-        b64 = self._has_binascii()
         # repr of binary is up to 4x its size: keep the board's peak small.
         n = max(3, min(int(self.chunk_size), 1536) // 3 * 3)
-        if b64:
-            # Text (no NUL) goes as repr when shorter; the rest as base64.
-            body = ("  r=b':'+_e(b)[:-1]\n"
-                    "  if b.find(b'\\0')<0:\n"
-                    "   t=repr(b)\n"
-                    "   if len(t)<len(r):r=t\n"
-                    "   t=0\n"
-                    "  print(r if type(r) is str else r.decode())\n")
-        else:
-            body = "  print(repr(b))\n"
-        code = (
-            "import os\n"
-            "def _sp_g(p):\n"
-            " try:\n"
-            "  import hashlib\n"
-            "  h=hashlib.sha256()\n"
-            " except (ImportError,AttributeError):\n"
-            "  h=None\n"
-            " f=open(p,'rb')\n"
-            " print('#%%d'%%os.stat(p)[6])\n"
-            " while 1:\n"
-            "  b=f.read(%d)\n"
-            "  if not b:break\n"
-            "  if h:h.update(b)\n" % n
-            + body +
-            " f.close()\n"
-            " if h:print('='+''.join('%02x'%x for x in h.digest()))\n"
-            + ("from binascii import b2a_base64 as _e\n" if b64 else "")
-            + "try:\n _sp_g(%r)\nfinally:\n del _sp_g\n" % path
-        )
+        self._define("get_file")
+        code = "_sp_get(%r,%d)" % (path, n)
         try:
             out = self._run(code)
         except LinkExecError as e:
@@ -824,7 +762,7 @@ class SerialLink(Link):
         self._check()
         self._write(b"\r\x02")
         self._in_raw = False
-        self.transport.in_raw_repl = False
+        self._onboard.clear()
         try:
             self._read_until(b">>> ", timeout=min(self.timeout, 3.0))
         except LinkTimeout:
@@ -851,16 +789,49 @@ class SerialLink(Link):
 
     def _close_port(self):
         self._closed = True
-        try:
-            self.transport.close()
-        except Exception:
-            try:
-                self._ser.close()
-            except Exception:
-                pass
+        _close_port(self.serial)
 
     def __repr__(self):
         return "SerialLink(%r)" % self.port_url
+
+
+def _open_port(url, baud):
+    """The port, opened exclusively (pyserial's lock: a second program gets
+    'busy'). A CP210x on Windows toggles DTR and RTS apart when opened after
+    a power-on, which resets an ESP board: open with both low, then raise
+    them together (as mpremote's SerialTransport does)."""
+    ser = serial.serial_for_url(url, do_not_open=True, baudrate=baud, exclusive=True,
+                                timeout=_POLL, inter_byte_timeout=None)
+    if os.name == "nt" and _port_vid(url) == 0x10C4:
+        ser.dtr = False
+        ser.rts = False
+        ser.open()
+        ser.dtr = True
+        ser.rts = True
+    if not ser.is_open:
+        ser.open()
+    return ser
+
+
+def _port_vid(url):
+    for p in ports_seen():
+        if p.device == url:
+            return p.vid
+    return None
+
+
+def _close_port(ser):
+    """Let go of the port; DTR and RTS go low first in that order, so that
+    the driver's own drop of them on close does not reset an ESP board."""
+    try:
+        ser.rts = False
+        ser.dtr = False
+    except (serial.SerialException, OSError, ValueError):
+        pass  # a pty or socket:// has no modem lines
+    try:
+        ser.close()
+    except (serial.SerialException, OSError):
+        pass
 
 
 def _text(b):

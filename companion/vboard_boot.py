@@ -1,16 +1,17 @@
 # The boot shim of a virtual board (runs on the MicroPython unix port).
 #
-# companion/vboard.py starts the interpreter as
+# companion/vboard_relay.py starts the interpreter as
 #     micropython -X heapsize=64K vboard_boot.py
 # on a pseudo-terminal. This shim does what a board's firmware does before
 # its REPL: mount the flash at '/', set sys.path, run /boot.py and (unless
 # the board soft-rebooted from the raw REPL) /main.py, then fall into the
 # friendly REPL. It is MicroPython code: no f-strings, no typing.
 #
-# Environment (set by the relay in vboard.py):
+# Environment (set by the relay, vboard_relay.py):
 #   SPORADIC_VBOARD_FLASH  absolute host path of the flash folder, or
 #   SPORADIC_VBOARD_IMAGE  a LittleFS v2 image file (a board's flash region;
-#                          SPORADIC_VBOARD_BLOCK bytes a block, default 4096)
+#                          SPORADIC_VBOARD_BLOCK bytes a block, default 4096),
+#                          behind vboard_blockdev.FileBlockDevice
 #   SPORADIC_VBOARD_BOOT   'main' (power-on / soft reboot from the friendly
 #                          REPL: boot.py then main.py), 'raw' (soft reboot
 #                          from the raw REPL: boot.py only) or 'interrupted'
@@ -146,30 +147,11 @@ def _vboard_flash(os, root):
 def _vboard_lfs(os, path):
     # The flash as a board has it: LittleFS v2 on a block device, here the
     # host file `path` (its size / block size blocks), formatted if blank.
+    import sys
+    from vboard_blockdev import FileBlockDevice  # beside this shim (sys.path[0])
+    del sys.modules['vboard_blockdev']  # a board has no such module
     bs = int(os.getenv('SPORADIC_VBOARD_BLOCK') or '4096')
-    f = open(path, 'r+b')
-    f.seek(0, 2)
-    count = f.tell() // bs
-
-    class Dev:
-        def readblocks(self, n, buf, off=0):
-            f.seek(n * bs + off)
-            f.readinto(buf)
-
-        def writeblocks(self, n, buf, off=None):
-            f.seek(n * bs + (off or 0))
-            f.write(buf)
-
-        def ioctl(self, op, arg):
-            if op == 4:  # block count
-                return count
-            if op == 5:  # block size
-                return bs
-            if op == 3:  # sync
-                f.flush()
-            return 0
-
-    dev = Dev()
+    dev = FileBlockDevice(path, bs, os.stat(path)[6] // bs)
     try:
         return os.VfsLfs2(dev, readsize=32, progsize=32, lookahead=32)
     except OSError:

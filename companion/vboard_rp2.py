@@ -47,7 +47,7 @@ import sys
 import time
 import tty
 
-from companion.vboard import BoardProcess
+from companion.vboard_process import BoardProcess, descendants
 
 __all__ = ["RP2VBoard", "RP2Relay", "emulator_dir", "add_arguments", "run_args", "missing"]
 
@@ -291,6 +291,7 @@ class RP2VBoard(BoardProcess):
     """
 
     STOP_TIMEOUT = 15.0
+    error = RP2VBoardError
 
     def __init__(self, flash, firmware=None, bootrom=None, image=None, unpaced=False, stats=None):
         self.flash = os.path.abspath(flash)
@@ -299,51 +300,22 @@ class RP2VBoard(BoardProcess):
         self.image = image
         self.unpaced = unpaced
         self.stats_file = stats
-        self.path = None
-        self.proc = None
-
-    @property
-    def pid(self):
-        return self.proc.pid if self.proc else None
 
     def start(self, timeout=30.0):
-        if self.proc is not None:
-            raise RP2VBoardError("virtual board already started")
         why = missing(self.firmware, self.bootrom)
         if why:
             raise RP2VBoardError(why)
-        argv = [sys.executable, "-m", "companion.vboard", "--board", BOARD, "--flash", self.flash, "--with-parent"]
+        argv = ["--board", BOARD, "--flash", self.flash]
         for opt, val in (("--firmware", self.firmware), ("--bootrom", self.bootrom), ("--image", self.image),
                          ("--stats", self.stats_file)):
             if val:
                 argv += [opt, os.path.abspath(val)]
         if self.unpaced:
             argv.append("--unpaced")
-        env = dict(os.environ)
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=env,
-                                     start_new_session=True)
-        line = b""
-        deadline = time.monotonic() + timeout
-        fd = self.proc.stdout.fileno()
-        while not line.endswith(b"\n"):
-            r, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
-            chunk = os.read(fd, 256) if r else b""
-            if not chunk:
-                self.stop()
-                raise RP2VBoardError("emulated Pico did not start (no device path within %.0f s)" % timeout)
-            line += chunk
-        self.path = line.decode().strip()
-        return self.path
-
-    def alive(self):
-        return self.proc is not None and self.proc.poll() is None
+        return self._launch(argv, os.environ, timeout, "emulated Pico")
 
     def emulator_pids(self):
-        from companion.vboard import _descendants
-
-        return _descendants(self.pid) if self.pid else []
+        return descendants(self.pid) if self.pid else []
 
     def reset(self):
         """Press the reset button: the chip reboots from its flash."""

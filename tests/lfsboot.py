@@ -5,9 +5,13 @@
 # (readblocks/writeblocks/ioctl, as flashbdev / rp2.Flash), mounted at / with
 # vfs.VfsLfs2; HOSTDIR (compiled stand-ins for `machine`...) at /host.
 # Then sporadic.boot starts it as firmware/main.py does: the store opened,
-# the runtime's loop run for STEPS passes.
+# the runtime's loop run for STEPS passes. The block device is a virtual
+# board's (companion/vboard_blockdev.py); the boot is not vboard_boot.py's:
+# this one runs boot.main for STEPS passes on the image's own geometry and
+# exits, the smallest boot whose heap bench/heap_boards.py gates.
 import os, sys, vfs
-from fileblockdev import FileBlockDevice  # beside this script (sys.path[0])
+sys.path.append(sys.path[0] + "/../companion")  # run as a script from tests/
+from vboard_blockdev import FileBlockDevice  # companion/vboard_blockdev.py (bench/heap_boards.py: MICROPYPATH)
 
 a = sys.argv[1:]
 dev = FileBlockDevice(a[0], int(a[1]), int(a[2]))

@@ -188,7 +188,7 @@ MOUNT = r'''
 import os, sys, vfs, hashlib, binascii
 
 sys.path.insert(0, sys.argv[5])
-from fileblockdev import FileBlockDevice
+from vboard_blockdev import FileBlockDevice
 
 path, bs, count, prog = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 dev = FileBlockDevice(path, bs, count)
@@ -228,7 +228,7 @@ def test_image_mounts_in_the_unix_port(name, tmp_path):
     if name != "unix":
         assert "/lib/board.mpy" in expect
     text = run_micropython(MOUNT, out, str(g["block_size"]), str(g["block_count"]), str(g["prog_size"]),
-                           os.path.join(ROOT, "tests"))
+                           os.path.join(ROOT, "companion"))
     seen = {}
     for line in text.splitlines():
         if line.startswith("F "):

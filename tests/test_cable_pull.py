@@ -174,7 +174,7 @@ def run_point(base, i, budget, mode):
                 pids.extend(vb.interpreter_pids())
                 vb.kill()
                 return False            # the link finds out by itself (EIO)
-            link.transport.serial.close()
+            link.serial.close()
             return True
 
         link = None

@@ -1,6 +1,8 @@
 # A board's flash region as MicroPython's flashbdev sees it, backed by a host
-# file (readblocks/writeblocks/ioctl): for mounting desktop-built LittleFS
-# images on the unix port in tests (tests/lfsboot.py, test_boards_image.py).
+# file (readblocks/writeblocks/ioctl), on the unix port: the flash of a
+# virtual board booted from a LittleFS image (vboard_boot.py), and of the
+# tests and benches that mount desktop-built images (tests/lfsboot.py,
+# test_boards_image.py, bench/heap_boards.py). MicroPython code.
 
 
 class FileBlockDevice:

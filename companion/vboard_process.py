@@ -1,0 +1,89 @@
+"""The life cycle every virtual board shares (the unix-port one of vboard.py,
+the emulated Pico of vboard_rp2.py): a relay process started with
+``python -m companion.vboard ... --with-parent`` that prints the board's
+device path on its first line, asked to stop (SIGTERM), cut when it does not.
+"""
+import os
+import select
+import subprocess
+import sys
+import time
+
+__all__ = ["BoardProcess", "descendants"]
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def descendants(pid):
+    """Pids of every process below pid (Linux /proc)."""
+    out = []
+    try:
+        for t in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/children" % (pid, t)) as f:
+                for c in f.read().split():
+                    out.append(int(c))
+                    out += descendants(int(c))
+    except OSError:
+        pass
+    return out
+
+
+class BoardProcess:
+    """A virtual board's process in self.proc; subclasses give start() (which
+    calls _launch) and kill() (a power cut); stop() asks it to end, then cuts.
+    ``error``: the exception class a failed start raises."""
+    STOP_TIMEOUT = 5.0
+    error = RuntimeError
+    proc = None
+    path = None
+
+    @property
+    def pid(self):
+        return self.proc.pid if self.proc else None
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def _launch(self, argv, env, timeout, what):
+        """Start ``argv`` (a relay) with this tree importable; return the
+        device path it prints, or raise self.error after ``timeout``."""
+        if self.proc is not None:
+            raise self.error("virtual board already started")
+        env = dict(env)
+        env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        self.proc = subprocess.Popen([sys.executable, "-m", "companion.vboard"] + list(argv) + ["--with-parent"],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=env,
+                                     start_new_session=True)
+        line = b""
+        deadline = time.monotonic() + timeout
+        fd = self.proc.stdout.fileno()
+        while not line.endswith(b"\n"):
+            r, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            chunk = os.read(fd, 256) if r else b""
+            if not chunk:
+                self.stop()
+                raise self.error("%s did not start (no device path within %.0f s)" % (what, timeout))
+            line += chunk
+        self.path = line.decode().strip()
+        return self.path
+
+    def stop(self, timeout=None):
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(self.STOP_TIMEOUT if timeout is None else timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        if self.proc is not None and self.proc.stdout:
+            self.proc.stdout.close()
+        self.proc = None
+
+    def __enter__(self):
+        if self.proc is None:
+            self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
