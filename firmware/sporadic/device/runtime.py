@@ -6,6 +6,7 @@ import gc
 import json
 import os
 import board
+import sporadic
 from sporadic.device import clock, store
 from sporadic.core import groups, jobline, plan
 
@@ -81,6 +82,8 @@ class Runtime:
         self.pending = 0
         self.bad_jobs = 0
         self.next_wake = None
+        self.due = None           # earliest decision change of the last full pass
+        self.retry = False
         self.last_now = None
         self.steps = 0
         self.unknown_since_boot = not clock.trusted()
@@ -112,12 +115,12 @@ class Runtime:
         rnk = None
         if job.kind == 'one':
             rnk = self._rank(job.id, hosts)
-        wake = None
+        at_next = None
         for _ in range(plan.DECIDE_MAX):
             act, k, at, att = plan.decide(job, self.id, now, mine, done_k, rnk, self.rnd,
                                           self._asg, lease is not None and lease())
             if act == plan.WAIT:
-                wake = at
+                at_next = at
                 self.pending += 1
                 break
             if act == plan.IDLE:
@@ -140,7 +143,9 @@ class Runtime:
                 out = 'ok' if ok else 'err'
                 self._record(job.id, k, now, out, att, text)
                 mine = (k, out, att)
-        return wake
+        else:
+            self.retry = True   # DECIDE_MAX: more to decide at the next pass
+        return at_next
 
     def _rank(self, jid, hosts):
         if hosts is not None:
@@ -175,20 +180,57 @@ class Runtime:
         if self.last_now is not None and now < self.last_now - JUMP_BACK:
             clock.note_jump(now, now - self.last_now, 'observed')
         self.last_now = now
-        me = self.id
-        self.next_wake = now + MAX_SLEEP   # _group lowers it; jobs and bad_jobs count up
+        led = lease is not None and lease()
+        if store.WAKE_INDEX and self._idle(now, led):
+            return self.next_wake
+        self.store.verify()   # the open took jobs.txt's stamp on the index's word
+        self.due = None       # _visit lowers it; jobs and bad_jobs count up
+        self.retry = False    # a job left undecided (memory, DECIDE_MAX): no index
         self.jobs = 0
         self.bad_jobs = 0
         self.pending = 0
-        groups.scan(self.store.stream(), me, HOSTS_MAX, self._visit)
+        groups.scan(self.store.stream(), self.id, HOSTS_MAX, self._visit)
         self._asg = None
         if self.store.needs_compaction():
+            gc.collect()
             self.store.compact()
         self.store.release()
+        self.next_wake = now + MAX_SLEEP
+        if self.due is not None and self.due < self.next_wake:
+            self.next_wake = self.due
+        if store.WAKE_INDEX:
+            gc.collect()
+            from sporadic.device import wake
+            wake.write(self.store, self.cfg.get('secret'), None if self.retry else wake.key(self.store),
+                       self.due, now, self.jobs, self.pending, led)
+            sporadic.forget('sporadic.device.wake')
+            gc.collect()   # its code goes before a sync's status asks for room
         if self.reset_wanted:
             self.reset_wanted = False
             board.reset()
         return self.next_wake
+
+    def _idle(self, now, led):
+        # the wake index answers: nothing is due before its DUE (wake.py)
+        from sporadic.device import wake
+        f = wake.read(self.store, self.cfg.get('secret'))
+        if f is not None and f[0] != wake.key(self.store):
+            f = None
+        sporadic.forget('sporadic.device.wake')
+        if f is None or int(f[2]) > now or f[5] != ('1' if led else '0'):
+            gc.collect()   # a full pass follows: its code goes first
+            return False
+        due = None if f[1] == '-' else int(f[1])
+        if due is not None and due <= now:
+            gc.collect()
+            return False
+        self.next_wake = now + MAX_SLEEP
+        if due is not None and due < self.next_wake:
+            self.next_wake = due
+        self.jobs = int(f[3])
+        self.pending = int(f[4])
+        self.bad_jobs = 0
+        return True
 
     def _visit(self, jid, jtext, cancelled, mine, done_k, asg, hosts):
         # one job at the end of its group (groups.scan): counted, decided, its wake taken
@@ -203,6 +245,7 @@ class Runtime:
             # not the line's fault: never quarantine a good job for it; the
             # next pass tries again
             self.error = jtext[:jobline.ID_LEN] + ': out of memory'
+            self.retry = True
             self.bad_jobs += 1
             return
         except Exception as e:
@@ -215,10 +258,11 @@ class Runtime:
             raise
         except Exception as e:  # a planner/record failure: never stop the loop
             self.error = '%s: %s: %s' % (jtext[:jobline.ID_LEN], type(e).__name__, e)
+            self.retry = True
             self.bad_jobs += 1
             return
-        if w is not None and w < self.next_wake:
-            self.next_wake = w
+        if w is not None and (self.due is None or w < self.due):
+            self.due = w
 
 
 
@@ -250,15 +294,15 @@ def main(until=None, max_steps=None):
         if max_steps is not None and n >= max_steps:
             return rt
         n += 1
-        wake = rt.step(now)
+        nxt = rt.step(now)
         board.wdt_feed()
-        if wake is None:
+        if nxt is None:
             ms = UNKNOWN_SLEEP * 1000
         else:
             cur = clock.now()
-            if until is not None and wake > until:
-                wake = until
-            ms = (wake - cur) * 1000 if cur is not None else 1000
+            if until is not None and nxt > until:
+                nxt = until
+            ms = (nxt - cur) * 1000 if cur is not None else 1000
             if ms < 1000:
                 ms = 1000
         board.sleep_ms(ms)

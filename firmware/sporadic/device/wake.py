@@ -1,0 +1,102 @@
+# The wake index (docs/device.md#the-wake-index): what the loop's last full
+# pass found, so that a wake with nothing due decides in O(1) instead of
+# streaming the whole job file through the parser and the planner.
+#
+#   w1 KEY DUE AT JOBS PENDING LEASE MAC
+#
+#   KEY      the store it was computed from: size and mtime of jobs.txt,
+#            log.txt, in.txt and cfg.json, and the stamp in jobs.ok (which a
+#            compaction rewrites). A run (log.txt grows), a sync (in.txt, a
+#            compaction), a deploy (cfg.json) or a file edited behind the
+#            store's back changes it: the index no longer matches.
+#   DUE      the earliest time any job's decision changes ('-': none ever)
+#   AT       the time of the pass (a clock set back before it: no match)
+#   LEASE    0/1, the section leader's lease as the pass saw it (net.py)
+#   MAC      hmac of the rest under the board's secret (sha256 without one):
+#            a torn or forged index does not match
+#
+# A mismatch only costs a full pass. Kept in RTC memory where the board has
+# some (board.RTC_MEM; the unix board's rtc_memory is a small file), else in
+# wake.idx on the flash (written only when a full pass changes it). Loaded
+# for a read or a write and dropped again: never in RAM during a pass.
+# store.WAKE_INDEX = False turns it off (bench/wake.py's baseline).
+import hashlib
+import binascii
+import os
+from sporadic.device import store
+
+
+def key(st):
+    """The store's state as the index records it (4 stats and jobs.ok)."""
+    k = ''
+    for p in (st.jobs, st.log, st.inp, st.root + 'cfg.json'):
+        try:
+            s = os.stat(p)
+            k += '%d.%d,' % (s[6], s[8])
+        except OSError:
+            k += '-,'
+    try:
+        with open(st.root + 'jobs.ok') as f:
+            return k + f.read().strip().replace(' ', ':')
+    except OSError:
+        return k + '-'
+
+
+def _mac(secret, body):
+    if secret:
+        from sporadic.core import hmac
+        return hmac.mac_hex(secret, body)
+    return binascii.hexlify(hashlib.sha256(body.encode()).digest()[:8]).decode()
+
+
+def _rtc():
+    # the board module where it keeps RTC memory, else None (wake.idx)
+    try:
+        import board
+    except ImportError:   # CPython (a tool reading a board's flash)
+        return None
+    return None if getattr(board, 'RTC_MEM', -1) == 0 else board
+
+
+def read(st, secret):
+    """The index's fields [key, due, at, jobs, pending, lease] when it is
+    whole and under this board's MAC, else None."""
+    b = _rtc()
+    try:
+        if b is not None:
+            text = b.rtc_memory().decode()
+        else:
+            with open(st.root + 'wake.idx') as f:
+                text = f.read(256)
+    except (OSError, ValueError, UnicodeError):
+        return None
+    f = text.split(' ')
+    if len(f) != 8 or f[0] != 'w1' or _mac(secret, text[:-len(f[7]) - 1]) != f[7].strip():
+        return None
+    return f[1:7]
+
+
+def write(st, secret, k, due, at, jobs, pending, lease):
+    """Record a full pass's result; k=None clears the index."""
+    data = ''
+    if k is not None:
+        data = 'w1 %s %s %d %d %d %d' % (k, '-' if due is None else str(due), at, jobs, pending,
+                                         1 if lease else 0)
+        data += ' ' + _mac(secret, data) + '\n'
+    b = _rtc()
+    if b is not None:
+        store.crashpoint()
+        b.rtc_memory(data.encode())
+        return
+    path = st.root + 'wake.idx'
+    try:
+        with open(path) as f:
+            if f.read(256) == data:
+                return        # unchanged: no flash write
+    except OSError:
+        pass
+    f = open(path, 'w')
+    try:
+        store._write(f, data)
+    finally:
+        f.close()
