@@ -181,9 +181,15 @@ class Runtime:
             clock.note_jump(now, now - self.last_now, 'observed')
         self.last_now = now
         led = lease is not None and lease()
-        if store.WAKE_INDEX and self._idle(now, led):
-            return self.next_wake
-        self.store.verify()   # the open took jobs.txt's stamp on the index's word
+        if store.WAKE_INDEX:
+            from sporadic.device import wake
+            if wake.idle(self, now, led, MAX_SLEEP):
+                return self.next_wake
+            wake = None
+            sporadic.forget('sporadic.device.wake')
+            gc.collect()   # a full pass follows: the index's code goes first
+        if self.store.unverified:   # the open took jobs.txt's stamp on the index's word
+            self.store.verify()
         self.due = None       # _visit lowers it; jobs and bad_jobs count up
         self.retry = False    # a job left undecided (memory, DECIDE_MAX): no index
         self.jobs = 0
@@ -201,36 +207,14 @@ class Runtime:
         if store.WAKE_INDEX:
             gc.collect()
             from sporadic.device import wake
-            wake.write(self.store, self.cfg.get('secret'), None if self.retry else wake.key(self.store),
-                       self.due, now, self.jobs, self.pending, led)
+            wake.save(self.store, self.cfg.get('secret'), self, now, led)
+            wake = None
             sporadic.forget('sporadic.device.wake')
             gc.collect()   # its code goes before a sync's status asks for room
         if self.reset_wanted:
             self.reset_wanted = False
             board.reset()
         return self.next_wake
-
-    def _idle(self, now, led):
-        # the wake index answers: nothing is due before its DUE (wake.py)
-        from sporadic.device import wake
-        f = wake.read(self.store, self.cfg.get('secret'))
-        if f is not None and f[0] != wake.key(self.store):
-            f = None
-        sporadic.forget('sporadic.device.wake')
-        if f is None or int(f[2]) > now or f[5] != ('1' if led else '0'):
-            gc.collect()   # a full pass follows: its code goes first
-            return False
-        due = None if f[1] == '-' else int(f[1])
-        if due is not None and due <= now:
-            gc.collect()
-            return False
-        self.next_wake = now + MAX_SLEEP
-        if due is not None and due < self.next_wake:
-            self.next_wake = due
-        self.jobs = int(f[3])
-        self.pending = int(f[4])
-        self.bad_jobs = 0
-        return True
 
     def _visit(self, jid, jtext, cancelled, mine, done_k, asg, hosts):
         # one job at the end of its group (groups.scan): counted, decided, its wake taken

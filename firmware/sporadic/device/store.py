@@ -172,8 +172,17 @@ class Store:
         import gc
         had = list(sys.modules)
         try:
+            vouched = False
+            if WAKE_INDEX and size(self.jobs):
+                # does the wake index match the store (jobs.txt unhashed)? Asked
+                # before recover.py is loaded: their code never shares the heap
+                from sporadic.device import wake
+                vouched = wake.vouches(self)
+                wake = None
+                _drop(had)
+                gc.collect()
             from sporadic.device import recover
-            todo, signed = recover.recover(self)
+            todo, signed = recover.recover(self, vouched)
             recover = None
             _drop(had)
             gc.collect()
@@ -186,30 +195,10 @@ class Store:
             jobline.unload()   # a re-import may have needed jobx/timex
 
     def verify(self):
-        """Hash jobs.txt once when the open took its stamp on the wake
-        index's word (size and mtime unchanged): a file edited behind the
-        store's back that kept both is caught here, at the first full pass,
-        compaction or sync; the board then starts again (index cleared) and
-        its open deals with it in the emptiest heap."""
-        if not self.unverified:
-            return
+        """jobs.txt hashed once when the open took its stamp on the wake
+        index's word (stamp.verify)."""
         from sporadic.core import stamp
-        s = stamp.file_stamp(self.jobs)
-        import sporadic
-        sporadic.forget('sporadic.core.stamp')
-        try:
-            with open(self.root + 'jobs.ok') as f:
-                ok = f.read().strip()
-        except OSError:
-            ok = None
-        if s == ok:
-            self.unverified = False
-            return
-        from sporadic.device import wake
-        wake.write(self, None, None, 0, 0, 0, 0, 0)
-        sporadic.forget('sporadic.device.wake')
-        import board
-        board.reset()
+        stamp.verify(self)
 
     # ---- reading ----
 
@@ -275,7 +264,8 @@ class Store:
         pend = self.pending()
         if not pend and extra is None:
             return False
-        self.verify()
+        if self.unverified:
+            self.verify()
         conf = []
         f = open(self.tmp, 'w')
         h = hashlib.sha256()

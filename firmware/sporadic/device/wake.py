@@ -5,8 +5,8 @@
 #   w1 KEY DUE AT JOBS PENDING LEASE MAC
 #
 #   KEY      the store it was computed from: size and mtime of jobs.txt,
-#            log.txt, in.txt and cfg.json, and the stamp in jobs.ok (which a
-#            compaction rewrites). A run (log.txt grows), a sync (in.txt, a
+#            log.txt, in.txt, jobs.ok (its stamp, which a compaction
+#            rewrites) and cfg.json. A run (log.txt grows), a sync (in.txt, a
 #            compaction), a deploy (cfg.json) or a file edited behind the
 #            store's back changes it: the index no longer matches.
 #   DUE      the earliest time any job's decision changes ('-': none ever)
@@ -27,19 +27,15 @@ from sporadic.device import store
 
 
 def key(st):
-    """The store's state as the index records it (4 stats and jobs.ok)."""
-    k = ''
-    for p in (st.jobs, st.log, st.inp, st.root + 'cfg.json'):
+    """The store's state as the index records it (5 stats, no file opened)."""
+    k = 'k'
+    for p in (st.jobs, st.log, st.inp, st.root + 'jobs.ok', st.root + 'cfg.json'):
         try:
             s = os.stat(p)
-            k += '%d.%d,' % (s[6], s[8])
+            k += ',%d.%d' % (s[6], s[8])
         except OSError:
-            k += '-,'
-    try:
-        with open(st.root + 'jobs.ok') as f:
-            return k + f.read().strip().replace(' ', ':')
-    except OSError:
-        return k + '-'
+            k += ',-'
+    return k
 
 
 def _mac(secret, body):
@@ -60,7 +56,7 @@ def _rtc():
 
 def read(st, secret):
     """The index's fields [key, due, at, jobs, pending, lease] when it is
-    whole and under this board's MAC, else None."""
+    whole, under this board's MAC and matches the store now, else None."""
     b = _rtc()
     try:
         if b is not None:
@@ -71,17 +67,38 @@ def read(st, secret):
     except (OSError, ValueError, UnicodeError):
         return None
     f = text.split(' ')
-    if len(f) != 8 or f[0] != 'w1' or _mac(secret, text[:-len(f[7]) - 1]) != f[7].strip():
+    if len(f) != 8 or f[0] != 'w1' or _mac(secret, text[:-len(f[7]) - 1]) != f[7].strip() \
+            or f[1] != key(st):
         return None
     return f[1:7]
 
 
-def write(st, secret, k, due, at, jobs, pending, lease):
-    """Record a full pass's result; k=None clears the index."""
+def idle(rt, now, led, max_sleep):
+    """The loop's step at `now` answered by the index (rt's figures set):
+    nothing is due before its DUE. False: a full pass is needed."""
+    f = read(rt.store, rt.cfg.get('secret'))
+    if f is None or int(f[2]) > now or f[5] != ('1' if led else '0'):
+        return False
+    nw = now + max_sleep
+    if f[1] != '-':
+        due = int(f[1])
+        if due <= now:
+            return False
+        if due < nw:
+            nw = due
+    rt.next_wake = nw
+    rt.jobs = int(f[3])
+    rt.pending = int(f[4])
+    rt.bad_jobs = 0
+    return True
+
+
+def save(st, secret, rt, now, led):
+    """Record a full pass's result (rt None or rt.retry: clear the index)."""
     data = ''
-    if k is not None:
-        data = 'w1 %s %s %d %d %d %d' % (k, '-' if due is None else str(due), at, jobs, pending,
-                                         1 if lease else 0)
+    if rt is not None and not rt.retry:
+        data = 'w1 %s %s %d %d %d %d' % (key(st), '-' if rt.due is None else str(rt.due), now, rt.jobs,
+                                         rt.pending, 1 if led else 0)
         data += ' ' + _mac(secret, data) + '\n'
     b = _rtc()
     if b is not None:
@@ -100,3 +117,15 @@ def write(st, secret, k, due, at, jobs, pending, lease):
         store._write(f, data)
     finally:
         f.close()
+
+
+def vouches(st):
+    """Store.recover: the index matches the store (jobs.txt's size and mtime
+    among its key): the open takes jobs.txt's stamp unhashed."""
+    try:
+        import json
+        with open(st.root + 'cfg.json') as f:
+            secret = json.load(f).get('secret')
+    except (OSError, ValueError):
+        secret = None
+    return read(st, secret) is not None
