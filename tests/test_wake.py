@@ -82,7 +82,20 @@ def set_rtcmem(flash, data):
 @pytest.fixture
 def board(tmp_path):
     flash, fleet, ids = provisioned(tmp_path, jobs=(DAILY, HOURLY, ONCE))
+    age(flash)
     return flash, ids
+
+
+def age(flash, s=60):
+    # the image was flashed a minute before the board's first boot: an index
+    # written in the second its jobs.txt was is "racy" (wake.vouches), its
+    # open hashes the file
+    import time
+    t = time.time() - s
+    for name in os.listdir(flash):
+        p = os.path.join(flash, name)
+        if os.path.isfile(p):
+            os.utime(p, (t, t))
 
 
 def test_idle_wake_reads_nothing_of_the_job_file(board):

@@ -69,5 +69,6 @@ def verify(st):
         return
     from sporadic.device import wake
     wake.save(st, None, None, 0, 0)
+    sporadic.forget('sporadic.device.wake')
     import board
     board.reset()

@@ -29,7 +29,7 @@ def _cfg(root):
         return {}
 
 
-def recover(st, vouched=False):
+def recover(st):
     st.log_size = size(st.log)
     st.in_size = size(st.inp)
     if not exists(st.out):
@@ -61,12 +61,13 @@ def recover(st, vouched=False):
     st.log_size = size(st.log)
     st.in_size = size(st.inp)
     # the stamps (before anything is compacted: a compaction stamps what it writes)
-    # jobs.txt as the store left it at its last full pass (Store.recover
-    # asked the wake index): its stamp is taken unhashed; the next full
-    # pass, compaction or sync hashes it (Store.verify, docs/device.md#stamps)
+    # jobs.txt as the store left it at its last full pass (the wake index
+    # matches it): its stamp is taken unhashed; the next full pass,
+    # compaction or sync hashes it (stamp.verify, docs/device.md#stamps)
     s = None
     if size(st.jobs):
-        if vouched:
+        from sporadic.device import store, wake
+        if store.WAKE_INDEX and wake.vouches(st):
             s = _read(ok)
             st.unverified = True
         else:

@@ -82,8 +82,6 @@ class Runtime:
         self.pending = 0
         self.bad_jobs = 0
         self.next_wake = None
-        self.due = None           # earliest decision change of the last full pass
-        self.retry = False
         self.last_now = None
         self.steps = 0
         self.unknown_since_boot = not clock.trusted()
@@ -144,7 +142,7 @@ class Runtime:
                 self._record(job.id, k, now, out, att, text)
                 mine = (k, out, att)
         else:
-            self.retry = True   # DECIDE_MAX: more to decide at the next pass
+            at_next = now   # DECIDE_MAX: more to decide at the next pass (no idle wake before)
         return at_next
 
     def _rank(self, jid, hosts):
@@ -182,16 +180,18 @@ class Runtime:
         self.last_now = now
         led = lease is not None and lease()
         if store.WAKE_INDEX:
+            # the wake index (wake.py): loaded for this and dropped, never in RAM during a pass
             from sporadic.device import wake
-            if wake.idle(self, now, led, MAX_SLEEP):
-                return self.next_wake
+            idle = wake.idle(self, now, led, MAX_SLEEP)
             wake = None
             sporadic.forget('sporadic.device.wake')
-            gc.collect()   # a full pass follows: the index's code goes first
+            if idle:
+                return self.next_wake
+            gc.collect()
         if self.store.unverified:   # the open took jobs.txt's stamp on the index's word
-            self.store.verify()
-        self.due = None       # _visit lowers it; jobs and bad_jobs count up
-        self.retry = False    # a job left undecided (memory, DECIDE_MAX): no index
+            from sporadic.core import stamp
+            stamp.verify(self.store)
+        self.next_wake = None   # _visit lowers it (the earliest WAIT); jobs and bad_jobs count up
         self.jobs = 0
         self.bad_jobs = 0
         self.pending = 0
@@ -201,9 +201,6 @@ class Runtime:
             gc.collect()
             self.store.compact()
         self.store.release()
-        self.next_wake = now + MAX_SLEEP
-        if self.due is not None and self.due < self.next_wake:
-            self.next_wake = self.due
         if store.WAKE_INDEX:
             gc.collect()
             from sporadic.device import wake
@@ -211,6 +208,8 @@ class Runtime:
             wake = None
             sporadic.forget('sporadic.device.wake')
             gc.collect()   # its code goes before a sync's status asks for room
+        if self.next_wake is None or self.next_wake > now + MAX_SLEEP:
+            self.next_wake = now + MAX_SLEEP
         if self.reset_wanted:
             self.reset_wanted = False
             board.reset()
@@ -229,7 +228,6 @@ class Runtime:
             # not the line's fault: never quarantine a good job for it; the
             # next pass tries again
             self.error = jtext[:jobline.ID_LEN] + ': out of memory'
-            self.retry = True
             self.bad_jobs += 1
             return
         except Exception as e:
@@ -242,11 +240,10 @@ class Runtime:
             raise
         except Exception as e:  # a planner/record failure: never stop the loop
             self.error = '%s: %s: %s' % (jtext[:jobline.ID_LEN], type(e).__name__, e)
-            self.retry = True
             self.bad_jobs += 1
             return
-        if w is not None and (self.due is None or w < self.due):
-            self.due = w
+        if w is not None and (self.next_wake is None or w < self.next_wake):
+            self.next_wake = w
 
 
 

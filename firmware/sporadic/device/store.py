@@ -172,17 +172,8 @@ class Store:
         import gc
         had = list(sys.modules)
         try:
-            vouched = False
-            if WAKE_INDEX and size(self.jobs):
-                # does the wake index match the store (jobs.txt unhashed)? Asked
-                # before recover.py is loaded: their code never shares the heap
-                from sporadic.device import wake
-                vouched = wake.vouches(self)
-                wake = None
-                _drop(had)
-                gc.collect()
             from sporadic.device import recover
-            todo, signed = recover.recover(self, vouched)
+            todo, signed = recover.recover(self)
             recover = None
             _drop(had)
             gc.collect()
@@ -193,12 +184,6 @@ class Store:
             self._tr = 0
             _drop(had)
             jobline.unload()   # a re-import may have needed jobx/timex
-
-    def verify(self):
-        """jobs.txt hashed once when the open took its stamp on the wake
-        index's word (stamp.verify)."""
-        from sporadic.core import stamp
-        stamp.verify(self)
 
     # ---- reading ----
 
@@ -264,8 +249,9 @@ class Store:
         pend = self.pending()
         if not pend and extra is None:
             return False
-        if self.unverified:
-            self.verify()
+        if self.unverified:   # stamp.verify: the open took jobs.txt's stamp on the wake index's word
+            from sporadic.core import stamp
+            stamp.verify(self)
         conf = []
         f = open(self.tmp, 'w')
         h = hashlib.sha256()

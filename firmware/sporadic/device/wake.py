@@ -2,7 +2,7 @@
 # pass found, so that a wake with nothing due decides in O(1) instead of
 # streaming the whole job file through the parser and the planner.
 #
-#   w1 KEY DUE AT JOBS PENDING LEASE MAC
+#   w1 KEY DUE AT JOBS PENDING LEASE FS MAC
 #
 #   KEY      the store it was computed from: size and mtime of jobs.txt,
 #            log.txt, in.txt, jobs.ok (its stamp, which a compaction
@@ -12,6 +12,7 @@
 #   DUE      the earliest time any job's decision changes ('-': none ever)
 #   AT       the time of the pass (a clock set back before it: no match)
 #   LEASE    0/1, the section leader's lease as the pass saw it (net.py)
+#   FS       time.time() at the write: the file system's clock (its mtimes)
 #   MAC      hmac of the rest under the board's secret (sha256 without one):
 #            a torn or forged index does not match
 #
@@ -67,10 +68,10 @@ def read(st, secret):
     except (OSError, ValueError, UnicodeError):
         return None
     f = text.split(' ')
-    if len(f) != 8 or f[0] != 'w1' or _mac(secret, text[:-len(f[7]) - 1]) != f[7].strip() \
+    if len(f) != 9 or f[0] != 'w1' or _mac(secret, text[:-len(f[8]) - 1]) != f[8].strip() \
             or f[1] != key(st):
         return None
-    return f[1:7]
+    return f[1:8]
 
 
 def idle(rt, now, led, max_sleep):
@@ -94,11 +95,15 @@ def idle(rt, now, led, max_sleep):
 
 
 def save(st, secret, rt, now, led):
-    """Record a full pass's result (rt None or rt.retry: clear the index)."""
+    """Record a full pass's result: rt.next_wake its earliest WAIT (None:
+    none). rt None, or a job the pass could not decide (rt.bad_jobs: out of
+    memory, a planner error, a bad line): the index is cleared."""
     data = ''
-    if rt is not None and not rt.retry:
-        data = 'w1 %s %s %d %d %d %d' % (key(st), '-' if rt.due is None else str(rt.due), now, rt.jobs,
-                                         rt.pending, 1 if led else 0)
+    if rt is not None and not rt.bad_jobs:
+        w = rt.next_wake
+        import time
+        data = 'w1 %s %s %d %d %d %d %d' % (key(st), '-' if w is None else str(w), now, rt.jobs,
+                                            rt.pending, 1 if led else 0, time.time())
         data += ' ' + _mac(secret, data) + '\n'
     b = _rtc()
     if b is not None:
@@ -128,4 +133,7 @@ def vouches(st):
             secret = json.load(f).get('secret')
     except (OSError, ValueError):
         secret = None
-    return read(st, secret) is not None
+    f = read(st, secret)
+    # "racy" as git says: jobs.txt written in the second the index was (a
+    # compaction just before), an edit in that same second keeps its mtime
+    return f is not None and int(f[0].split(',')[1].split('.')[1]) + 2 <= int(f[6])
