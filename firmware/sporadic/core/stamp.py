@@ -1,7 +1,8 @@
 # Stamps (docs/device.md#stamps): what the store last wrote, as the size
 # of a file and the first 8 bytes of its sha256 (store.stamp_text), and
 # whether a board checks what it stores at all. Loaded by the store's open
-# (recover.py) and a sync (storex.receive, trust.load), never by the loop.
+# (recover.py) and a sync (storex.receive, trust.load); by the loop only
+# for verify() after an open on the wake index's word.
 try:
     from micropython import const
 except ImportError:  # CPython
@@ -47,3 +48,27 @@ def file_stamp(path):
     finally:
         f.close()
     return store.stamp_text(n, h)
+
+
+def verify(st):
+    """A store whose open took jobs.txt's stamp on the wake index's word
+    (size and mtime unchanged: device/wake.py) hashes it once, at its first
+    full pass, compaction or sync: a file edited behind the store's back
+    that kept both is caught here; the board then starts again with the
+    index cleared, and its open deals with the file in the emptiest heap."""
+    s = file_stamp(st.jobs)
+    try:
+        with open(st.root + 'jobs.ok') as f:
+            ok = f.read().strip()
+    except OSError:
+        ok = None
+    import sporadic
+    sporadic.forget('sporadic.core.stamp')
+    if s == ok:
+        st.unverified = False
+        return
+    from sporadic.device import wake
+    wake.save(st, None, None, 0, 0)
+    sporadic.forget('sporadic.device.wake')
+    import board
+    board.reset()

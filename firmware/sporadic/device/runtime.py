@@ -6,6 +6,7 @@ import gc
 import json
 import os
 import board
+import sporadic
 from sporadic.device import clock, store
 from sporadic.core import groups, jobline, plan
 
@@ -114,12 +115,12 @@ class Runtime:
         rnk = None
         if job.kind == 'one':
             rnk = self._rank(job.id, hosts)
-        wake = None
+        at_next = None
         for _ in range(plan.DECIDE_MAX):
             act, k, at, att = plan.decide(job, self.id, now, mine, done_k, rnk, self.rnd,
                                           self._asg, lease is not None and lease())
             if act == plan.WAIT:
-                wake = at
+                at_next = at
                 self.pending += 1
                 break
             if act == plan.IDLE:
@@ -142,7 +143,9 @@ class Runtime:
                 out = 'ok' if ok else 'err'
                 self._record(job.id, k, now, out, att, text)
                 mine = (k, out, att)
-        return wake
+        else:
+            at_next = now   # DECIDE_MAX: more to decide at the next pass (no idle wake before)
+        return at_next
 
     def _rank(self, jid, hosts):
         if hosts is not None:
@@ -177,16 +180,38 @@ class Runtime:
         if self.last_now is not None and now < self.last_now - JUMP_BACK:
             clock.note_jump(now, now - self.last_now, 'observed')
         self.last_now = now
-        me = self.id
-        self.next_wake = now + MAX_SLEEP   # _group lowers it; jobs and bad_jobs count up
+        led = lease is not None and lease()
+        if store.WAKE_INDEX:
+            # the wake index (wake.py): loaded for this and dropped, never in RAM during a pass
+            from sporadic.device import wake
+            idle = wake.idle(self, now, led, MAX_SLEEP)
+            wake = None
+            sporadic.forget('sporadic.device.wake')
+            if idle:
+                return self.next_wake
+            gc.collect()
+        if self.store.unverified:   # the open took jobs.txt's stamp on the index's word
+            from sporadic.core import stamp
+            stamp.verify(self.store)
+        self.next_wake = None   # _visit lowers it (the earliest WAIT); jobs and bad_jobs count up
         self.jobs = 0
         self.bad_jobs = 0
         self.pending = 0
-        groups.scan(self.store.stream(), me, HOSTS_MAX, self._visit)
+        groups.scan(self.store.stream(), self.id, HOSTS_MAX, self._visit)
         self._asg = None
         if self.store.needs_compaction():
+            gc.collect()
             self.store.compact()
         self.store.release()
+        if store.WAKE_INDEX:
+            gc.collect()
+            from sporadic.device import wake
+            wake.save(self.store, self.cfg.get('secret'), self, now, led)
+            wake = None
+            sporadic.forget('sporadic.device.wake')
+            gc.collect()   # its code goes before a sync's status asks for room
+        if self.next_wake is None or self.next_wake > now + MAX_SLEEP:
+            self.next_wake = now + MAX_SLEEP
         if self.reset_wanted:
             self.reset_wanted = False
             board.reset()
@@ -219,7 +244,7 @@ class Runtime:
             self.error = '%s: %s: %s' % (jtext[:jobline.ID_LEN], type(e).__name__, e)
             self.bad_jobs += 1
             return
-        if w is not None and w < self.next_wake:
+        if w is not None and (self.next_wake is None or w < self.next_wake):
             self.next_wake = w
 
 
@@ -252,15 +277,15 @@ def main(until=None, max_steps=None):
         if max_steps is not None and n >= max_steps:
             return rt
         n += 1
-        wake = rt.step(now)
+        nxt = rt.step(now)
         board.wdt_feed()
-        if wake is None:
+        if nxt is None:
             ms = UNKNOWN_SLEEP * 1000
         else:
             cur = clock.now()
-            if until is not None and wake > until:
-                wake = until
-            ms = (wake - cur) * 1000 if cur is not None else 1000
+            if until is not None and nxt > until:
+                nxt = until
+            ms = (nxt - cur) * 1000 if cur is not None else 1000
             if ms < 1000:
                 ms = 1000
         board.sleep_ms(ms)

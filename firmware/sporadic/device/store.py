@@ -30,6 +30,7 @@ QUAR_MAX = const(8192)    # quar.txt bytes before it is rotated to quar.old
 CHUNK = const(256)        # bytes gathered before one write while compacting
 CRASH_EXIT = const(77)
 FEED_LINES = const(64)    # lines read between two calls of `feed`
+WAKE_INDEX = True         # the loop keeps a wake index (wake.py); False: bench/wake.py's baseline
 
 # The watchdog: every long read calls feed() each FEED_LINES lines (set to
 # board.wdt_feed by the runtime and the sync server). A board's watchdog,
@@ -161,6 +162,7 @@ class Store:
         self.conflicts = 0
         self._pend = None
         self._tr = 0             # storex.trust: 0 not loaded yet, None insecure
+        self.unverified = False  # jobs.txt's stamp taken unhashed at open (recover.py)
         self.recover()
 
     def recover(self):
@@ -247,6 +249,9 @@ class Store:
         pend = self.pending()
         if not pend and extra is None:
             return False
+        if self.unverified:   # stamp.verify: the open took jobs.txt's stamp on the wake index's word
+            from sporadic.core import stamp
+            stamp.verify(self)
         conf = []
         f = open(self.tmp, 'w')
         h = hashlib.sha256()

@@ -1,0 +1,132 @@
+"""What a wake with nothing due costs (issue #15), with and without the wake
+index (firmware/sporadic/device/wake.py), on the MicroPython unix port
+under -X heapsize=64K (a board's heap).
+
+    python bench/wake.py [--reps 5] [--sizes 100,1000,5000]
+
+A board's flash laid out as `companion image` writes it (provisioned by
+companion.provision, jobs.txt + jobs.ok from companion.files.jobs_file)
+holds a job file of N lines: N - 1 daily `each` jobs due tomorrow at
+06:00, so nothing is due at the measured times. For each N and each mode
+(index on; off = store.WAKE_INDEX False, the baseline, same run):
+
+  - a first boot primes the board (open, one full pass: the index is
+    written) and is not measured;
+  - boot_to_sleep_us: the next power-on, median of REPS boots: from the
+    first import to the return of the loop's first step (what precedes
+    the sleep call): the store's open, the runtime, one step;
+  - idle_wake_us: median of REPS later steps in that boot (a board that
+    light-sleeps between wakes).
+
+JSON last line: {"sizes": {N: {"index": {...}, "baseline": {...}}}, ...}.
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+for p in (os.path.join(ROOT, 'firmware'), ROOT):
+    if p not in sys.path:
+        sys.path.insert(0, p)
+
+from companion import files  # noqa: E402
+from sporadic.core import jobline  # noqa: E402
+from sporadic.desktop import merging  # noqa: E402
+from tests.devutil import make_flash, boot, T0  # noqa: E402
+from tests.mpy import MPY_CROSS  # noqa: E402
+
+DRIVER = r'''
+import time, json
+t0 = time.ticks_us()
+from sporadic.device import store
+store.WAKE_INDEX = %r
+store.open_store()
+from sporadic.device import runtime
+rt = runtime.get()
+t1 = time.ticks_us()
+w = rt.step(%d)
+t2 = time.ticks_us()
+idle = []
+for i in range(%d):
+    a = time.ticks_us()
+    rt.step(%d + 60 * (i + 1))
+    idle.append(time.ticks_diff(time.ticks_us(), a))
+print('RESULT ' + json.dumps({'boot_to_sleep_us': time.ticks_diff(t2, t0), 'open_us': time.ticks_diff(t1, t0),
+                              'idle': idle, 'next_wake': w, 'jobs': rt.jobs}))
+'''
+
+
+def flash(tmp, n):
+    jobs = []
+    for i in range(n - 1):
+        jobs.append(jobline.parse_job('each 2026-12-02T06:00Z log job%d ; every=1d' % i, salt=str(i)).line())
+    d = make_flash(os.path.join(tmp, 'flash'), 'dev-1')
+    for path, data in files.jobs_file('\n'.join(merging.merge(jobs)) + '\n'):
+        with open(os.path.join(d, path.lstrip('/')), 'wb') as f:
+            f.write(data)
+    return d
+
+
+def run(d, index, now, reps, heap):
+    src = os.path.join(d, 'benchdrv.py')
+    with open(src, 'w') as f:
+        f.write(DRIVER % (index, now, reps, now))
+    subprocess.run([MPY_CROSS, '-o', os.path.join(d, 'benchdrv.mpy'), src], check=True)
+    os.remove(src)
+    p = boot(d, 'import benchdrv', start=now, heap=heap, timeout=900, check=False)
+    res = [l for l in p.stdout.splitlines() if l.startswith('RESULT ')]
+    if p.returncode or not res:
+        raise SystemExit('bench/wake.py: the board failed: %s' % (p.stderr.strip().splitlines() or ['?'])[-1])
+    return json.loads(res[0][7:])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--reps', type=int, default=5)
+    ap.add_argument('--heap', default='64K')
+    ap.add_argument('--sizes', default='100,1000,5000')
+    a = ap.parse_args()
+    now = T0 + 3600          # 01:00: every job is due tomorrow at 06:00
+    out = {'heap': a.heap, 'sizes': {}}
+    for n in [int(x) for x in a.sizes.split(',')]:
+        tmp = tempfile.mkdtemp(prefix='wake-bench-')
+        try:
+            base = flash(tmp, n)
+            row = {}
+            for mode, index in (('index', True), ('baseline', False)):
+                d = os.path.join(tmp, mode)
+                shutil.copytree(base, d)
+                t = time.time() - 60      # flashed a minute before the first boot (wake.vouches: not "racy")
+                for name in os.listdir(d):
+                    if os.path.isfile(os.path.join(d, name)):
+                        os.utime(os.path.join(d, name), (t, t))
+                run(d, index, now, 1, a.heap)                       # the priming boot
+                boots = [run(d, index, now + 600 * (i + 1), a.reps, a.heap) for i in range(a.reps)]
+                assert all(b['jobs'] == n - 1 for b in boots), boots[0]
+                row[mode] = {
+                    'boot_to_sleep_us': int(statistics.median(b['boot_to_sleep_us'] for b in boots)),
+                    'open_us': int(statistics.median(b['open_us'] for b in boots)),
+                    'idle_wake_us': int(statistics.median(x for b in boots for x in b['idle'])),
+                }
+            out['sizes'][str(n)] = row
+            print('%5d lines: idle wake %7d us (baseline %8d), boot to sleep %7d us (baseline %8d)'
+                  % (n, row['index']['idle_wake_us'], row['baseline']['idle_wake_us'],
+                     row['index']['boot_to_sleep_us'], row['baseline']['boot_to_sleep_us']))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    s = out['sizes']
+    if '100' in s and '5000' in s:
+        i5, i1 = s['5000']['index']['idle_wake_us'], s['100']['index']['idle_wake_us']
+        out['targets'] = {'idle_wake_5000_le_3ms': i5 <= 3000, 'idle_wake_5000_le_1_5x_100': i5 <= 1.5 * i1}
+    out['rp2'] = 'not measured here (bench/rp2.py)'
+    print(json.dumps(out))
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,238 @@
+"""The wake index (issue #15, firmware/sporadic/device/wake.py): a wake with
+nothing due reads neither the job file nor its hash; any change to the
+store (a run, a sync, an edit behind its back) or a torn, corrupt or forged
+index costs one full pass, never a missed or a doubled run.
+
+Boards are set up with `companion init`, `add` and `image --board unix`
+(tests/test_integrity.provisioned) and booted on the MicroPython unix port
+with the step clock, as main.py boots them (sporadic.boot). The unix
+board's RTC memory is the file rtcmem.bin on its flash (boards/unix/board.py).
+"""
+import json
+import os
+import shutil
+
+import pytest
+
+from tests.devutil import boot, actlog, lines, T0, MICROPYTHON
+from tests.test_integrity import provisioned, quarantined, HEAP
+
+pytestmark = pytest.mark.skipif(MICROPYTHON is None, reason='micropython not installed')
+
+H = 3600
+D = 86400
+DAILY = 'each 2026-12-01T06:00Z log daily ; every=1d'
+HOURLY = 'each 2026-12-01T00:30Z log hourly ; every=1h'
+ONCE = 'one 2026-12-02T12:00Z log once'
+
+# One wake as a board makes it (power on, open, one step), counting what
+# it reads of jobs.txt: lines streamed and files hashed.
+WAKE = '''
+import json
+from sporadic.device import store
+store.WAKE_INDEX = %r
+read = [0, 0]
+_lines = store.read_lines
+def counted(path, torn=False):
+    for l in _lines(path, torn):
+        if path.endswith('jobs.txt'):
+            read[0] += 1
+        yield l
+store.read_lines = counted
+from sporadic.core import stamp
+_hash = stamp.file_stamp
+def hashed(path):
+    if path.endswith('jobs.txt'):
+        read[1] += 1
+    return _hash(path)
+stamp.file_stamp = hashed
+store.open_store()
+from sporadic.device import runtime
+rt = runtime.get()
+w = rt.step(%d)
+print('WAKE ' + json.dumps({'next': w, 'lines': read[0], 'hashed': read[1], 'jobs': rt.jobs,
+                            'notes': rt.store.notes}))
+'''
+
+
+def wake(flash, now, index=True, check=True, env=None):
+    p = boot(flash, WAKE % (index, now), start=T0, heap=HEAP, check=check, env=env)
+    for l in p.stdout.splitlines():
+        if l.startswith('WAKE '):
+            return json.loads(l[5:])
+    return None
+
+
+def loop(flash, until, index=True, env=None, check=True):
+    """A board's loop (sporadic.boot.main) until `until`."""
+    code = 'from sporadic.device import store\nstore.WAKE_INDEX = %r\nfrom sporadic.device import boot\nboot.main(until=%d)\n'
+    return boot(flash, code % (index, until), start=T0, heap=HEAP, env=env, check=check)
+
+
+def rtcmem(flash):
+    with open(os.path.join(flash, 'rtcmem.bin'), 'rb') as f:
+        return f.read()
+
+
+def set_rtcmem(flash, data):
+    with open(os.path.join(flash, 'rtcmem.bin'), 'wb') as f:
+        f.write(data)
+
+
+@pytest.fixture
+def board(tmp_path):
+    flash, fleet, ids = provisioned(tmp_path, jobs=(DAILY, HOURLY, ONCE))
+    age(flash)
+    return flash, ids
+
+
+def age(flash, s=60):
+    # the image was flashed a minute before the board's first boot: an index
+    # written in the second its jobs.txt was is "racy" (wake.vouches), its
+    # open hashes the file
+    import time
+    t = time.time() - s
+    for name in os.listdir(flash):
+        p = os.path.join(flash, name)
+        if os.path.isfile(p):
+            os.utime(p, (t, t))
+
+
+def test_idle_wake_reads_nothing_of_the_job_file(board):
+    flash, ids = board
+    first = wake(flash, T0 + 60)                 # the first wake: one full pass, the index written
+    assert first['lines'] > 0 and first['hashed'] == 1
+    assert rtcmem(flash).startswith(b'w1 ')
+    idle = wake(flash, T0 + 120)
+    assert idle['lines'] == 0 and idle['hashed'] == 0, idle
+    assert idle['next'] == first['next'] == T0 + 30 * 60 and idle['jobs'] == first['jobs'] == 3
+    # the baseline decides the same, reading the whole file
+    base = wake(flash, T0 + 120, index=False)
+    assert base['next'] == idle['next'] and base['lines'] > 0 and base['hashed'] == 1
+
+
+def _outcomes(flash):
+    return sorted(l for l in lines(flash, 'actlog.txt'))
+
+
+def test_runs_across_wakes_are_those_of_a_board_without_the_index(board, tmp_path):
+    flash, ids = board
+    base = str(tmp_path / 'base')
+    shutil.copytree(flash, base)
+    # a board that sleeps and wakes, rebooting at each step of a 3-day run
+    t = T0
+    while t < T0 + 3 * D:
+        t += 5 * H + 7 * 60
+        loop(flash, t)
+        loop(base, t, index=False)
+    assert actlog(flash) == actlog(base)
+    assert all(n == 1 for n in actlog(flash).values())
+    assert ids[DAILY] + '.2' in actlog(flash) and ids[ONCE] + '.0' in actlog(flash)
+
+
+def _prime_then_due(flash, ids):
+    # the index written at 01:00 says: nothing before 06:00 but the hourly
+    wake(flash, T0 + H)
+    return T0 + 6 * H + 60
+
+
+@pytest.mark.parametrize('damage', ['garbage', 'torn', 'forged', 'empty'])
+def test_a_damaged_index_costs_a_full_pass_never_a_run(board, damage):
+    flash, ids = board
+    wake(flash, T0 + H)
+    good = rtcmem(flash)
+    f = good.decode().split(' ')
+    if damage == 'garbage':
+        set_rtcmem(flash, b'\xff\x00' * 40)
+    elif damage == 'torn':
+        set_rtcmem(flash, good[:len(good) // 2])
+    elif damage == 'empty':
+        set_rtcmem(flash, b'')
+    else:
+        # "nothing due for ten days", its MAC made without the board's secret
+        import hashlib
+        f[2] = str(T0 + 10 * D)
+        body = ' '.join(f[:7])
+        set_rtcmem(flash, (body + ' ' + hashlib.sha256(body.encode()).hexdigest()[:16] + '\n').encode())
+    w = wake(flash, T0 + 6 * H + 60)            # the daily job is due: it runs
+    assert w['lines'] > 0, w
+    assert actlog(flash).get(ids[DAILY] + '.0') == 1
+    w = wake(flash, T0 + 6 * H + 120)           # and only once
+    assert actlog(flash).get(ids[DAILY] + '.0') == 1
+
+
+def test_a_job_file_edited_behind_the_stores_back_is_seen(board):
+    flash, ids = board
+    wake(flash, T0 + H)
+    # an edit that changes the file's size (mpremote fs cp of another file)
+    path = os.path.join(flash, 'jobs.txt')
+    with open(path) as f:
+        text = f.read()
+    with open(path, 'w') as f:
+        f.write(text.replace(' log daily ', ' log dailyX ', 1))
+    w = wake(flash, T0 + H + 60)
+    assert w['hashed'] == 1 and w['lines'] > 0
+    assert any(l.startswith('edited ') for l in quarantined(flash)), quarantined(flash)
+
+
+def test_an_edit_keeping_size_and_mtime_is_caught_at_the_next_full_pass(board):
+    flash, ids = board
+    wake(flash, T0 + H)
+    path = os.path.join(flash, 'jobs.txt')
+    st = os.stat(path)
+    with open(path) as f:
+        text = f.read()
+    with open(path, 'w') as f:
+        f.write(text.replace(' log daily ', ' log dailX ', 1))
+    assert os.path.getsize(path) == st.st_size
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    # what the index gives up: an idle wake takes the file on its word ...
+    assert wake(flash, T0 + H + 60)['hashed'] == 0
+    # ... until the next full pass hashes it: the board starts again and its
+    # open re-checks the file (the edited line refused, never run)
+    p = boot(flash, WAKE % (True, T0 + 6 * H + 60), start=T0, heap=HEAP)
+    assert 'WAKE ' not in p.stdout                   # the pass reset the board
+    w = wake(flash, T0 + 6 * H + 120)
+    assert w['hashed'] == 1
+    assert any(l.startswith('edited ') for l in quarantined(flash)), quarantined(flash)
+    assert ids[DAILY] + '.0' not in actlog(flash)
+
+
+def test_a_sync_invalidates_the_index(board, tmp_path):
+    flash, ids = board
+    assert wake(flash, T0 + H)['next'] == T0 + H + 30 * 60     # the hourly job, next
+    # a job the fleet adds after the image, due before that, delivered by a sync
+    from tests.test_integrity import companion
+    fleet = os.path.join(os.path.dirname(flash), 'fleet')     # provisioned() made it there
+    companion(fleet, 'add', 'each 2026-12-01T01:10Z log later ; every=1d')
+    with open(os.path.join(fleet, 'jobs.txt')) as f:
+        fleet_lines = f.read().splitlines()
+    code = 'from sporadic.device import store, storesync\nstoresync.receive(store.open_store(), %r, "peer")\n'
+    boot(flash, code % fleet_lines, start=T0, heap=HEAP)
+    w = wake(flash, T0 + H + 15 * 60)
+    assert w['lines'] > 0 and w['jobs'] == 4, w
+    assert any(l.endswith(' later') for l in lines(flash, 'actlog.txt')), lines(flash, 'actlog.txt')
+
+
+def test_power_cuts_while_writing_the_index_never_double_a_run(board, tmp_path):
+    flash0, ids = board
+    base = str(tmp_path / 'base')
+    shutil.copytree(flash0, base)
+    loop(base, T0 + 8 * H, index=False)
+    want = actlog(base)
+    d = str(tmp_path / 'count')
+    shutil.copytree(flash0, d)
+    code = ('from sporadic.device import boot, store\nboot.main(until=%d)\nprint("OPS", store.ops)\n'
+            % (T0 + 8 * H))
+    p = boot(d, code, start=T0, heap=HEAP)
+    total = int(p.stdout.split('OPS')[1].split()[0])
+    for n in range(1, total + 1, max(1, total // 25)):
+        d = str(tmp_path / ('c%d' % n))
+        shutil.copytree(flash0, d)
+        p = loop(d, T0 + 8 * H, env={'SPORADIC_CRASH_AFTER': str(n)}, check=False)
+        assert p.returncode in (0, 77), p.stderr[-2000:]
+        loop(d, T0 + 8 * H)
+        got = actlog(d)
+        assert all(c == 1 for c in got.values()), (n, got)
+        # an instance interrupted by the cut is recorded as such, not run again
+        assert set(got) <= set(want), (n, got, want)
