@@ -171,7 +171,7 @@ def cmd_plan(args):
 # Verbs that live in their own modules: (module, add_parser function, command function).
 EXTERNAL = [
     ('companion.fleetcmd', 'add_parsers'),
-    ('companion.vboard', 'add_vboard_parser'),
+    ('companion.vboardcmd', 'add_vboard_parser'),
     ('companion.image', 'add_image_parser'),
     ('companion.flash', 'add_flash_parser'),
     ('companion.simulate', 'add_parser'),

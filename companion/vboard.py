@@ -25,26 +25,21 @@ Library use::
     with VBoard('/tmp/flash', board_id='pump-1') as vb:
         port = vb.path          # '/dev/pts/7'
 
-The relay runs in its own process (``python -m companion.vboard``), so a test
+The relay runs in its own process (``python -m companion.vboardcmd``), so a test
 can pull the cable with ``vb.kill()`` (SIGKILL) and the companion's own
 process is not slowed by it. ``vb.reset()`` presses the reset button (the
 interpreter is killed mid-whatever and boots again, running main.py).
 
-CLI: ``main(argv)`` runs ``companion vboard [--id ID] [--flash DIR | --image FILE] [--heap
-64K] [--clock-scale N]``; ``add_vboard_parser(subparsers)`` adds the verb to
-an argparse parser (its ``func`` default takes the parsed args).
+The verb (``companion vboard``) and the relay's process entry are
+vboardcmd.py, which picks this board or the emulated Pico (vboard_rp2.py).
 """
-import argparse
 import os
 import signal
-import sys
-import time
 
-from companion.errors import UserError
 from companion.vboard_process import BoardProcess, descendants
-from companion.vboard_relay import DEFAULT_HEAP, Relay, VBoardError, _heap_arg, _size_arg
+from companion.vboard_relay import DEFAULT_HEAP, VBoardError, _heap_arg, _size_arg
 
-__all__ = ["VBoard", "VBoardError", "main", "add_vboard_parser"]
+__all__ = ["VBoard", "VBoardError"]
 
 
 class VBoard(BoardProcess):
@@ -110,117 +105,3 @@ class VBoard(BoardProcess):
 
     def __repr__(self):
         return "VBoard(%r, id=%r, path=%r)" % (self.flash_dir, self.board_id, self.path)
-
-
-# --------------------------------------------------------------------------
-# CLI
-
-
-def add_vboard_parser(subparsers):
-    """Add ``vboard`` to an argparse subparsers object; returns the parser."""
-    p = subparsers.add_parser(
-        "vboard",
-        help="start a virtual board (MicroPython unix port on a pseudo-terminal)",
-        description="Start a virtual board: the MicroPython unix port on a pseudo-terminal "
-        "with its own flash folder mounted at '/'. Prints the device path and runs "
-        "until Ctrl-C. main.py runs at boot; Ctrl-C, raw REPL and soft reboot work as "
-        "on a board.",
-    )
-    _add_arguments(p)
-    p.set_defaults(func=_run_args)
-    return p
-
-
-def _add_arguments(p):
-    p.add_argument("--id", dest="board_id", help="board id (SPORADIC_ID in the board's environment)")
-    p.add_argument("--flash", help="flash folder mounted at / (default ./vboard-ID, or ./vboard)")
-    p.add_argument("--image", help="a LittleFS v2 image file as the flash instead of a folder "
-                   "(made blank and formatted if missing)")
-    p.add_argument("--flash-size", default="2M", help="size of a new --image (default 2M)")
-    p.add_argument("--heap", default=DEFAULT_HEAP,
-                   help="MicroPython heap size (default %s: an ESP32-class board on this 64-bit port; "
-                        "64K runs the loop but not a signed sync)" % DEFAULT_HEAP)
-    p.add_argument("--clock-scale", type=float, help="board clock speed-up (SPORADIC_CLOCK_SCALE)")
-    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
-                   help="more environment for the board's interpreter")
-    p.add_argument("--raw-output", action="store_true",
-                   help="do not turn a bare \\n of the board's output into \\r\\n")
-    p.add_argument("--with-parent", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("-v", "--verbose", action="store_true", help="log boots to stderr")
-    from companion.vboard_rp2 import add_arguments as add_rp2_arguments
-
-    add_rp2_arguments(p)  # --board rp2-pico: the real rp2 firmware, emulated
-
-
-def _run_args(args):
-    if args.board != "unix":
-        from companion.vboard_rp2 import run_args
-
-        return run_args(args)
-    env = {}  # added to the relay's own environment
-    for kv in args.env:
-        k, sep, v = kv.partition("=")
-        if not sep:
-            raise UserError("--env wants KEY=VALUE, got %r" % kv)
-        env[k] = v
-    if args.board_id:
-        env["SPORADIC_ID"] = args.board_id
-    if args.clock_scale is not None:
-        env["SPORADIC_CLOCK_SCALE"] = "%g" % args.clock_scale
-    flash = args.flash or (None if args.image else ("vboard-" + args.board_id if args.board_id else "vboard"))
-
-    trace = os.environ.get("SPORADIC_VBOARD_TRACE")  # debugging: a file to log every byte to
-
-    def log(msg):
-        if args.verbose:
-            sys.stderr.write("vboard: %s\n" % msg)
-            sys.stderr.flush()
-        if trace:
-            with open(trace, "a") as f:
-                f.write("%.4f %s\n" % (time.monotonic(), msg))
-
-    try:
-        relay = Relay(flash, heap=args.heap, env=env, cooked=not args.raw_output, log=log,
-                      image=args.image, flash_size=args.flash_size)
-    except VBoardError as e:
-        raise UserError(str(e)) from e
-    relay.trace = bool(trace)
-    if args.with_parent:
-        relay.parent_pid = os.getppid()
-    path = relay.open()
-    signal.signal(signal.SIGTERM, relay.request_stop)
-    signal.signal(signal.SIGINT, relay.request_stop)
-    signal.signal(signal.SIGHUP, relay.request_stop)
-    signal.signal(signal.SIGUSR1, relay.request_reset)
-    rfd, wfd = os.pipe()
-    os.set_blocking(rfd, False)
-    os.set_blocking(wfd, False)
-    signal.set_wakeup_fd(wfd)
-    relay.wakeup_fd = rfd
-    sys.stdout.write(path + "\n")
-    sys.stdout.flush()
-    if not args.with_parent and sys.stderr.isatty():
-        sys.stderr.write("virtual board%s on %s, flash %s (Ctrl-C to stop)\n"
-                         % (" " + args.board_id if args.board_id else "", path, relay.image or relay.flash_dir))
-        sys.stderr.flush()
-    try:
-        relay.run()
-    finally:
-        relay.close()
-    return 0
-
-
-def main(argv=None):
-    """``companion vboard ...``: print the device path, run until Ctrl-C/SIGTERM."""
-    p = argparse.ArgumentParser(prog="companion vboard", description=add_vboard_parser.__doc__)
-    _add_arguments(p)
-    args = p.parse_args(argv)
-    try:
-        return _run_args(args)
-    except UserError as e:
-        print("companion vboard: %s" % e, file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
