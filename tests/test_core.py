@@ -351,7 +351,7 @@ def test_hosts_with_the_same_file_decide_the_same():
         rng.shuffle(order)
         cut = rng.randrange(len(order))
         copy = [jobline.parse(l) for l in m(order[:cut], order[cut:])]
-        hs = [r.rest for r in copy if isinstance(r, jobtext.Fleet) and r.kind == "h"]
+        hs = [r.rest for r in copy if isinstance(r, jobline.Fleet) and r.kind == "h"]
         assert hs == hosts
         assert sorted(r.id for r in copy if isinstance(r, jobline.Job)) == sorted(JOB_IDS)
         own = {}

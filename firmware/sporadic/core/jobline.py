@@ -241,6 +241,27 @@ class Result:
         return self.id + '.' + str(self.k)
 
 
+class Cancel:
+    __slots__ = ('id',)
+
+    def __init__(self, jid):
+        self.id = jid
+
+    def line(self):
+        return self.id + ' cancel'
+
+
+class Fleet:
+    __slots__ = ('kind', 'rest')
+
+    def __init__(self, kind, rest):
+        self.kind = kind
+        self.rest = rest
+
+    def line(self):
+        return '.' + self.kind + (' ' + self.rest if self.rest else '')
+
+
 def clean_output(s):
     if not s:
         return ''
@@ -399,13 +420,13 @@ def parse(line, salt=None):
             raise _err(_E_FLEET_KIND, repr(first))
         if first[1] == 'h':
             check_host(rest)
-        return _jx().Fleet(first[1], rest)
+        return Fleet(first[1], rest)
     if is_id(first):
         kind, rest2 = _split1(rest)
         if kind == 'cancel':
             if rest2:
                 raise _err(_E_CANCEL_ARGS)
-            return _jx().Cancel(first)
+            return Cancel(first)
         if kind == 'r':
             return parse_result(first, rest2)
         if kind == 'a':

@@ -1,6 +1,6 @@
 # The rarely used part of jobline.py, loaded on first use: error messages,
-# canonical job text, ids, the records a loop never makes (assignment,
-# cancel, fleet) and, on CPython only, the fast_canonical accelerator.
+# canonical job text, ids, assignment records and, on CPython only, the
+# fast_canonical accelerator.
 # A board running its loop never loads this module unless a line is bad or
 # a job's text must be written; callers import it where they need it.
 import hashlib
@@ -141,24 +141,3 @@ try:
 except ImportError:
     pass
 
-
-# Records a board's loop never makes: parsed from a sync or a recovery.
-class Cancel:
-    __slots__ = ('id',)
-
-    def __init__(self, jid):
-        self.id = jid
-
-    def line(self):
-        return self.id + ' cancel'
-
-
-class Fleet:
-    __slots__ = ('kind', 'rest')
-
-    def __init__(self, kind, rest):
-        self.kind = kind
-        self.rest = rest
-
-    def line(self):
-        return '.' + self.kind + (' ' + self.rest if self.rest else '')
