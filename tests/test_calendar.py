@@ -431,14 +431,17 @@ def test_sunrise_and_sunset_within_two_minutes_of_an_independent_oracle():
 
 
 def test_sunrise_and_sunset_against_astral():
-    astral = pytest.importorskip('astral', reason='astral is not installed (pip is not to be used here)')
+    astral = pytest.importorskip('astral', reason="astral is not installed (pip install -e '.[test]')")
     from astral import Observer
     from astral.sun import sunrise, sunset
     rnd = random.Random(8)
     for day, lat, lon, rising in sun_cases(rnd, 500, 65):
         date = datetime.date(1970, 1, 1) + datetime.timedelta(days=day)
+        # sun.event's day is the civil date at the longitude (local mean time):
+        # astral reads its date in the tzinfo it is given
+        lmt = datetime.timezone(datetime.timedelta(hours=lon / 15))
         try:
-            want = (sunrise if rising else sunset)(Observer(lat, lon), date).timestamp()
+            want = (sunrise if rising else sunset)(Observer(lat, lon), date, tzinfo=lmt).timestamp()
         except ValueError:
             assert sun.event(day, lat, lon, rising) is None
             continue
@@ -446,11 +449,20 @@ def test_sunrise_and_sunset_against_astral():
 
 
 def test_croniter_agrees_where_its_dst_rule_does():
-    pytest.importorskip('croniter', reason='croniter is not installed (pip is not to be used here)')
+    pytest.importorskip('croniter', reason="croniter is not installed (pip install -e '.[test]')")
     from croniter import croniter
     rnd = random.Random(9)
-    for _ in range(300):   # UTC and zones without DST: no rule to disagree on
+    import re
+    n = 0
+    while n < 300:   # UTC and zones without DST: no rule to disagree on
         expr, name = rand_expr(rnd, False), rnd.choice(['UTC', 'Asia/Kathmandu', 'Asia/Tehran'])
+        if re.search(r'(?<![0-9a-z])([0-9a-z]+)-\1(?![0-9a-z])', expr.lower()):
+            continue   # croniter misreads a one-value range (31-31, sat-sat, 59-59/4)
+        dom, dow = expr.split()[2], expr.split()[4]
+        if (dom != '*' and dow != '*') and (dom[0] == '*' or dow[0] == '*'):
+            continue   # a day field like */3 beside a restricted one: Vixie cron (and we) AND
+            # them, a field starting with * counting as unrestricted; croniter ORs them
+        n += 1
         t = rnd.randint(epoch(2025), epoch(2040))
         zi = zoneinfo.ZoneInfo(name)
         want = croniter(expr, datetime.datetime.fromtimestamp(t, zi)).get_next(float)
