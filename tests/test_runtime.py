@@ -1,4 +1,4 @@
-"""The device runtime on the MicroPython unix port (-X heapsize=64K), a
+"""The device runtime on the MicroPython unix port (-X heapsize=72K), a
 virtual board booted as a board boots (tests/devboot.py), with the step
 clock: sleeping advances time at once, so days pass in milliseconds."""
 import json
@@ -27,12 +27,16 @@ print()
 
 
 # The unix port is 64-bit (8-byte pointers) and holds the loaded .mpy code in
-# its heap: ~38 KB of the 64 KB go to the firmware's loop code, about 1.4
-# times what a 32-bit board needs (docs/device.md#memory). Tests that add a user
-# actions module or read the status after long runs used 96K before the
-# firmware's memory diet; they run at 64K now (HEAP_BIG kept as their name).
-HEAP = '64K'
-HEAP_BIG = '64K'
+# its heap: ~39 KB of the 64 KB go to the firmware's loop code, about 1.4
+# times what a 32-bit board needs (docs/device.md#memory). Every test here
+# ends with the status read, the sync server's code loaded on top of the
+# loop's as a sync does. At 64K that read ran out of contiguous blocks once
+# the loop's code grew by ~4 KB (the layout, calendar jobs, the wake index):
+# 13.5 KB free, the largest run 448 B (micropython.mem_info at a failure).
+# So these tests run at 72K; the loop alone under 64K is bench/device_heap.py's
+# figure.
+HEAP = '72K'
+HEAP_BIG = '72K'
 
 
 def run(folder, body, start=T0, env=None, check=True, heap=HEAP):
