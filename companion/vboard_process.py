@@ -87,3 +87,28 @@ class BoardProcess:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def take_signals(relay, stats=False):
+    """The relay process's signals: TERM, INT and HUP stop it, USR1 presses
+    reset (USR2 asks the emulator's stats); a wakeup pipe ends its select()."""
+    import signal
+    signal.signal(signal.SIGTERM, relay.request_stop)
+    signal.signal(signal.SIGINT, relay.request_stop)
+    signal.signal(signal.SIGHUP, relay.request_stop)
+    signal.signal(signal.SIGUSR1, relay.request_reset)
+    if stats:
+        signal.signal(signal.SIGUSR2, relay.request_stats)
+    rfd, wfd = os.pipe()
+    os.set_blocking(rfd, False)
+    os.set_blocking(wfd, False)
+    signal.set_wakeup_fd(wfd)
+    relay.wakeup_fd = rfd
+
+
+def drain_wakeup(fd):
+    """Empty the wakeup pipe take_signals made (a signal arrived)."""
+    try:
+        os.read(fd, 512)
+    except OSError:
+        pass

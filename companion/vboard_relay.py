@@ -62,6 +62,8 @@ import termios
 import time
 import tty
 
+from companion.vboard_process import drain_wakeup
+
 __all__ = ["Relay", "VBoardError", "micropython_command", "DEFAULT_HEAP"]
 
 BOOT_SHIM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "vboard_boot.py")
@@ -460,10 +462,7 @@ class Relay:
                 except InterruptedError:
                     continue
                 if self.wakeup_fd is not None and self.wakeup_fd in r:
-                    try:
-                        os.read(self.wakeup_fd, 512)
-                    except OSError:
-                        pass
+                    drain_wakeup(self.wakeup_fd)
                     continue
                 if self._ma in r:
                     try:

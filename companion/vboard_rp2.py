@@ -47,7 +47,7 @@ import sys
 import time
 import tty
 
-from companion.vboard_process import BoardProcess, descendants
+from companion.vboard_process import BoardProcess, descendants, drain_wakeup, take_signals
 
 __all__ = ["RP2VBoard", "RP2Relay", "emulator_dir", "add_arguments", "run_args", "missing"]
 
@@ -216,10 +216,7 @@ class RP2Relay:
                 except InterruptedError:
                     continue
                 if self.wakeup_fd is not None and self.wakeup_fd in r:
-                    try:
-                        os.read(self.wakeup_fd, 512)
-                    except OSError:
-                        pass
+                    drain_wakeup(self.wakeup_fd)
                 if self._ma in r:
                     try:
                         self._to_dev += os.read(self._ma, 65536)
@@ -410,16 +407,7 @@ def run_args(args):
     if not relay.power_on():
         relay.close()
         raise SystemExit(relay.exit_status or 1)  # the emulator said why, in one line
-    signal.signal(signal.SIGTERM, relay.request_stop)
-    signal.signal(signal.SIGINT, relay.request_stop)
-    signal.signal(signal.SIGHUP, relay.request_stop)
-    signal.signal(signal.SIGUSR1, relay.request_reset)
-    signal.signal(signal.SIGUSR2, relay.request_stats)
-    rfd, wfd = os.pipe()
-    os.set_blocking(rfd, False)
-    os.set_blocking(wfd, False)
-    signal.set_wakeup_fd(wfd)
-    relay.wakeup_fd = rfd
+    take_signals(relay, stats=True)
     sys.stdout.write(path + "\n")
     sys.stdout.flush()
     if not args.with_parent and sys.stderr.isatty():

@@ -4,11 +4,11 @@
 (vboard_rp2.py)."""
 import argparse
 import os
-import signal
 import sys
 import time
 
 from companion.errors import UserError
+from companion.vboard_process import take_signals
 from companion.vboard_relay import DEFAULT_HEAP, Relay, VBoardError
 
 
@@ -84,15 +84,7 @@ def _run_args(args):
     if args.with_parent:
         relay.parent_pid = os.getppid()
     path = relay.open()
-    signal.signal(signal.SIGTERM, relay.request_stop)
-    signal.signal(signal.SIGINT, relay.request_stop)
-    signal.signal(signal.SIGHUP, relay.request_stop)
-    signal.signal(signal.SIGUSR1, relay.request_reset)
-    rfd, wfd = os.pipe()
-    os.set_blocking(rfd, False)
-    os.set_blocking(wfd, False)
-    signal.set_wakeup_fd(wfd)
-    relay.wakeup_fd = rfd
+    take_signals(relay)
     sys.stdout.write(path + "\n")
     sys.stdout.flush()
     if not args.with_parent and sys.stderr.isatty():

@@ -152,17 +152,18 @@ class LogModel:
         if x < self.H:
             kn = self.hosts[x].known
             for h in compress(self.prange, map(gt, sru, src)):
-                b = new[h]
-                lg = logs[h]
-                SR = lg.SR
-                RJ = lg.RJ
-                RK = lg.RK
-                NXT = lg.NXT
-                for i in lg.SRpos[SR[old[h]]:SR[b]]:
-                    k = RK[i]
-                    if k > kn[RJ[i]] and NXT[i] > b:
-                        self._learn(x, RJ[i], k, t)
+                self._learn_between(x, logs[h], old[h], new[h], kn, t)
         return tot
+
+    def _learn_between(self, x, lg, a, b, kn, t):
+        # host x learns the instances that origin lg's results in (a, b] started or ran
+        RJ = lg.RJ
+        RK = lg.RK
+        NXT = lg.NXT
+        for i in lg.SRpos[lg.SR[a]:lg.SR[b]]:
+            k = RK[i]
+            if k > kn[RJ[i]] and NXT[i] > b:
+                self._learn(x, RJ[i], k, t)
 
     def _sup(self, h, a, b):
         """Bytes of origin h's records in (a, b] superseded by a record <= b."""
@@ -199,13 +200,6 @@ class LogModel:
             if SR[b] <= src[h]:
                 continue
             src[h] = SR[b]
-            if not learn:
-                continue
-            RJ = lg.RJ
-            RK = lg.RK
-            NXT = lg.NXT
-            for i in lg.SRpos[SR[old[h]]:SR[b]]:
-                k = RK[i]
-                if k > kn[RJ[i]] and NXT[i] > b:
-                    self._learn(x, RJ[i], k, t)
+            if learn:
+                self._learn_between(x, lg, old[h], b, kn, t)
         return tot
