@@ -35,9 +35,10 @@ HEAP = '96K'     # a signed re-check (trust, batch, rsa) on the 64-bit port, as 
 JOB_A = 'each 2026-12-01T06:00Z log hello ; every=1d'
 JOB_B = 'each 2026-12-01T07:00Z log other ; every=1d'
 DRIVER = '''
-import json, sys
+import gc, json, sys
 from sporadic.device import boot
-rt = boot.main(until=%d)
+boot.main(until=%d)
+gc.collect()      # the loop's garbage, before the status read compiles syncsrv
 from sporadic.device import syncsrv
 sys.stdout.write('STATUS ')
 json.dump(syncsrv.status(), sys.stdout)
