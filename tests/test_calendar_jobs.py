@@ -255,6 +255,19 @@ def test_a_board_deployed_with_its_position_runs_cron_and_sunset_jobs(world):
         assert n['outcome'] in ('ok', 'missed'), n
     jobs = {j['job']: j for j in c.json('jobs')}
     assert 'tz=Asia/Kathmandu' in jobs[j_cron]['line']
+    # each board's position is in the host list, which the boards hold (not quarantined),
+    # and `companion plan` of the fleet's file (its hosts, their positions) places the dusk
+    from companion.fleet import Fleet, degrees_text
+    recs = {jobline.host_of(l): l for l in Fleet(c.dir).lines() if l.startswith('.h ')}
+    assert recs['eq-1'].endswith(' 0 ' + degrees_text(lon)) and recs['north-1'].endswith(' 89.9 ' + degrees_text(lon_n))
+    assert set(recs.values()) <= set(board_lines(eq)) and set(recs.values()) <= set(board_lines(north))
+    from sporadic.core.timefmt import format_time
+    rows = c.json('plan', os.path.join(c.dir, 'jobs.txt'), '--from', format_time(dusk - 3600),
+                  '--until', format_time(dusk + 3600))
+    (p,) = [r for r in rows if r['job'] == j_sun and r['host'] == 'eq-1']
+    assert p['at'] == dusk and (p['lat'], p['lon']) == (0.0, float(degrees_text(lon)))
+    from tests.test_host_position import astral_sunset
+    assert abs(dusk - 1200 - astral_sunset(0.0, lon, day)) < 120
 
 
 def test_the_simulator_says_it_does_not_simulate_calendar_jobs_yet(tmp_path, capsys):

@@ -40,7 +40,7 @@ def scan(lines, me, hosts_max, visit):
         if line[0] == '.':
             if line[:3] == '.h ' and hosts is not None:
                 if hosts_max is None or len(hosts) < hosts_max:
-                    hosts.append(line[3:])
+                    hosts.append(jobline.host_of(line))
                 else:
                     hosts = None
             continue

@@ -158,7 +158,7 @@ class Runtime:
             if line[0] != '.':
                 break
             if line[:3] == '.h ':
-                h = line[3:]
+                h = jobline.host_of(line)
                 if h == self.id:
                     found = True
                 elif plan.score(jid, h) > mine:
