@@ -45,16 +45,39 @@ def parse_when(text, now=None):
 
 # -- check / merge / plan: the core's contract -------------------------------
 
+def zone_warnings(path, lines, now):
+    """'FILE:LINE: warning: ...' for each calendar job whose zone's tzdb table differs
+    from the POSIX rule its board follows (companion/zones.py job_warning)."""
+    from companion import zones
+    out = []
+    for n, line in enumerate(lines, 1):
+        if 'tz=' not in line:
+            continue
+        try:
+            r = jobline.parse(line)
+        except jobline.ParseError:
+            continue   # reported as an error
+        w = zones.job_warning(r, now) if isinstance(r, jobline.Job) else None
+        if w:
+            out.append('%s:%d: warning: %s' % (path, n, w))
+    return out
+
+
 def cmd_check(args):
     errors = []
+    warnings = []
     n = 0
+    now = int(time.time())
     for path in args.files:
-        for _ in merging.canonical_lines(read_lines(path), path, errors):
+        lines = read_lines(path)
+        for _ in merging.canonical_lines(lines, path, errors):
             n += 1
-    for e in errors:
+        warnings += zone_warnings(path, lines, now)
+    for e in errors + warnings:
         print(e)
     if not args.quiet:
-        print('%d good record(s), %d bad line(s)' % (n, len(errors)), file=sys.stderr)
+        print('%d good record(s), %d bad line(s)' % (n, len(errors)) +
+              (', %d warning(s)' % len(warnings) if warnings else ''), file=sys.stderr)
     return 1 if errors else 0
 
 

@@ -77,6 +77,38 @@ def test_companion_check_gives_file_line_reason(tmp_path, capsys):
     assert '1 good record(s), %d bad line(s)' % len(BAD) in err
 
 
+def test_check_and_add_warn_where_the_zones_table_and_the_boards_rule_disagree(tmp_path, capsys):
+    # Morocco's Ramadan hours are listed year by year to 2087, its footer rule is plain
+    # +01: a board evaluates the rule. Europe/Berlin's table and rule agree.
+    f = tmp_path / 'jobs.txt'
+    f.write_text('each 2026-01-01T00:00Z a ; at="0 6 * * *" tz=Europe/Berlin\n'
+                 'each 2026-01-01T00:00Z b ; at="0 6 * * *" tz=Africa/Casablanca\n'
+                 'each 2026-01-01T00:00Z c ; at="0 6 * * *" tz=<+01>-1\n')
+    rc, out, err = run_cli(capsys, 'check', f)
+    assert rc == 0 and '3 good record(s), 0 bad line(s), 1 warning(s)' in err
+    (line,) = out.splitlines()
+    prefix = '%s:2: warning: tz=Africa/Casablanca: from ' % f
+    assert line.startswith(prefix) and 'tzr=<+01>-1' in line and 'a board runs this job by the rule' in line
+    # the instant it names is the first at which zoneinfo and the rule part, hour by hour
+    from companion import zones
+    from sporadic.core import tzrule
+    from sporadic.core.timeutil import parse_time
+    t = parse_time(line[len(prefix):].split()[0])
+    zi, z = zoneinfo.ZoneInfo('Africa/Casablanca'), tzrule.parse('<+01>-1')
+    off = lambda u: int(datetime.datetime.fromtimestamp(u, zi).utcoffset().total_seconds())
+    now = int(datetime.datetime.now(UTC).timestamp())
+    assert off(t) != tzrule.offset(z, t)
+    assert t <= now or off(t - 1) == tzrule.offset(z, t - 1)   # (t is now while they differ)
+    assert all(off(u) == tzrule.offset(z, u) for u in range(now, t, 3600))
+    assert zones.rule_differs('Europe/Berlin', zones.posix_rule('Europe/Berlin'), now, now + 30 * 31556952) is None
+    # companion add says the same (the job is added)
+    fleet = str(tmp_path / 'fleet')
+    assert run_cli(capsys, '--fleet', fleet, 'init')[0] == 0
+    rc, out, err = run_cli(capsys, '--fleet', fleet, 'add', 'each +1m b ; at="0 6 * * *" tz=Africa/Casablanca')
+    assert rc == 0 and jobline.is_id(out.strip())
+    assert err.startswith('warning: tz=Africa/Casablanca: from ') and len(err.splitlines()) == 1
+
+
 def test_add_jobs_and_plan_show_the_zone(tmp_path, capsys):
     fleet = str(tmp_path / 'fleet')
     assert run_cli(capsys, '--fleet', fleet, 'init')[0] == 0
