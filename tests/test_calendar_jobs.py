@@ -228,6 +228,82 @@ def test_sun_jobs_run_at_each_hosts_sunset_and_miss_polar_days():
         plan.position = None
 
 
+HOSTS = ['.h p-1 1796154607 52.52 13.405', '.h p-2', '.h p-3 1796154607 -33.86 151.21']
+
+
+def fleet_file(*jobs):
+    from sporadic.desktop import merging
+    return merging.merge(list(HOSTS) + [j.line() for j in jobs])
+
+
+def test_a_one_calendar_job_ranks_the_host_list_and_the_next_waits_its_grace():
+    from sporadic.core import groups
+    j = jobline.parse('one 2026-03-01T00:00Z x ; at="30 2 * * *" tz=Europe/Berlin grace=20m within=1h')
+    seen = {}
+    groups.scan(fleet_file(j), 'p-1', 8, lambda jid, text, c, mine, dk, asg, hosts: seen.update({jid: hosts}))
+    hosts = seen[j.id]
+    assert hosts == ['p-1', 'p-2', 'p-3']   # positioned records name their host only
+    order = sorted(hosts, key=lambda h: plan.rank(j.id, h, hosts))
+    assert sorted(plan.rank(j.id, h, hosts) for h in hosts) == [0, 1, 2]
+    # the spring change: 02:30 never shows in Berlin, the instance is due at the jump
+    k = (epoch(2026, 3, 29, 2, 30)) // 60
+    jump = epoch(2026, 3, 29, 1)   # 02:00 CET = 01:00Z
+    assert plan.due(j, k) == jump
+    for r, h in enumerate(order):
+        act, kk, at, _ = plan.decide(j, h, jump - 60, (plan.newest(j, jump - 60), 'ok', 1), rnk=r)
+        assert (act, kk, at) == (plan.WAIT, k, jump + r * 1200)
+        assert plan.decide(j, h, jump + r * 1200, (kk - 1440, 'ok', 1), rnk=r)[:2] == (plan.RUN, k)
+    # once the first ran it (done by another), the standby does not take it over
+    act, kk, at, _ = plan.decide(j, order[1], jump + 1200, (k - 1440, 'ok', 1), done_k=k, rnk=1)
+    assert act == plan.WAIT and kk == epoch(2026, 3, 30, 2, 30) // 60   # the next day's, on the zone's clock
+
+
+def test_an_any_calendar_job_draws_on_its_ticks_inside_the_window():
+    j = jobline.parse('any:0.05 2026-01-01T00:00Z x ; at="0 6 * * 1-5" tz=America/Chicago tick=1m within=2h')
+    rnd = plan.hash_rnd('seed')
+    k = (epoch(2026, 1, 5, 6)) // 60          # Monday 06:00 CST = 12:00Z
+    d = plan.due(j, k)
+    assert d == epoch(2026, 1, 5, 12)
+    for h in ('p-1', 'p-2', 'p-3'):
+        act, kk, at, _ = plan.decide(j, h, d, (k - 3 * 1440, 'ok', 1), rnd=rnd)   # Friday's was the last
+        fires = [i for i in range(120) if plan.draw(rnd, j, k, h, i)]
+        if fires and fires[0] == 0:
+            assert (act, kk) == (plan.RUN, k)
+        elif fires and fires[0] < 64:
+            assert (act, kk, at) == (plan.WAIT, k, d + fires[0] * 60)
+            assert plan.decide(j, h, at, (k - 3 * 1440, 'ok', 1), rnd=rnd)[:2] == (plan.RUN, k)
+        else:
+            assert act == plan.WAIT and at > d
+
+
+def test_a_leader_assigns_a_calendar_instance_to_a_host_of_the_positioned_list():
+    from sporadic.core import leader
+    from sporadic.core import jobtext
+    j = jobline.parse('one 2026-01-01T00:00Z x ; at="0 3 1 * *" tz=America/Chicago grace=2h')
+    lines = fleet_file(j)
+    now = epoch(2026, 3, 1, 8)        # 02:00 CST: the March instance is an hour ahead
+    (a,) = leader.assignments(lines, 'p-2', ['p-1', 'p-2', 'p-3'], now)
+    rec = jobtext.parse_assign(a[:8], a[11:])
+    best = max(['p-1', 'p-2', 'p-3'], key=lambda h: plan.score(j.id, h))
+    assert (rec.host, rec.k, rec.by) == (best, epoch(2026, 3, 1, 3) // 60, 'p-2')
+    # a host not in the host list is never picked for a `one` job
+    assert leader.assignments(merging_without(lines, best), 'p-2', [best], now) == []
+
+
+def merging_without(lines, host):
+    return [l for l in lines if not (l.startswith('.h ') and jobline.host_of(l) == host)]
+
+
+def test_a_calendar_jobs_watermark_keeps_one_result_a_host():
+    from sporadic.desktop import merging
+    j = jobline.parse('each 2026-01-01T00:00Z x ; at="0 6 * * *" tz=Europe/Berlin')
+    days = [epoch(2026, 1, d, 6) // 60 + 60 for d in range(1, 31)]   # local minute ids
+    results = ['%s r %s %d %d ok - done' % (j.id, h, k, k * 60) for h in ('p-1', 'p-3') for k in days]
+    out = merging.merge(fleet_file(j) + results)
+    assert [l for l in out if ' r ' in l] == ['%s r %s %d %d ok - done' % (j.id, h, days[-1], days[-1] * 60)
+                                              for h in ('p-1', 'p-3')]
+
+
 # ---- a virtual board, deployed with its position ----
 
 def _lon_for(t, solar_hour):
