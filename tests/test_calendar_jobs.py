@@ -195,6 +195,26 @@ def test_a_cron_job_runs_each_local_time_once_across_both_changes():
         assert [r[0][3:] for r in runs[:6]] == ['01:00', '01:30', '02:00', '02:30', '03:00', '03:30']
 
 
+def test_the_time_field_starts_the_series():
+    # 06:00 CEST on June 1 is 04:00Z, before the series starts at 05:00Z: June 2's is the first
+    j = jobline.parse('each 2026-06-01T05:00Z x ; at="0 6 * * *" tz=Europe/Berlin')
+    assert plan.newest(j, epoch(2026, 6, 1, 23)) == -1
+    assert plan.decide(j, 'a', epoch(2026, 5, 20), None)[:3] == (plan.WAIT, epoch(2026, 6, 2, 6) // 60,
+                                                                  epoch(2026, 6, 2, 4))
+    on_time = jobline.parse('each 2026-06-01T04:00Z x ; at="0 6 * * *" tz=Europe/Berlin')
+    assert plan.newest(on_time, epoch(2026, 6, 1, 4)) == epoch(2026, 6, 1, 6) // 60
+    # Berlin's sunset on June 1 is about 19:25Z: a series from 20:00Z starts the next day
+    s = jobline.parse('each 2026-06-01T20:00Z x ; at=sunset')
+    day = epoch(2026, 6, 1) // 86400
+    try:
+        plan.position = (52.52, 13.40)
+        assert plan.newest(s, epoch(2026, 6, 1, 23)) == -1
+        assert plan.decide(s, 'a', epoch(2026, 6, 1, 21), None)[:3] == (
+            plan.WAIT, day + 1, sun.event(day + 1, 52.52, 13.40, False))
+    finally:
+        plan.position = None
+
+
 def test_after_a_long_sleep_only_the_newest_open_instance_runs():
     j = jobline.parse('each 2026-01-01T00:00Z x ; at="0 6 * * *" tz=America/Chicago within=2d')
     got = board_loop(j, epoch(2026, 2, 1), epoch(2026, 2, 5), wake_every=3 * 86400)
