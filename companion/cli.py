@@ -126,19 +126,20 @@ def cmd_merge(args):
 
 
 def cmd_plan(args):
-    from companion.fleet import host_positions
+    from companion.fleet import host_records
     errors = []
     lines = merging.merge((args.file, read_lines(args.file)), errors=errors)
     jobs = [r for r in map(jobline.parse, lines) if isinstance(r, jobline.Job)]
     for e in errors:
         print(e, file=sys.stderr)
+    records = host_records(lines)
     if args.hosts is None:   # the file's host list
-        hosts = [jobline.host_of(l) for l in lines if l[:3] == '.h ']
+        hosts = sorted(records)
         if not hosts:
             raise UserError('%s holds no host list (.h lines): give --hosts a,b,c' % args.file)
     else:
         hosts = [h for h in args.hosts.split(',') if h]
-    placed = host_positions(lines)
+    placed = {h: (la, lo) for h, (_, la, lo) in records.items() if la is not None}
     for h in hosts:
         try:
             jobline.check_host(h)

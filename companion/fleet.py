@@ -160,7 +160,7 @@ class Fleet:
         return keys.sign_lines(self.dir, lines)
 
     def hosts(self):
-        return [jobline.host_of(l) for l in self.lines() if l.startswith('.h ')]
+        return sorted(host_records(self.lines()))
 
     def host_positions(self):
         """{host: (lat, lon)} of the hosts whose record in the host list holds a position."""
@@ -363,18 +363,17 @@ def degrees_text(x):
 
 def host_records(lines):
     """{host: (since, lat, lon)} of the host records (`.h HOST [SINCE [LAT LON]]`) among
-    lines: the one merge keeps for each host; lat/lon floats or None."""
-    from sporadic.core import jobtext
-    from sporadic.core.merge import host_key
+    lines: for each host its newest (hostrec.key); lat/lon floats or None."""
+    from sporadic.core import hostrec
     best = {}
     for l in lines:
         if l.startswith('.h '):
             h = jobline.host_of(l)
-            if h not in best or host_key(l) > host_key(best[h]):
+            if h not in best or hostrec.key(l) > hostrec.key(best[h]):
                 best[h] = l
     out = {}
     for h, l in best.items():
-        _, since, lat, lon = jobtext.host_record(l[3:])
+        _, since, lat, lon = hostrec.parse(l[3:])
         out[h] = (since, None if lat is None else float(lat), None if lon is None else float(lon))
     return out
 
@@ -387,7 +386,7 @@ def host_positions(lines):
 def host_line(fleet, host, position=None, now=None):
     """The host record that says `host` is at `position` ((lat, lon) or None), or None
     when the fleet's host list already says so. A new position (or none where there was
-    one) is a record with a later SINCE, which merge keeps over the old one."""
+    one) is a record with a later SINCE, which then holds over the old one."""
     jobline.check_host(host)
     now = int(time.time()) if now is None else now
     pos = None if position is None else (degrees_text(position[0]), degrees_text(position[1]))

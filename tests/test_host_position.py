@@ -1,7 +1,8 @@
 """A board's position in the fleet's host list (`.h HOST SINCE LAT LON`, issue #14):
 written by `companion image`/`deploy`/`flash --lat --lon`, signed like every host
-record, one record a host after a merge (the newest), read by `companion plan` for
-sunrise/sunset jobs; old records without a position still parse, on the boards too."""
+record, the newest record of a host holds (whatever the merge order), read by
+`companion plan` for sunrise/sunset jobs; old records without a position still
+parse, on the boards too, and a board counts each host once."""
 import datetime
 import json
 import os
@@ -12,7 +13,7 @@ import pytest
 
 from companion import cli
 from companion import fleet as fleet_mod
-from sporadic.core import jobline, merge
+from sporadic.core import jobline
 from sporadic.desktop import merging
 from tests.mpy import MICROPYTHON, run_mpy
 
@@ -82,13 +83,14 @@ def test_an_imaged_boards_position_reaches_plan_through_the_host_list(tmp_path, 
                            '--from', '2026-12-02T00:00Z', '--until', '2026-12-03T00:00Z')
     assert rc == 0 and 'lamp-1 at 52.52,13.405' in out
 
-    # the board goes elsewhere: a later record, the only one left after the merge
+    # the board goes elsewhere: a later record, which holds over the first
     rc, out, err = run_cli(capsys, '--fleet', fleet, 'image', '--board', 'esp32', '--id', 'lamp-1',
                            '--lat', '-33.86', '--lon', '151.21', '-o', img)
     assert rc == 0, err
-    (rec2,) = host_lines(jobs)
+    (rec2,) = [l for l in host_lines(jobs) if l != rec]
     assert rec2.endswith(' -33.86 151.21') and int(rec2.split()[2]) > int(rec.split()[2])
-    assert merging.merge([rec2, rec]) == merging.merge([rec, rec2]) == [rec2]
+    assert f.host_positions() == {'lamp-1': (-33.86, 151.21)}
+    assert f.hosts() == ['lamp-1']
     rc, out, err = run_cli(capsys, '--fleet', elsewhere, 'plan', jobs, '--json',
                            '--from', '2026-12-02T00:00Z', '--until', '2026-12-03T00:00Z')
     (r,) = json.loads(out)
@@ -96,8 +98,8 @@ def test_an_imaged_boards_position_reaches_plan_through_the_host_list(tmp_path, 
     # imaged again without a position: none in the host list either, so plan says so
     rc, out, err = run_cli(capsys, '--fleet', fleet, 'image', '--board', 'esp32', '--id', 'lamp-1', '-o', img)
     assert rc == 0, err
-    (rec3,) = host_lines(jobs)
-    assert len(rec3.split()) == 3
+    (rec3,) = [l for l in host_lines(jobs) if l not in (rec, rec2)]
+    assert len(rec3.split()) == 3 and f.host_positions() == {}
     rc, out, err = run_cli(capsys, '--fleet', fleet, 'plan', jobs,
                            '--from', '2026-12-02T00:00Z', '--until', '2026-12-03T00:00Z')
     assert rc == 2 and err.startswith('companion: ') and 'needs the position of lamp-1' in err
@@ -140,7 +142,7 @@ def test_the_companion_writes_what_the_parser_takes_back():
         '0', '0', '90', '-180', '13.405', '52.52']
 
 
-def test_merge_keeps_the_newest_record_of_each_host_in_any_order():
+def test_the_newest_record_of_each_host_holds_whatever_the_merge_order():
     rnd = random.Random(5)
     for _ in range(300):
         lines = []
@@ -155,11 +157,17 @@ def test_merge_keeps_the_newest_record_of_each_host_in_any_order():
         b = [l for l in lines if l not in a]
         whole = merging.merge(lines)
         assert merging.merge(merging.merge(a), merging.merge(b)) == whole == merging.merge(whole)
-        hosts = [l for l in whole if l.startswith('.h ')]
-        assert [jobline.host_of(l) for l in hosts] == sorted({jobline.host_of(l) for l in lines if l[:3] == '.h '})
-        for l in hosts:
-            same = [m for m in lines if m.startswith('.h ') and jobline.host_of(m) == jobline.host_of(l)]
-            assert l == max(same, key=merge.host_key)
+        assert sorted(set(lines)) == whole   # every record kept: merge is plain union here
+        want = {}
+        for l in lines:
+            if l.startswith('.h '):
+                f = l.split()
+                want.setdefault(f[1], []).append((int(f[2]) if len(f) > 2 else -1, l))
+        got = fleet_mod.host_records(rnd.sample(whole, len(whole)))
+        for h, recs in want.items():
+            since, line = max(recs)
+            f = line.split()
+            assert got[h] == (since, float(f[3]) if len(f) > 3 else None, float(f[4]) if len(f) > 3 else None)
 
 
 BOARD_CODE = '''
@@ -174,6 +182,8 @@ for l in lines:
 kept = list(merge.compact(sorted(l for l in out if l[0] == '.')))
 seen = []
 groups.scan(kept + ['0000000a each 2026-01-01T00:00Z x'], 'p-1', 8, lambda *a: seen.append(a[-1]))
+from sporadic.core import plan
+seen.append(plan.rank('0000000a', 'p-1', seen[0]))
 print(repr((out, kept, seen)))
 '''
 
@@ -188,6 +198,8 @@ def test_a_board_reads_old_and_new_host_records_as_the_companion_does():
         except jobline.ParseError as e:
             want.append('E ' + str(e))
     kept = merging.merge([l for l in want if l[0] == '.'])
-    assert kept == ['.h p 9 -90 180', '.h p-1 1796154607 52.52 13.405', '.h p-10 7']
+    assert kept == ['.h p', '.h p 9 -90 180', '.h p-1', '.h p-1 1796154607 52.52 13.405', '.h p-10 7']
     got = run_mpy(BOARD_CODE % (lines,), heap='256K', source=True)
-    assert eval(got) == (want, kept, [['p', 'p-1', 'p-10']])
+    # each host counted once, so a `one` job's rank is what the companion computes
+    from sporadic.core import plan
+    assert eval(got) == (want, kept, [['p', 'p-1', 'p-10'], plan.rank('0000000a', 'p-1', ['p', 'p-1', 'p-10'])])

@@ -419,8 +419,9 @@ def parse(line, salt=None):
         if len(first) != 2 or first[1] not in FLEET_KINDS:
             raise _err(_E_FLEET_KIND, repr(first))
         if first[1] == 'h':
-            if ' ' in rest:   # .h HOST SINCE [LAT LON]: jobtext.host_record checks it
-                _jx().host_record(rest)
+            if ' ' in rest:   # .h HOST SINCE [LAT LON]
+                from sporadic.core import hostrec
+                hostrec.parse(rest)
             else:
                 check_host(rest)
         return Fleet(first[1], rest)

@@ -36,8 +36,7 @@ _MSG = (
     'cancel takes no arguments\n'
     'id without a record\n'
     'assignment needs: host k at leader mac\n'
-    'within=%s is longer than every=%s: two instances would be open at once (the newest wins); use within <= every\n'
-    'bad host record %s (.h HOST [SINCE [LAT LON]]: epoch seconds, degrees with at most 5 decimals)')
+    'within=%s is longer than every=%s: two instances would be open at once (the newest wins); use within <= every')
 
 
 def msg(n, a=()):
@@ -101,35 +100,6 @@ class Assign:
 
     def line(self):
         return self.body() + ' ' + self.mac
-
-
-def _degrees(s, limit):
-    # canonical decimal degrees within +-limit (what companion/fleet.py degrees_text
-    # writes): no float, so a board with 32-bit floats checks it alike
-    body = s[1:] if s[:1] == '-' else s
-    whole, dot, frac = body.partition('.')
-    if not whole.isdigit() or (len(whole) > 1 and whole[0] == '0'):
-        return False
-    if dot and (not frac.isdigit() or len(frac) > 5 or frac[-1] == '0'):
-        return False
-    v = int(whole) * 100000 + (int((frac + '0000')[:5]) if dot else 0)
-    return v <= limit * 100000 and not (v == 0 and body != s)
-
-
-def host_record(rest):
-    """What follows '.h ' -> (host, since, lat, lon): a board's id, the time (UTC epoch
-    s) the companion wrote the record, and the position it was deployed at (decimal
-    text, or None). A record without SINCE is -1 (written before positions were)."""
-    f = rest.split(' ')
-    host = check_host(f[0])
-    if len(f) == 1:
-        return host, -1, None, None
-    if len(f) not in (2, 4) or not f[1].isdigit() or str(int(f[1])) != f[1] or (
-            len(f) == 4 and not (_degrees(f[2], 90) and _degrees(f[3], 180))):
-        raise ParseError(msg(26, repr('.h ' + rest)))
-    if len(f) == 2:
-        return host, int(f[1]), None, None
-    return host, int(f[1]), f[2], f[3]
 
 
 def parse_assign(jid, rest):

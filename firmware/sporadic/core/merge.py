@@ -2,7 +2,7 @@
 # Compaction streams over lines in byte order, one group (job id) at a time,
 # holding at most one pending job line and one result line: constant memory,
 # so the device runs the same code over a file larger than its heap.
-from sporadic.core.jobline import ID_LEN, host_of
+from sporadic.core.jobline import ID_LEN
 
 
 
@@ -27,13 +27,6 @@ def assign_key(line):
     return (int(f[3]), int(f[4]), line)
 
 
-def host_key(line):
-    # .h HOST [SINCE [LAT LON]]: of one host's records the newest (SINCE; -1 without),
-    # then the greatest text
-    f = line.split(' ', 3)
-    return (int(f[2]) if len(f) > 2 else -1, line)
-
-
 def compact(lines, conflicts=None):
     """Sorted, de-duplicated canonical lines -> compacted lines (a generator).
     `conflicts` (a list) receives a note for each job id with two texts."""
@@ -43,13 +36,9 @@ def compact(lines, conflicts=None):
     host = None         # current result host
     best = None         # best result line for that host (its key made only when compared)
     asg = None          # best assignment line of the group ('ID a ...' sort first in a group)
-    hrec = None         # best host record of the current host ('.h HOST ...')
     for line in lines:
         g = line[:ID_LEN] if line[0] != '.' else '.'
         if g != gid:
-            if hrec is not None:
-                yield hrec
-                hrec = None
             if asg is not None and not cancelled:
                 yield asg
             if job is not None and not cancelled:
@@ -64,19 +53,6 @@ def compact(lines, conflicts=None):
             asg = None
             seen_job = False
         if g == '.':
-            if line[:3] == '.h ':
-                # rule 6: one record a host (its lines are adjacent: ' ' sorts first)
-                if hrec is not None:
-                    if host_of(line) == host_of(hrec):
-                        if host_key(line) > host_key(hrec):
-                            hrec = line
-                        continue
-                    yield hrec
-                hrec = line
-                continue
-            if hrec is not None:
-                yield hrec
-                hrec = None
             yield line
             continue
         kind = line[ID_LEN + 1:ID_LEN + 3]
@@ -132,8 +108,6 @@ def compact(lines, conflicts=None):
         if job is not None:
             yield job
         job = line
-    if hrec is not None:
-        yield hrec
     if asg is not None and not cancelled:
         yield asg
     if job is not None and not cancelled:
