@@ -45,16 +45,39 @@ def parse_when(text, now=None):
 
 # -- check / merge / plan: the core's contract -------------------------------
 
+def zone_warnings(path, lines, now):
+    """'FILE:LINE: warning: ...' for each calendar job whose zone's tzdb table differs
+    from the POSIX rule its board follows (companion/zones.py job_warning)."""
+    from companion import zones
+    out = []
+    for n, line in enumerate(lines, 1):
+        if 'tz=' not in line:
+            continue
+        try:
+            r = jobline.parse(line)
+        except jobline.ParseError:
+            continue   # reported as an error
+        w = zones.job_warning(r, now) if isinstance(r, jobline.Job) else None
+        if w:
+            out.append('%s:%d: warning: %s' % (path, n, w))
+    return out
+
+
 def cmd_check(args):
     errors = []
+    warnings = []
     n = 0
+    now = int(time.time())
     for path in args.files:
-        for _ in merging.canonical_lines(read_lines(path), path, errors):
+        lines = read_lines(path)
+        for _ in merging.canonical_lines(lines, path, errors):
             n += 1
-    for e in errors:
+        warnings += zone_warnings(path, lines, now)
+    for e in errors + warnings:
         print(e)
     if not args.quiet:
-        print('%d good record(s), %d bad line(s)' % (n, len(errors)), file=sys.stderr)
+        print('%d good record(s), %d bad line(s)' % (n, len(errors)) +
+              (', %d warning(s)' % len(warnings) if warnings else ''), file=sys.stderr)
     return 1 if errors else 0
 
 
@@ -64,9 +87,10 @@ def _zone_time(job, t):
     return format_time(calendar.local_time(job.cal.s, t))[:-1] + ' ' + (job.cal.tz or 'UTC')
 
 
-def _positions(args, hosts, job):
+def _positions(args, hosts, job, placed):
     """[(pos, {host})] for a sun job: --lat/--lon for every host, else each host's
-    position from its deploy (devices/HOST.json)."""
+    position from the plan file's host list (`.h HOST SINCE LAT LON`, written by
+    deploy/image/flash --lat --lon), else from devices/HOST.json of the fleet folder."""
     if args.lat is not None:
         return [((args.lat, args.lon), set(hosts))]
     from companion.fleet import Fleet
@@ -75,11 +99,15 @@ def _positions(args, hosts, job):
     for h in hosts:
         if not plan.eligible(job, h):
             continue
-        info = fleet.device(h) if os.path.isdir(fleet.dir) else None
-        if not info or info.get('lat') is None:
+        pos = placed.get(h)
+        if pos is None:
+            info = fleet.device(h) if os.path.isdir(fleet.dir) else None
+            if info and info.get('lat') is not None:
+                pos = (info['lat'], info['lon'])
+        if pos is None:
             raise UserError('job %s (at=%s) needs the position of %s: deploy it with --lat --lon, '
                             'or give plan --lat --lon' % (job.id, job.cal.at, h))
-        out.append(((info['lat'], info['lon']), {h}))
+        out.append((pos, {h}))
     return out
 
 
@@ -97,22 +125,21 @@ def cmd_merge(args):
     return 1 if errors else 0
 
 
-def jobs_of(lines, errors, name='-'):
-    """Job records of a merged file (cancelled ones are gone after compaction)."""
-    out = []
-    for line in merging.merge((name, lines), errors=errors):
-        r = jobline.parse(line)
-        if isinstance(r, jobline.Job):
-            out.append(r)
-    return out
-
-
 def cmd_plan(args):
+    from companion.fleet import host_records
     errors = []
-    jobs = jobs_of(read_lines(args.file), errors, args.file)
+    lines = merging.merge((args.file, read_lines(args.file)), errors=errors)
+    jobs = [r for r in map(jobline.parse, lines) if isinstance(r, jobline.Job)]
     for e in errors:
         print(e, file=sys.stderr)
-    hosts = [h for h in args.hosts.split(',') if h]
+    records = host_records(lines)
+    if args.hosts is None:   # the file's host list
+        hosts = sorted(records)
+        if not hosts:
+            raise UserError('%s holds no host list (.h lines): give --hosts a,b,c' % args.file)
+    else:
+        hosts = [h for h in args.hosts.split(',') if h]
+    placed = {h: (la, lo) for h, (_, la, lo) in records.items() if la is not None}
     for h in hosts:
         try:
             jobline.check_host(h)
@@ -129,11 +156,13 @@ def cmd_plan(args):
         for j in jobs:
             sun = j.cal is not None and j.cal.sun()
             # a sunrise/sunset job: each host at its own position
-            for pos, hs in (_positions(args, hosts, j) if sun else [(None, hosts)]):
+            for pos, hs in (_positions(args, hosts, j, placed) if sun else [(None, hosts)]):
                 plan.position = pos
                 for row in schedule.schedule(j, hosts, t_from, t_until, limit=args.limit):
                     if row['host'] in hs:
                         row['command'] = ' '.join(j.words)
+                        if pos is not None:   # where the host's sun was computed
+                            row['lat'], row['lon'] = pos
                         if j.cal is not None:
                             row['local'] = _zone_time(j, row['at'])
                         rows.append(row)
@@ -160,8 +189,11 @@ def cmd_plan(args):
             state = 'candidate p=%s' % r['p']
         elif state == 'missed':
             state = 'missed: ' + r['note']
+        host = r['host']
+        if 'lat' in r:
+            host += ' at %s,%s' % (r['lat'], r['lon'])
         t.add_row(format_time(r['at']), *(((r.get('local', ''),) if local else ()) +
-                                           (r['instance'], r['host'], state, r['command'])))
+                                           (r['instance'], host, state, r['command'])))
     console().print(t)
     return 0
 
@@ -226,7 +258,7 @@ def build_parser(core_only=False):
 
     s = sub.add_parser('plan', help='what would run where and when, every host up and synced')
     s.add_argument('file')
-    s.add_argument('--hosts', required=True, help='comma-separated host ids')
+    s.add_argument('--hosts', default=None, help="comma-separated host ids (default: the file's host list)")
     s.add_argument('--from', dest='from_', default='now')
     s.add_argument('--until', required=True)
     s.add_argument('--json', action='store_true')

@@ -43,6 +43,10 @@ def cmd_add(args):
     if j.cal is None and j.t0 < now - j.within:   # a calendar series starts anew each time
         print('note: its first instance is already past its window; it will be recorded as missed',
               file=sys.stderr)
+    from companion import zones
+    w = zones.job_warning(j, now)
+    if w:
+        print('warning: ' + w, file=sys.stderr)
     return 0
 
 

@@ -83,7 +83,7 @@ class Provision:
     def __init__(self, fleet, dev_id, board, extra, secret, pubkey, new_secret, new_fleet_key,
                  host_lines=(), host_seq=None):
         self.fleet = fleet
-        self.host_lines = list(host_lines)   # '.h ID' and its batch, when the fleet lacks them
+        self.host_lines = list(host_lines)   # '.h ID [SINCE LAT LON]' and its batch, when the fleet lacks them
         self._host_seq = host_seq
         self.id = dev_id
         self.board = board
@@ -100,6 +100,10 @@ class Provision:
             return text
         return (text if not text or text.endswith('\n') else text + '\n') + ''.join(
             l + '\n' for l in self.host_lines)
+
+    def position(self):
+        """(lat, lon) the board is given, or None."""
+        return (self.extra['lat'], self.extra['lon']) if 'lat' in self.extra else None
 
     def config_files(self):
         return files.config_files(self.id, self.secret, self.pubkey, self.extra)
@@ -129,7 +133,7 @@ class Provision:
             # fleet's)
         elif self.host_lines:
             fleet.merge_in(self.host_lines, 'host')
-        fleet_folder.add_host(fleet, self.id)
+        fleet_folder.add_host(fleet, self.id, self.position())
         info = fleet.device(self.id) or {'id': self.id}
         info.update({'board': self.board, how: int(time.time())})
         for k in ('lat', 'lon'):   # where the board is (companion plan of sun jobs)
@@ -173,8 +177,9 @@ def prepare(fleet, dev_id, board, network=None, secret=None, pubkey=None, positi
     extra.update(network)
     extra.update(position or {})
     host_lines, host_seq = [], None
-    line = '.h ' + dev_id
-    if fleet is not None and line not in fleet.lines():
+    pos = (position['lat'], position['lon']) if position else None
+    line = fleet_folder.host_line(fleet, dev_id, pos) if fleet is not None else None
+    if line is not None:   # the board's record (with its position) is new to the fleet
         host_lines = [line]
         if not fleet.insecure:
             from companion import keys

@@ -39,19 +39,75 @@ def posix_rule(name):
     return rule
 
 
-def table_end(name):
-    """The last transition (UTC epoch s) the zone's file lists explicitly, or None. Before
-    it, tzdb may differ from the POSIX rule (Africa/Casablanca lists Ramadan to 2087)."""
+def _table(name):
+    """The transitions (UTC epoch s) the zone's TZif file lists explicitly (its 64-bit
+    table), oldest first; [] for a version 1 file or none."""
     data = _tzif(name)
     if data[:4] != b'TZif' or data[4:5] < b'2':
-        return None
+        return []
     counts = struct.unpack('>6l', data[20:44])
     isut, isstd, leap, timecnt, typecnt, charcnt = counts
     v2 = 44 + timecnt * 5 + typecnt * 6 + charcnt + leap * 8 + isstd + isut
     timecnt = struct.unpack('>l', data[v2 + 32:v2 + 36])[0]
-    if not timecnt:
+    return list(struct.unpack('>%dq' % timecnt, data[v2 + 44:v2 + 44 + timecnt * 8]))
+
+
+def table_end(name):
+    """The last transition (UTC epoch s) the zone's file lists explicitly, or None. Before
+    it, tzdb may differ from the POSIX rule (Africa/Casablanca lists Ramadan to 2087)."""
+    t = _table(name)
+    return t[-1] if t else None
+
+
+YEARS_CHECKED = 30
+
+
+def rule_differs(name, rule, start, end):
+    """The first UTC instant in [start, end) at which zone `name` (tzdb, as zoneinfo reads
+    it) and the POSIX `rule` a board evaluates give different offsets, as (t, tzdb's,
+    the rule's) in seconds east, or None. Both are constant between their transitions, so
+    comparing at start and at each transition of either is exact."""
+    import datetime
+    from sporadic.core import tzrule
+    from sporadic.core.timeutil import civil_from_days
+    zi = zoneinfo.ZoneInfo(name)
+    z = tzrule.parse(rule)
+    points = {start} | {t for t in _table(name) if start < t < end}
+    if z[2] is not None:   # a rule with daylight time: its changes, year by year
+        for y in range(civil_from_days(start // 86400)[0], civil_from_days(end // 86400)[0] + 1):
+            points |= {t for t, _, _ in tzrule._transitions(z, y) if start < t < end}
+    for t in sorted(points):
+        a = int(datetime.datetime.fromtimestamp(t, zi).utcoffset().total_seconds())
+        b = tzrule.offset(z, t)
+        if a != b:
+            return t, a, b
+    return None
+
+
+def _utc_offset(s):
+    sign = '-' if s < 0 else '+'
+    s = abs(s)
+    return 'UTC%s%02d:%02d' % (sign, s // 3600, s % 3600 // 60)
+
+
+def job_warning(job, now):
+    """One line when a calendar job names a zone whose tzdb offsets, in the next
+    YEARS_CHECKED years the job can run, differ from the POSIX rule (tzr=) the board
+    follows; None otherwise (no zone name, or they agree)."""
+    cal = job.cal
+    if cal is None or not cal.tz or not cal.tzr or cal.tzr == cal.tz:
         return None
-    return struct.unpack('>q', data[v2 + 44 + (timecnt - 1) * 8:v2 + 44 + timecnt * 8])[0]
+    start = max(job.t0, now)
+    try:
+        d = rule_differs(cal.tz, cal.tzr, start, start + YEARS_CHECKED * 31556952)
+    except (ValueError, OSError):
+        return None
+    if d is None:
+        return None
+    from sporadic.core.timefmt import format_time
+    t, a, b = d
+    return ('tz=%s: from %s tzdb says %s but the POSIX rule boards follow (tzr=%s) says %s: '
+            'a board runs this job by the rule' % (cal.tz, format_time(t), _utc_offset(a), cal.tzr, _utc_offset(b)))
 
 
 def is_zone_name(s):

@@ -77,6 +77,38 @@ def test_companion_check_gives_file_line_reason(tmp_path, capsys):
     assert '1 good record(s), %d bad line(s)' % len(BAD) in err
 
 
+def test_check_and_add_warn_where_the_zones_table_and_the_boards_rule_disagree(tmp_path, capsys):
+    # Morocco's Ramadan hours are listed year by year to 2087, its footer rule is plain
+    # +01: a board evaluates the rule. Europe/Berlin's table and rule agree.
+    f = tmp_path / 'jobs.txt'
+    f.write_text('each 2026-01-01T00:00Z a ; at="0 6 * * *" tz=Europe/Berlin\n'
+                 'each 2026-01-01T00:00Z b ; at="0 6 * * *" tz=Africa/Casablanca\n'
+                 'each 2026-01-01T00:00Z c ; at="0 6 * * *" tz=<+01>-1\n')
+    rc, out, err = run_cli(capsys, 'check', f)
+    assert rc == 0 and '3 good record(s), 0 bad line(s), 1 warning(s)' in err
+    (line,) = out.splitlines()
+    prefix = '%s:2: warning: tz=Africa/Casablanca: from ' % f
+    assert line.startswith(prefix) and 'tzr=<+01>-1' in line and 'a board runs this job by the rule' in line
+    # the instant it names is the first at which zoneinfo and the rule part, hour by hour
+    from companion import zones
+    from sporadic.core import tzrule
+    from sporadic.core.timeutil import parse_time
+    t = parse_time(line[len(prefix):].split()[0])
+    zi, z = zoneinfo.ZoneInfo('Africa/Casablanca'), tzrule.parse('<+01>-1')
+    off = lambda u: int(datetime.datetime.fromtimestamp(u, zi).utcoffset().total_seconds())
+    now = int(datetime.datetime.now(UTC).timestamp())
+    assert off(t) != tzrule.offset(z, t)
+    assert t <= now or off(t - 1) == tzrule.offset(z, t - 1)   # (t is now while they differ)
+    assert all(off(u) == tzrule.offset(z, u) for u in range(now, t, 3600))
+    assert zones.rule_differs('Europe/Berlin', zones.posix_rule('Europe/Berlin'), now, now + 30 * 31556952) is None
+    # companion add says the same (the job is added)
+    fleet = str(tmp_path / 'fleet')
+    assert run_cli(capsys, '--fleet', fleet, 'init')[0] == 0
+    rc, out, err = run_cli(capsys, '--fleet', fleet, 'add', 'each +1m b ; at="0 6 * * *" tz=Africa/Casablanca')
+    assert rc == 0 and jobline.is_id(out.strip())
+    assert err.startswith('warning: tz=Africa/Casablanca: from ') and len(err.splitlines()) == 1
+
+
 def test_add_jobs_and_plan_show_the_zone(tmp_path, capsys):
     fleet = str(tmp_path / 'fleet')
     assert run_cli(capsys, '--fleet', fleet, 'init')[0] == 0
@@ -163,6 +195,26 @@ def test_a_cron_job_runs_each_local_time_once_across_both_changes():
         assert [r[0][3:] for r in runs[:6]] == ['01:00', '01:30', '02:00', '02:30', '03:00', '03:30']
 
 
+def test_the_time_field_starts_the_series():
+    # 06:00 CEST on June 1 is 04:00Z, before the series starts at 05:00Z: June 2's is the first
+    j = jobline.parse('each 2026-06-01T05:00Z x ; at="0 6 * * *" tz=Europe/Berlin')
+    assert plan.newest(j, epoch(2026, 6, 1, 23)) == -1
+    assert plan.decide(j, 'a', epoch(2026, 5, 20), None)[:3] == (plan.WAIT, epoch(2026, 6, 2, 6) // 60,
+                                                                  epoch(2026, 6, 2, 4))
+    on_time = jobline.parse('each 2026-06-01T04:00Z x ; at="0 6 * * *" tz=Europe/Berlin')
+    assert plan.newest(on_time, epoch(2026, 6, 1, 4)) == epoch(2026, 6, 1, 6) // 60
+    # Berlin's sunset on June 1 is about 19:25Z: a series from 20:00Z starts the next day
+    s = jobline.parse('each 2026-06-01T20:00Z x ; at=sunset')
+    day = epoch(2026, 6, 1) // 86400
+    try:
+        plan.position = (52.52, 13.40)
+        assert plan.newest(s, epoch(2026, 6, 1, 23)) == -1
+        assert plan.decide(s, 'a', epoch(2026, 6, 1, 21), None)[:3] == (
+            plan.WAIT, day + 1, sun.event(day + 1, 52.52, 13.40, False))
+    finally:
+        plan.position = None
+
+
 def test_after_a_long_sleep_only_the_newest_open_instance_runs():
     j = jobline.parse('each 2026-01-01T00:00Z x ; at="0 6 * * *" tz=America/Chicago within=2d')
     got = board_loop(j, epoch(2026, 2, 1), epoch(2026, 2, 5), wake_every=3 * 86400)
@@ -194,6 +246,82 @@ def test_sun_jobs_run_at_each_hosts_sunset_and_miss_polar_days():
         assert [a for a, _, _ in got] == [plan.MISS, plan.MISS] and [k for _, k, _ in got] == [day, day + 1]
     finally:
         plan.position = None
+
+
+HOSTS = ['.h p-1 1796154607 52.52 13.405', '.h p-2', '.h p-3 1796154607 -33.86 151.21']
+
+
+def fleet_file(*jobs):
+    from sporadic.desktop import merging
+    return merging.merge(list(HOSTS) + [j.line() for j in jobs])
+
+
+def test_a_one_calendar_job_ranks_the_host_list_and_the_next_waits_its_grace():
+    from sporadic.core import groups
+    j = jobline.parse('one 2026-03-01T00:00Z x ; at="30 2 * * *" tz=Europe/Berlin grace=20m within=1h')
+    seen = {}
+    groups.scan(fleet_file(j), 'p-1', 8, lambda jid, text, c, mine, dk, asg, hosts: seen.update({jid: hosts}))
+    hosts = seen[j.id]
+    assert hosts == ['p-1', 'p-2', 'p-3']   # positioned records name their host only
+    order = sorted(hosts, key=lambda h: plan.rank(j.id, h, hosts))
+    assert sorted(plan.rank(j.id, h, hosts) for h in hosts) == [0, 1, 2]
+    # the spring change: 02:30 never shows in Berlin, the instance is due at the jump
+    k = (epoch(2026, 3, 29, 2, 30)) // 60
+    jump = epoch(2026, 3, 29, 1)   # 02:00 CET = 01:00Z
+    assert plan.due(j, k) == jump
+    for r, h in enumerate(order):
+        act, kk, at, _ = plan.decide(j, h, jump - 60, (plan.newest(j, jump - 60), 'ok', 1), rnk=r)
+        assert (act, kk, at) == (plan.WAIT, k, jump + r * 1200)
+        assert plan.decide(j, h, jump + r * 1200, (kk - 1440, 'ok', 1), rnk=r)[:2] == (plan.RUN, k)
+    # once the first ran it (done by another), the standby does not take it over
+    act, kk, at, _ = plan.decide(j, order[1], jump + 1200, (k - 1440, 'ok', 1), done_k=k, rnk=1)
+    assert act == plan.WAIT and kk == epoch(2026, 3, 30, 2, 30) // 60   # the next day's, on the zone's clock
+
+
+def test_an_any_calendar_job_draws_on_its_ticks_inside_the_window():
+    j = jobline.parse('any:0.05 2026-01-01T00:00Z x ; at="0 6 * * 1-5" tz=America/Chicago tick=1m within=2h')
+    rnd = plan.hash_rnd('seed')
+    k = (epoch(2026, 1, 5, 6)) // 60          # Monday 06:00 CST = 12:00Z
+    d = plan.due(j, k)
+    assert d == epoch(2026, 1, 5, 12)
+    for h in ('p-1', 'p-2', 'p-3'):
+        act, kk, at, _ = plan.decide(j, h, d, (k - 3 * 1440, 'ok', 1), rnd=rnd)   # Friday's was the last
+        fires = [i for i in range(120) if plan.draw(rnd, j, k, h, i)]
+        if fires and fires[0] == 0:
+            assert (act, kk) == (plan.RUN, k)
+        elif fires and fires[0] < 64:
+            assert (act, kk, at) == (plan.WAIT, k, d + fires[0] * 60)
+            assert plan.decide(j, h, at, (k - 3 * 1440, 'ok', 1), rnd=rnd)[:2] == (plan.RUN, k)
+        else:
+            assert act == plan.WAIT and at > d
+
+
+def test_a_leader_assigns_a_calendar_instance_to_a_host_of_the_positioned_list():
+    from sporadic.core import leader
+    from sporadic.core import jobtext
+    j = jobline.parse('one 2026-01-01T00:00Z x ; at="0 3 1 * *" tz=America/Chicago grace=2h')
+    lines = fleet_file(j)
+    now = epoch(2026, 3, 1, 8)        # 02:00 CST: the March instance is an hour ahead
+    (a,) = leader.assignments(lines, 'p-2', ['p-1', 'p-2', 'p-3'], now)
+    rec = jobtext.parse_assign(a[:8], a[11:])
+    best = max(['p-1', 'p-2', 'p-3'], key=lambda h: plan.score(j.id, h))
+    assert (rec.host, rec.k, rec.by) == (best, epoch(2026, 3, 1, 3) // 60, 'p-2')
+    # a host not in the host list is never picked for a `one` job
+    assert leader.assignments(merging_without(lines, best), 'p-2', [best], now) == []
+
+
+def merging_without(lines, host):
+    return [l for l in lines if not (l.startswith('.h ') and jobline.host_of(l) == host)]
+
+
+def test_a_calendar_jobs_watermark_keeps_one_result_a_host():
+    from sporadic.desktop import merging
+    j = jobline.parse('each 2026-01-01T00:00Z x ; at="0 6 * * *" tz=Europe/Berlin')
+    days = [epoch(2026, 1, d, 6) // 60 + 60 for d in range(1, 31)]   # local minute ids
+    results = ['%s r %s %d %d ok - done' % (j.id, h, k, k * 60) for h in ('p-1', 'p-3') for k in days]
+    out = merging.merge(fleet_file(j) + results)
+    assert [l for l in out if ' r ' in l] == ['%s r %s %d %d ok - done' % (j.id, h, days[-1], days[-1] * 60)
+                                              for h in ('p-1', 'p-3')]
 
 
 # ---- a virtual board, deployed with its position ----
@@ -255,6 +383,19 @@ def test_a_board_deployed_with_its_position_runs_cron_and_sunset_jobs(world):
         assert n['outcome'] in ('ok', 'missed'), n
     jobs = {j['job']: j for j in c.json('jobs')}
     assert 'tz=Asia/Kathmandu' in jobs[j_cron]['line']
+    # each board's position is in the host list, which the boards hold (not quarantined),
+    # and `companion plan` of the fleet's file (its hosts, their positions) places the dusk
+    from companion.fleet import Fleet, degrees_text
+    recs = {jobline.host_of(l): l for l in Fleet(c.dir).lines() if l.startswith('.h ')}
+    assert recs['eq-1'].endswith(' 0 ' + degrees_text(lon)) and recs['north-1'].endswith(' 89.9 ' + degrees_text(lon_n))
+    assert set(recs.values()) <= set(board_lines(eq)) and set(recs.values()) <= set(board_lines(north))
+    from sporadic.core.timefmt import format_time
+    rows = c.json('plan', os.path.join(c.dir, 'jobs.txt'), '--from', format_time(dusk - 3600),
+                  '--until', format_time(dusk + 3600))
+    (p,) = [r for r in rows if r['job'] == j_sun and r['host'] == 'eq-1']
+    assert p['at'] == dusk and (p['lat'], p['lon']) == (0.0, float(degrees_text(lon)))
+    from tests.test_host_position import astral_sunset
+    assert abs(dusk - 1200 - astral_sunset(0.0, lon, day)) < 120
 
 
 def test_the_simulator_says_it_does_not_simulate_calendar_jobs_yet(tmp_path, capsys):

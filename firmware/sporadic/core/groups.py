@@ -39,8 +39,11 @@ def scan(lines, me, hosts_max, visit):
     for line in lines:
         if line[0] == '.':
             if line[:3] == '.h ' and hosts is not None:
+                h = jobline.host_of(line)
+                if hosts and hosts[-1] == h:
+                    continue   # a host's records are adjacent (one a deploy that moved it)
                 if hosts_max is None or len(hosts) < hosts_max:
-                    hosts.append(line[3:])
+                    hosts.append(h)
                 else:
                     hosts = None
             continue

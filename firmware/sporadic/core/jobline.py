@@ -419,7 +419,11 @@ def parse(line, salt=None):
         if len(first) != 2 or first[1] not in FLEET_KINDS:
             raise _err(_E_FLEET_KIND, repr(first))
         if first[1] == 'h':
-            check_host(rest)
+            if ' ' in rest:   # .h HOST SINCE [LAT LON]
+                from sporadic.core import hostrec
+                hostrec.parse(rest)
+            else:
+                check_host(rest)
         return Fleet(first[1], rest)
     if is_id(first):
         kind, rest2 = _split1(rest)
@@ -441,6 +445,12 @@ def canonical(line, salt=None):
     """The canonical text of a line, or None for blank/comment."""
     r = parse(line, salt)
     return None if r is None else r.line()
+
+
+def host_of(line):
+    """The host a host record '.h HOST [SINCE [LAT LON]]' names."""
+    i = line.find(' ', 3)
+    return line[3:] if i < 0 else line[3:i]
 
 
 def group(line):

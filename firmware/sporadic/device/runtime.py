@@ -154,11 +154,15 @@ class Runtime:
         mine = plan.score(jid, self.id)
         r = 0
         found = False
+        last = None
         for line in self.store.stream():
             if line[0] != '.':
                 break
             if line[:3] == '.h ':
-                h = line[3:]
+                h = jobline.host_of(line)
+                if h == last:
+                    continue   # the same host's next record (groups.scan)
+                last = h
                 if h == self.id:
                     found = True
                 elif plan.score(jid, h) > mine:
