@@ -1,6 +1,7 @@
 # The event loop: host wakes (decisions by plan.decide, records by
 # jobline.Result), visits, contacts and mesh rounds, in time order.
 import heapq
+from bisect import bisect_right, insort
 from itertools import compress
 from operator import gt
 
@@ -40,13 +41,23 @@ class Sim(Fleet, LogModel, Verify, Report):
     # -- the run --
 
     def run(self):
+        # sunrise/sunset jobs: the planner reads the planning host's position from
+        # plan.position, as a board does (device/runtime.py); each wake sets it
+        pos = plan.position
+        try:
+            return self._run()
+        finally:
+            plan.position = pos
+
+    def _run(self):
         P, H, J = self.P, self.H, self.J
         self.ev = []
         self.seq = 0
         self.init_logs()
         self.inst = {}          # (j, k) -> [[t, x], ...] runs, in order
         self.know = {}          # (j, k) -> [hosts that know it done, time all knew]
-        self.kfirst = [max(0, plan.newest(j, self.start)) for j in self.jobs]
+        self.ran = [[] for _ in self.jobs]   # per job: the instances someone ran, sorted
+        self.why = [{} for _ in self.jobs]   # per job: miss records by their reason
         self._vrng = {}
         self._crng = {}
         self._mrng = {}
@@ -105,6 +116,8 @@ class Sim(Fleet, LogModel, Verify, Report):
             self._push(self._grid(h.up.next_up(t)), _WAKE, _HOSTWAKE, x, h.ver)
             return
         self.n_wakes += 1
+        if self.sun:
+            plan.position = h.pos
         now = self.local(x, t) if h.drift else t
         hq = h.hq
         decide = self._decide
@@ -160,6 +173,11 @@ class Sim(Fleet, LogModel, Verify, Report):
                 r = self.inst.get((j, k))
                 if r is None:
                     self.inst[(j, k)] = [(t, x)]
+                    ks = self.ran[j]
+                    if ks and ks[-1] > k:
+                        insort(ks, k)
+                    else:
+                        ks.append(k)
                 else:
                     r.append((t, x))
                 if single:
@@ -172,9 +190,11 @@ class Sim(Fleet, LogModel, Verify, Report):
                         self.rtop[j] = k
                     self._learn(x, j, k, t)
             elif act == MISS:
-                line = jobline.Result(job.id, name, k, now, 'miss', 1, '-',
-                                      plan.miss_reason(job, k, None, False, h.jumps)).line()
+                why = plan.miss_reason(job, k, None, False, h.jumps)
+                line = jobline.Result(job.id, name, k, now, 'miss', 1, '-', why).line()
                 self._write(x, j, k, MISS_C, line)
+                wj = self.why[j]
+                wj[why] = wj.get(why, 0) + 1
                 mine = (k, 'miss', 1)
                 self.n_miss += 1
             else:  # FAIL: never in the simulator (actions do not crash)
@@ -196,14 +216,16 @@ class Sim(Fleet, LogModel, Verify, Report):
             return
         kn[j] = k
         know = self.know
-        for kk in range(max(old + 1, self.kfirst[j]), k + 1):
-            if (j, kk) in self.inst:
-                e = know.get((j, kk))
-                if e is None:
-                    e = know[(j, kk)] = [0, None]
-                e[0] += 1
-                if e[0] == self.H:
-                    e[1] = t
+        ks = self.ran[j]
+        # the instances run in (old, k]: ids are not consecutive for calendar jobs
+        for i in range(bisect_right(ks, old), bisect_right(ks, k)):
+            kk = ks[i]
+            e = know.get((j, kk))
+            if e is None:
+                e = know[(j, kk)] = [0, None]
+            e[0] += 1
+            if e[0] == self.H:
+                e[1] = t
 
     # -- syncs --
 
