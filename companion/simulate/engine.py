@@ -1,6 +1,7 @@
 # The event loop: host wakes (decisions by plan.decide, records by
 # jobline.Result), visits, contacts and mesh rounds, in time order.
 import heapq
+from math import ceil, floor
 from bisect import bisect_right, insort
 from itertools import compress
 from operator import gt
@@ -58,6 +59,7 @@ class Sim(Fleet, LogModel, Verify, Report):
         self.know = {}          # (j, k) -> [hosts that know it done, time all knew]
         self.ran = [[] for _ in self.jobs]   # per job: the instances someone ran, sorted
         self.why = [{} for _ in self.jobs]   # per job: miss records by their reason
+        self.sizes = {}                      # _write_result's line sizes
         self._vrng = {}
         self._crng = {}
         self._mrng = {}
@@ -110,15 +112,18 @@ class Sim(Fleet, LogModel, Verify, Report):
     # -- hosts --
 
     def _wake(self, x, t):
+        # the hot path: _schedule_host, local() and true() written out
         h = self.hosts[x]
-        if not h.up.up(t):
+        up = h.up
+        if up.kind != 'always' and not up.up(t):
             h.ver += 1
-            self._push(self._grid(h.up.next_up(t)), _WAKE, _HOSTWAKE, x, h.ver)
+            self._push(self._grid(up.next_up(t)), _WAKE, _HOSTWAKE, x, h.ver)
             return
         self.n_wakes += 1
         if self.sun:
             plan.position = h.pos
-        now = self.local(x, t) if h.drift else t
+        d = h.drift
+        now = t + int(floor(d * (t - h.ts) + 0.5)) if d else t
         hq = h.hq
         decide = self._decide
         while hq and hq[0][0] <= now:
@@ -127,7 +132,24 @@ class Sim(Fleet, LogModel, Verify, Report):
                 heapq.heappop(hq)
             else:
                 heapq.heapreplace(hq, nxt)
-        self._schedule_host(x, t + 1)
+        h.ver += 1
+        if hq:
+            lt = hq[0][0]
+            if d:   # true(x, lt): the first true time the clock reads >= lt
+                ts = h.ts
+                w = int(ceil(ts + (lt - ts) / (1.0 + d)))
+                while w + int(floor(d * (w - ts) + 0.5)) < lt:
+                    w += 1
+                while w - 1 + int(floor(d * (w - 1 - ts) + 0.5)) >= lt:
+                    w -= 1
+                lt = w
+            if self.res > 1 or lt.__class__ is not int:
+                lt = self._grid(lt)
+            if lt <= t:
+                lt = t + 1
+            if lt < self.end:
+                self.seq += 1
+                heapq.heappush(self.ev, (lt, _WAKE, self.seq, _HOSTWAKE, x, h.ver))
 
     def _rank(self, j, x):
         """plan.rank of host x for job j among the fleet's hosts, from one
@@ -150,14 +172,21 @@ class Sim(Fleet, LogModel, Verify, Report):
         rnk = self._rank(j, x) if job.kind == 'one' else None
         mine = h.mine[j]
         name = h.name
+        rnd = h.rnd
         decide = plan.decide
+        verify = self.verify
         runs = self.runners[j] if single else None
         n = 0
         while n < DECIDE_MAX:
             n += 1
-            dk = self._done(x, j, plan.newest(job, now)) if runs else -1
-            act, k, at, att = decide(job, name, now, mine, dk, rnk, h.rnd)
-            if self.verify:
+            if runs:
+                # _done is -1 below newest - 1: skip the call when nobody ran that far
+                kn = plan.newest(job, now)
+                dk = self._done(x, j, kn) if self.rtop[j] >= kn - 1 else -1
+            else:
+                dk = -1
+            act, k, at, att = decide(job, name, now, mine, dk, rnk, rnd)
+            if verify:
                 self._check_decide(x, j, now, rnk, (act, k, at, att))
             if act == WAIT:
                 nxt = (at, j)
@@ -166,9 +195,9 @@ class Sim(Fleet, LogModel, Verify, Report):
                 nxt = None
                 break
             if act == RUN:
-                if self.verify:
+                if verify:
                     self.lit[x].add(jobline.Result(job.id, name, k, now, 'run', att).line())
-                i = self._write(x, j, k, OK_C, jobline.Result(job.id, name, k, now, 'ok', att).line())
+                i = self._write_result(x, j, k, now, OK_C, 'ok', att, '')
                 mine = (k, 'ok', att)
                 r = self.inst.get((j, k))
                 if r is None:
@@ -191,15 +220,13 @@ class Sim(Fleet, LogModel, Verify, Report):
                     self._learn(x, j, k, t)
             elif act == MISS:
                 why = plan.miss_reason(job, k, None, False, h.jumps)
-                line = jobline.Result(job.id, name, k, now, 'miss', 1, '-', why).line()
-                self._write(x, j, k, MISS_C, line)
+                self._write_result(x, j, k, now, MISS_C, 'miss', 1, why)
                 wj = self.why[j]
                 wj[why] = wj.get(why, 0) + 1
                 mine = (k, 'miss', 1)
                 self.n_miss += 1
             else:  # FAIL: never in the simulator (actions do not crash)
-                line = jobline.Result(job.id, name, k, now, 'err', att, '-', 'interrupted').line()
-                self._write(x, j, k, 1, line)
+                self._write_result(x, j, k, now, 1, 'err', att, 'interrupted')
                 mine = (k, 'err', att)
         else:
             # DECIDE_MAX decisions without a wait: the board takes the job up
@@ -208,6 +235,22 @@ class Sim(Fleet, LogModel, Verify, Report):
         self.n_decisions += n
         h.mine[j] = mine
         return nxt
+
+    def _write_result(self, x, j, k, now, code, outcome, att, why):
+        """Write host x's result line (jobline.Result) of job j, instance k.
+        Only its size counts on the fast path, and the size of a line depends
+        on its fields' lengths only: jobline.Result formats each size once
+        (per host, job, outcome, attempt, reason and digits of k and now);
+        --verify formats every line and checks the size."""
+        key = (x, j, code, att, why, len(str(k)), len(str(now)))
+        size = self.sizes.get(key)
+        if size is None or self.verify:
+            line = jobline.Result(self.jobs[j].id, self.hosts[x].name, k, now, outcome, att, '-', why).line()
+            if size is not None and size != len(line) + 1:
+                raise AssertionError('line size of %r: %d, memo %d' % (line, len(line) + 1, size))
+            self.sizes[key] = len(line) + 1
+            return self._write(x, j, k, code, line)
+        return self._write(x, j, k, code, None, size)
 
     def _learn(self, x, j, k, t):
         kn = self.hosts[x].known
