@@ -60,6 +60,8 @@ class Sim(Fleet, LogModel, Verify, Report):
         self.ran = [[] for _ in self.jobs]   # per job: the instances someone ran, sorted
         self.why = [{} for _ in self.jobs]   # per job: miss records by their reason
         self.sizes = {}                      # _write_result's line sizes
+        self.jrow = [(job, self.single[j], job.kind == 'one', self.runners[j] if self.single[j] else None)
+                     for j, job in enumerate(self.jobs)]
         self._vrng = {}
         self._crng = {}
         self._mrng = {}
@@ -167,22 +169,21 @@ class Sim(Fleet, LogModel, Verify, Report):
         """Host x's decisions about job j at its clock's `now` -> its next
         (time, j) in the host's heap, or None: nothing ever again."""
         h = self.hosts[x]
-        job = self.jobs[j]
-        single = self.single[j]
-        rnk = self._rank(j, x) if job.kind == 'one' else None
+        job, single, one, runs = self.jrow[j]
+        rnk = self._rank(j, x) if one else None
         mine = h.mine[j]
         name = h.name
         rnd = h.rnd
         decide = plan.decide
         verify = self.verify
-        runs = self.runners[j] if single else None
+        rtop = self.rtop
         n = 0
         while n < DECIDE_MAX:
             n += 1
             if runs:
                 # _done is -1 below newest - 1: skip the call when nobody ran that far
                 kn = plan.newest(job, now)
-                dk = self._done(x, j, kn) if self.rtop[j] >= kn - 1 else -1
+                dk = self._done(x, j, kn) if rtop[j] >= kn - 1 else -1
             else:
                 dk = -1
             act, k, at, att = decide(job, name, now, mine, dk, rnk, rnd)

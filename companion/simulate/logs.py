@@ -51,7 +51,6 @@ class LogModel:
         self.Bsum = [0] * P     # bytes of records each party knows (sum over origins of B[V])
         self.runners = [{} for _ in range(self.J)]   # single jobs: k -> [(host, record), ...]
         self.rtop = [-1] * self.J
-        self.single_jobs = [j for j in range(self.J) if self.single[j]]
 
     def _done(self, x, j, k):
         """done_k as the host's file shows it (the highest instance another
@@ -152,39 +151,22 @@ class LogModel:
         self.PMc[x] = pmu[:]
         src = self.SRc[x]
         self.SRc[x] = sru[:]
-        if x < self.H and sru != src:
-            self._learn_union(x, old, new, t)
+        if x < self.H:
+            kn = self.hosts[x].known
+            learn = self._learn
+            for h in compress(self.prange, map(gt, sru, src)):
+                # _learn_between, written out: a visit reaches most origins
+                lg = logs[h]
+                b = new[h]
+                SR = lg.SR
+                RJ = lg.RJ
+                RK = lg.RK
+                NXT = lg.NXT
+                for i in lg.SRpos[SR[old[h]]:SR[b]]:
+                    k = RK[i]
+                    if k > kn[RJ[i]] and NXT[i] > b:
+                        learn(x, RJ[i], k, t)
         return tot
-
-    def _learn_union(self, x, old, new, t):
-        """What host x learns from the records in (old[h], new[h]] of every
-        origin h: what _learn_between over each origin learns, from the
-        instances that ran instead of the records (a sync reaches most
-        origins, few instances ran). Learning is of the highest instance per
-        job (_learn counts the instances below it), so per job the highest
-        run whose record is in range and is its origin's newest of the job
-        at new[h] (what the merged file shows)."""
-        kn = self.hosts[x].known
-        rtop = self.rtop
-        logs = self.logs
-        for j in self.single_jobs:
-            stop = kn[j]
-            if rtop[j] <= stop:
-                continue
-            runs = self.runners[j]
-            ks = self.ran[j]
-            n = len(ks) - 1
-            while n >= 0:
-                k = ks[n]
-                if k <= stop:
-                    break
-                for h, i in runs.get(k, ()):
-                    b = new[h]
-                    if old[h] < i <= b and logs[h].NXT[i] > b:
-                        self._learn(x, j, k, t)
-                        n = 0
-                        break
-                n -= 1
 
     def _learn_between(self, x, lg, a, b, kn, t):
         # host x learns the instances that origin lg's results in (a, b] started or ran
