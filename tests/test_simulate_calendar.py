@@ -174,3 +174,17 @@ def test_the_simulator_runs_calendar_jobs_through_the_cli(tmp_path, capsys):
     out = capsys.readouterr().out
     assert 'miss records of calendar jobs: ' in out and 'no sunset 4' in out   # 3 days and the day before the start
     assert plan.position is None      # the planner's global is the caller's again
+
+
+def test_calendar_jobs_verified_against_the_literal_files():
+    # --verify: every decision again from groups.scan over the host's literal file
+    # (its done_k at the planner's previous instance, not k - 1: cron ids are minutes)
+    scn = dict(DST, jobs='one 2026-03-01T00:00Z nightly ; at="30 2 * * *" tz=Europe/Berlin within=20h grace=3h\n'
+                         'any:0.3 2026-03-01T00:00Z up ; at="0 */6 * * *" tz=Europe/Berlin within=5h tick=1h\n'
+                         'each 2026-03-01T00:00Z lights ; at=sunset+20m within=3h\n',
+               end='2026-03-30T12:00Z',
+               hosts=[{'ids': 'p-{1..4}', 'uptime': 'outages 2/d 9h', 'drift_ppm': 50, 'lat': 52.5, 'lon': 13.4}],
+               mesh=[], visit=[{'companion': 'laptop', 'hosts': '*', 'interval': '1d', 'jitter': '12h', 'fail': 0.2}])
+    rep = S.simulate(scn, 3, verify=True)
+    assert rep['counts']['verified_syncs'] > 0
+    assert all(r['runs'] > 0 for r in rep['jobs'])

@@ -183,7 +183,7 @@ class Sim(Fleet, LogModel, Verify, Report):
             if runs:
                 # _done is -1 below newest - 1: skip the call when nobody ran that far
                 kn = plan.newest(job, now)
-                dk = self._done(x, j, kn) if rtop[j] >= kn - 1 else -1
+                dk = self._done(x, j, kn) if rtop[j] >= kn - 1 or job.cal is not None else -1
             else:
                 dk = -1
             act, k, at, att = decide(job, name, now, mine, dk, rnk, rnd)
