@@ -397,11 +397,3 @@ def test_a_board_deployed_with_its_position_runs_cron_and_sunset_jobs(world):
     from tests.test_host_position import astral_sunset
     assert abs(dusk - 1200 - astral_sunset(0.0, lon, day)) < 120
 
-
-def test_the_simulator_says_it_does_not_simulate_calendar_jobs_yet(tmp_path, capsys):
-    f = tmp_path / 's.toml'
-    f.write_text('name = "cal"\nseed = 1\nstart = "2026-01-01T00:00Z"\nend = "2026-01-03T00:00Z"\n'
-                 'jobs = """\neach 2026-01-01T00:00Z x ; at=@daily\n"""\n'
-                 '[[hosts]]\nids = "a-{1..2}"\nuptime = "always"\n')
-    rc, out, err = run_cli(capsys, 'simulate', f)
-    assert rc == 2 and err.strip() == 'companion: jobs:1: calendar jobs (at=) are not simulated yet'

@@ -291,7 +291,7 @@ def test_sweep_of_a_scenario_with_toml_date_times(tmp_path):
     assert all(x['report']['start'] == '2026-01-01T00:00Z' for x in pts)
 
 
-@pytest.mark.parametrize('name', ['floppy', 'wifi', 'split'])
+@pytest.mark.parametrize('name', ['floppy', 'wifi', 'split', 'calendar'])
 def test_examples_load_and_run(name):
     s = S.load(os.path.join(ROOT, 'examples', name + '.toml'))
     # a short slice of each example, to keep the suite fast

@@ -1,6 +1,8 @@
 # The event loop: host wakes (decisions by plan.decide, records by
 # jobline.Result), visits, contacts and mesh rounds, in time order.
 import heapq
+from math import ceil, floor
+from bisect import bisect_right, insort
 from itertools import compress
 from operator import gt
 
@@ -40,13 +42,26 @@ class Sim(Fleet, LogModel, Verify, Report):
     # -- the run --
 
     def run(self):
+        # sunrise/sunset jobs: the planner reads the planning host's position from
+        # plan.position, as a board does (device/runtime.py); each wake sets it
+        pos = plan.position
+        try:
+            return self._run()
+        finally:
+            plan.position = pos
+
+    def _run(self):
         P, H, J = self.P, self.H, self.J
         self.ev = []
         self.seq = 0
         self.init_logs()
         self.inst = {}          # (j, k) -> [[t, x], ...] runs, in order
         self.know = {}          # (j, k) -> [hosts that know it done, time all knew]
-        self.kfirst = [max(0, plan.newest(j, self.start)) for j in self.jobs]
+        self.ran = [[] for _ in self.jobs]   # per job: the instances someone ran, sorted
+        self.why = [{} for _ in self.jobs]   # per job: miss records by their reason
+        self.sizes = {}                      # _write_result's line sizes
+        self.jrow = [(job, self.single[j], job.kind == 'one', self.runners[j] if self.single[j] else None)
+                     for j, job in enumerate(self.jobs)]
         self._vrng = {}
         self._crng = {}
         self._mrng = {}
@@ -99,13 +114,18 @@ class Sim(Fleet, LogModel, Verify, Report):
     # -- hosts --
 
     def _wake(self, x, t):
+        # the hot path: _schedule_host, local() and true() written out
         h = self.hosts[x]
-        if not h.up.up(t):
+        up = h.up
+        if up.kind != 'always' and not up.up(t):
             h.ver += 1
-            self._push(self._grid(h.up.next_up(t)), _WAKE, _HOSTWAKE, x, h.ver)
+            self._push(self._grid(up.next_up(t)), _WAKE, _HOSTWAKE, x, h.ver)
             return
         self.n_wakes += 1
-        now = self.local(x, t) if h.drift else t
+        if self.sun:
+            plan.position = h.pos
+        d = h.drift
+        now = t + int(floor(d * (t - h.ts) + 0.5)) if d else t
         hq = h.hq
         decide = self._decide
         while hq and hq[0][0] <= now:
@@ -114,7 +134,24 @@ class Sim(Fleet, LogModel, Verify, Report):
                 heapq.heappop(hq)
             else:
                 heapq.heapreplace(hq, nxt)
-        self._schedule_host(x, t + 1)
+        h.ver += 1
+        if hq:
+            lt = hq[0][0]
+            if d:   # true(x, lt): the first true time the clock reads >= lt
+                ts = h.ts
+                w = int(ceil(ts + (lt - ts) / (1.0 + d)))
+                while w + int(floor(d * (w - ts) + 0.5)) < lt:
+                    w += 1
+                while w - 1 + int(floor(d * (w - 1 - ts) + 0.5)) >= lt:
+                    w -= 1
+                lt = w
+            if self.res > 1 or lt.__class__ is not int:
+                lt = self._grid(lt)
+            if lt <= t:
+                lt = t + 1
+            if lt < self.end:
+                self.seq += 1
+                heapq.heappush(self.ev, (lt, _WAKE, self.seq, _HOSTWAKE, x, h.ver))
 
     def _rank(self, j, x):
         """plan.rank of host x for job j among the fleet's hosts, from one
@@ -132,19 +169,25 @@ class Sim(Fleet, LogModel, Verify, Report):
         """Host x's decisions about job j at its clock's `now` -> its next
         (time, j) in the host's heap, or None: nothing ever again."""
         h = self.hosts[x]
-        job = self.jobs[j]
-        single = self.single[j]
-        rnk = self._rank(j, x) if job.kind == 'one' else None
+        job, single, one, runs = self.jrow[j]
+        rnk = self._rank(j, x) if one else None
         mine = h.mine[j]
         name = h.name
+        rnd = h.rnd
         decide = plan.decide
-        runs = self.runners[j] if single else None
+        verify = self.verify
+        rtop = self.rtop
         n = 0
         while n < DECIDE_MAX:
             n += 1
-            dk = self._done(x, j, plan.newest(job, now)) if runs else -1
-            act, k, at, att = decide(job, name, now, mine, dk, rnk, h.rnd)
-            if self.verify:
+            if runs:
+                # _done is -1 below newest - 1: skip the call when nobody ran that far
+                kn = plan.newest(job, now)
+                dk = self._done(x, j, kn) if rtop[j] >= kn - 1 or job.cal is not None else -1
+            else:
+                dk = -1
+            act, k, at, att = decide(job, name, now, mine, dk, rnk, rnd)
+            if verify:
                 self._check_decide(x, j, now, rnk, (act, k, at, att))
             if act == WAIT:
                 nxt = (at, j)
@@ -153,13 +196,18 @@ class Sim(Fleet, LogModel, Verify, Report):
                 nxt = None
                 break
             if act == RUN:
-                if self.verify:
+                if verify:
                     self.lit[x].add(jobline.Result(job.id, name, k, now, 'run', att).line())
-                i = self._write(x, j, k, OK_C, jobline.Result(job.id, name, k, now, 'ok', att).line())
+                i = self._write_result(x, j, k, now, OK_C, 'ok', att, '')
                 mine = (k, 'ok', att)
                 r = self.inst.get((j, k))
                 if r is None:
                     self.inst[(j, k)] = [(t, x)]
+                    ks = self.ran[j]
+                    if ks and ks[-1] > k:
+                        insort(ks, k)
+                    else:
+                        ks.append(k)
                 else:
                     r.append((t, x))
                 if single:
@@ -172,14 +220,14 @@ class Sim(Fleet, LogModel, Verify, Report):
                         self.rtop[j] = k
                     self._learn(x, j, k, t)
             elif act == MISS:
-                line = jobline.Result(job.id, name, k, now, 'miss', 1, '-',
-                                      plan.miss_reason(job, k, None, False, h.jumps)).line()
-                self._write(x, j, k, MISS_C, line)
+                why = plan.miss_reason(job, k, None, False, h.jumps)
+                self._write_result(x, j, k, now, MISS_C, 'miss', 1, why)
+                wj = self.why[j]
+                wj[why] = wj.get(why, 0) + 1
                 mine = (k, 'miss', 1)
                 self.n_miss += 1
             else:  # FAIL: never in the simulator (actions do not crash)
-                line = jobline.Result(job.id, name, k, now, 'err', att, '-', 'interrupted').line()
-                self._write(x, j, k, 1, line)
+                self._write_result(x, j, k, now, 1, 'err', att, 'interrupted')
                 mine = (k, 'err', att)
         else:
             # DECIDE_MAX decisions without a wait: the board takes the job up
@@ -189,6 +237,22 @@ class Sim(Fleet, LogModel, Verify, Report):
         h.mine[j] = mine
         return nxt
 
+    def _write_result(self, x, j, k, now, code, outcome, att, why):
+        """Write host x's result line (jobline.Result) of job j, instance k.
+        Only its size counts on the fast path, and the size of a line depends
+        on its fields' lengths only: jobline.Result formats each size once
+        (per host, job, outcome, attempt, reason and digits of k and now);
+        --verify formats every line and checks the size."""
+        key = (x, j, code, att, why, len(str(k)), len(str(now)))
+        size = self.sizes.get(key)
+        if size is None or self.verify:
+            line = jobline.Result(self.jobs[j].id, self.hosts[x].name, k, now, outcome, att, '-', why).line()
+            if size is not None and size != len(line) + 1:
+                raise AssertionError('line size of %r: %d, memo %d' % (line, len(line) + 1, size))
+            self.sizes[key] = len(line) + 1
+            return self._write(x, j, k, code, line)
+        return self._write(x, j, k, code, None, size)
+
     def _learn(self, x, j, k, t):
         kn = self.hosts[x].known
         old = kn[j]
@@ -196,14 +260,16 @@ class Sim(Fleet, LogModel, Verify, Report):
             return
         kn[j] = k
         know = self.know
-        for kk in range(max(old + 1, self.kfirst[j]), k + 1):
-            if (j, kk) in self.inst:
-                e = know.get((j, kk))
-                if e is None:
-                    e = know[(j, kk)] = [0, None]
-                e[0] += 1
-                if e[0] == self.H:
-                    e[1] = t
+        ks = self.ran[j]
+        # the instances run in (old, k]: ids are not consecutive for calendar jobs
+        for i in range(bisect_right(ks, old), bisect_right(ks, k)):
+            kk = ks[i]
+            e = know.get((j, kk))
+            if e is None:
+                e = know[(j, kk)] = [0, None]
+            e[0] += 1
+            if e[0] == self.H:
+                e[1] = t
 
     # -- syncs --
 

@@ -55,15 +55,18 @@ class LogModel:
     def _done(self, x, j, k):
         """done_k as the host's file shows it (the highest instance another
         host's newest result started or ran), exact for the comparisons
-        plan.decide makes (>= k, >= k-1); -1 when below k-1."""
+        plan.decide makes (>= k, >= the instance before k: k - 1, or for a
+        calendar job its cal.prev(k)); -1 when below that."""
         runs = self.runners[j]
         if not runs:
             return -1
+        job = self.jobs[j]
+        lo = k - 1 if job.cal is None or k < 0 else job.cal.prev(k)
         V = self.V[x]
-        top = self.rtop[j]
-        kk = top
-        while kk >= k - 1:
-            for h, s in runs.get(kk, ()):
+        ks = self.ran[j]    # the instances that ran, sorted: ids need not be consecutive
+        n = len(ks) - 1
+        while n >= 0 and ks[n] >= lo:
+            for h, s in runs[ks[n]]:
                 if h != x and V[h] >= s:
                     lg = self.logs[h]
                     i = s
@@ -72,14 +75,16 @@ class LogModel:
                         i = lg.NXT[i]
                     if lg.RO[i] != MISS_C:
                         return lg.RK[i]
-            kk -= 1
+            n -= 1
         return -1
 
-    def _write(self, x, j, k, code, line):
-        """Append a record of job j, instance k to party x's log -> its index."""
+    def _write(self, x, j, k, code, line, size=None):
+        """Append a record of job j, instance k to party x's log -> its index
+        (the line, or on the fast path its size only)."""
         lg = self.logs[x]
         i = len(lg.RJ)
-        size = len(line) + 1
+        if size is None:
+            size = len(line) + 1
         p = lg.last.get(j, 0)
         lg.RJ.append(j)
         lg.RK.append(k)
@@ -151,8 +156,19 @@ class LogModel:
         self.SRc[x] = sru[:]
         if x < self.H:
             kn = self.hosts[x].known
+            learn = self._learn
             for h in compress(self.prange, map(gt, sru, src)):
-                self._learn_between(x, logs[h], old[h], new[h], kn, t)
+                # _learn_between, written out: a visit reaches most origins
+                lg = logs[h]
+                b = new[h]
+                SR = lg.SR
+                RJ = lg.RJ
+                RK = lg.RK
+                NXT = lg.NXT
+                for i in lg.SRpos[SR[old[h]]:SR[b]]:
+                    k = RK[i]
+                    if k > kn[RJ[i]] and NXT[i] > b:
+                        learn(x, RJ[i], k, t)
         return tot
 
     def _learn_between(self, x, lg, a, b, kn, t):

@@ -45,6 +45,10 @@ def text(rep):
             r['id'], r['type'], r['instances'], r['expected_runs'], r['runs'], r['duplicate_runs'],
             r['duplicate_instances'], r['cross_section_duplicates'], r['missed'], _dd(r['delay']),
             _dd(r['all_knew']) if 'all_knew' in r else '-'))
+    why = ['%s %s' % (r['id'], ', '.join('%s %d' % kv for kv in r['miss_records'].items()))
+           for r in rep['jobs'] if r.get('miss_records')]
+    if why:
+        w('miss records of calendar jobs: ' + '; '.join(why))
     w('')
     w('by type:')
     for k, a in rep['by_type'].items():

@@ -11,14 +11,44 @@ class Report:
     # -- report --
 
     def _window(self, job):
-        """Instances whose validity window closed inside [start, end)."""
-        if job.every:
-            lo = max(0, -(-(self.start - job.within - job.t0 + 1) // job.every))
-            hi = (self.end - job.within - job.t0) // job.every
-        else:
-            lo = 0 if job.t0 + job.within > self.start else 1
-            hi = 0 if job.t0 + job.within <= self.end else -1
-        return lo, hi
+        """Instances whose validity window closed inside [start, end), in
+        order; a calendar job's ids are the planner's (plan.next_k), not
+        consecutive. A sunrise/sunset job's at the position plan.position."""
+        if job.cal is None:
+            if job.every:
+                lo = max(0, -(-(self.start - job.within - job.t0 + 1) // job.every))
+                hi = (self.end - job.within - job.t0) // job.every
+            else:
+                lo = 0 if job.t0 + job.within > self.start else 1
+                hi = 0 if job.t0 + job.within <= self.end else -1
+            return range(lo, hi + 1)
+        ks = []
+        k = job.cal.first(self.start - job.within)
+        while k >= 0 and job.cal.when(k) + job.within <= self.end:
+            ks.append(k)
+            k = plan.next_k(job, k)
+        return ks
+
+    def _instances(self, job, hosts):
+        """-> (the instances of the window at any of `hosts`' positions, in
+        order; {k: the hosts whose window holds k} or None when it is all)."""
+        if job.cal is None or not job.cal.sun():
+            return self._window(job), None
+        by_pos = {}
+        for x in hosts:
+            by_pos.setdefault(self.hosts[x].pos, []).append(x)
+        cover = {}
+        for pos, xs in by_pos.items():
+            plan.position = pos
+            for k in self._window(job):
+                cover.setdefault(k, []).extend(xs)
+        return sorted(cover), cover
+
+    def _due(self, job, k, x):
+        """plan.due of instance k on host x (sunrise/sunset: at its position)."""
+        if self.sun:
+            plan.position = self.hosts[x].pos
+        return plan.due(job, k)
 
     def _cross(self, x, t1, y, t2):
         for split, heal, sec in self.parts:
@@ -31,23 +61,24 @@ class Report:
         kinds = {}
         dup_list = []
         for j, job in enumerate(self.jobs):
-            lo, hi = self._window(job)
-            n_inst = max(0, hi - lo + 1)
             single = self.single[j]
+            elig = [x for x in range(self.H) if plan.eligible(job, self.names[x])]
+            ks, cover = self._instances(job, elig)
+            n_inst = len(ks)
             delays = []
             runs = dup_runs = dup_inst = cross = missed = ran_inst = 0
             spread = []
             unknown = 0
             if single:
                 eligible = self.H
-                for k in range(lo, hi + 1):
+                for k in ks:
                     rs = self.inst.get((j, k))
                     if not rs:
                         missed += 1
                         continue
                     ran_inst += 1
                     runs += len(rs)
-                    d = plan.due(job, k)
+                    d = self._due(job, k, rs[0][1])
                     delays.append(rs[0][0] - d)
                     if len(rs) > 1:
                         dup_inst += 1
@@ -66,29 +97,31 @@ class Report:
                     else:
                         unknown += 1
             else:
-                elig = [x for x in range(self.H) if plan.eligible(job, self.names[x])]
                 eligible = len(elig)
-                for k in range(lo, hi + 1):
+                expected = 0
+                for k in ks:
                     rs = self.inst.get((j, k), ())
-                    d = plan.due(job, k)
                     who = set()
                     for tt, xx in rs:
                         if xx in who:
                             dup_runs += 1
                         else:
                             who.add(xx)
-                        delays.append(tt - d)
+                        delays.append(tt - self._due(job, k, xx))
                     runs += len(rs)
-                    missed += eligible - len(who)
-                    if len(who) < eligible:
-                        pass
+                    if cover is None:
+                        expected += eligible
+                        missed += eligible - len(who)
                     else:
-                        ran_inst += 1
+                        expected += len(cover[k])
+                        missed += len(cover[k]) - len(who.intersection(cover[k]))
             row = {'id': job.id, 'type': job.kind, 'line': job.text(), 'eligible_hosts': eligible,
                    'instances': n_inst, 'runs': runs, 'duplicate_runs': dup_runs,
                    'duplicate_instances': dup_inst, 'cross_section_duplicates': cross,
-                   'missed': missed, 'expected_runs': n_inst * (1 if single else eligible),
+                   'missed': missed, 'expected_runs': n_inst if single else expected,
                    'delay': _dist(delays)}
+            if job.cal is not None:   # a polar day is a miss recorded 'no sunset'
+                row['miss_records'] = dict(sorted(self.why[j].items()))
             if single:
                 row['instances_run'] = ran_inst
                 row['all_knew'] = _dist(spread)
@@ -179,10 +212,14 @@ class Report:
                 row['why_not'] = why
                 out.append(row)
                 continue
+            if job.cal is not None and job.cal.sun():
+                row['applies'] = False
+                row['why_not'] = 'sunrise/sunset job: due times differ by position'
+                out.append(row)
+                continue
             S, s0 = self._rounds()
-            lo, hi = self._window(job)
             p_run = p_dup = e_runs = 0.0
-            for k in range(lo, hi + 1):
+            for k in self._window(job):
                 a, b, c = predict_any(self.H, job.threshold / jobline.P_ONE, job.tick, job.within,
                                       plan.due(job, k), S, s0)
                 p_run += a

@@ -194,7 +194,7 @@ def load(path):
 
 
 class _Host:
-    __slots__ = ('name', 'up', 'drift', 'ts', 'mine', 'hq', 'ver', 'rnd', 'known', 'jumps')
+    __slots__ = ('name', 'up', 'drift', 'ts', 'mine', 'hq', 'ver', 'rnd', 'known', 'jumps', 'pos')
 
 
 class Fleet:
@@ -227,6 +227,7 @@ class Fleet:
             raise UserError('scenario has no [[hosts]]')
         names = []
         specs = []
+        gi_of = []
         for gi, g in enumerate(groups):
             ids = _patterns(g.get('ids'))
             for n in ids:
@@ -238,6 +239,7 @@ class Fleet:
                     raise UserError('hosts[%d]: host %s given twice' % (gi, n))
                 names.append(n)
                 specs.append(g)
+                gi_of.append(gi)
         self.H = len(names)
         comps = []
         for c in self.scn.get('companions', []):
@@ -268,7 +270,20 @@ class Fleet:
             h.rnd = plan.hash_rnd(str(self.seed) + n)
             h.ver = 0
             h.jumps = []
+            h.pos = self._position(g, gi_of[i])
             self.hosts.append(h)
+
+    def _position(self, g, gi):
+        """A host group's (lat, lon), as `companion deploy --lat --lon` gives a
+        board (sunrise/sunset jobs), or None."""
+        from companion.provision import position_config
+        try:
+            pos = position_config(g.get('lat'), g.get('lon'))
+        except UserError as e:
+            raise UserError('hosts[%d]: %s' % (gi, str(e).replace('--lat', 'lat').replace('--lon', 'lon')))
+        except TypeError:
+            raise UserError('hosts[%d]: lat and lon are numbers (degrees)' % gi)
+        return (float(pos['lat']), float(pos['lon'])) if pos else None
 
     def _load_jobs(self):
         text = self.scn.get('jobs', '')
@@ -283,9 +298,12 @@ class Fleet:
                 continue
             if not isinstance(r, jobline.Job):
                 raise UserError('jobs:%d: only job lines belong in a scenario' % n)
-            if r.cal is not None:
-                # its report counts instances as a consecutive range of ids
-                raise UserError('jobs:%d: calendar jobs (at=) are not simulated yet' % n)
+            if r.cal is not None and r.cal.sun():
+                lost = [h.name for h in self.hosts if h.pos is None and plan.eligible(r, h.name)]
+                if lost:
+                    # a board without its position never runs it (plan.decide: IDLE)
+                    raise UserError('jobs:%d: at=%s needs the position of %s%s: give lat and lon in its [[hosts]]'
+                                    % (n, r.cal.at, lost[0], ' and %d more' % (len(lost) - 1) if len(lost) > 1 else ''))
             if any(j.id == r.id for j in jobs):
                 raise UserError('jobs:%d: the same job twice (id %s)' % (n, r.id))
             jobs.append(r)
@@ -295,6 +313,7 @@ class Fleet:
         self.jobs = jobs
         self.J = len(jobs)
         self.single = [j.kind in ('any', 'one') for j in jobs]
+        self.sun = any(j.cal is not None and j.cal.sun() for j in jobs)   # plan.position per host
         self.static = merging.merge(lines + ['.h ' + h.name for h in self.hosts])
         self.static_bytes = sum(len(s) + 1 for s in self.static)
         self.ranks = {}     # job -> rank of each host (plan.rank over the fleet)
