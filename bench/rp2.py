@@ -6,6 +6,7 @@ Raspberry Pi Pico (companion vboard --board rp2-pico, rp2040js).
     python bench/rp2.py --lines '' --syncs 300     # the sync figure alone (a deployed board)
     python bench/rp2.py --lines '' --syncs 0 --sync-heap 1000,5000   # 5. alone
     python bench/rp2.py --lines '' --syncs 0 --wake 100,1000,5000    # 6. alone
+    python bench/rp2.py --lines '' --syncs 0 --idle 100,1000,5000    # 7. alone
 
 Every board is driven through its USB-CDC line only (mpremote and the
 companion; 5. also runs a heap sampler on the board over the raw REPL,
@@ -33,7 +34,12 @@ HEAP_SAMPLER):
 6. with --wake N,...: instructions of a wake with an N-line job file, from
    power-on to the board's first sleep, and from the end of a sync to the
    next sleep (one full pass with the clock known): wake_instructions(),
-   which other benchmarks import.
+   which other benchmarks import;
+7. with --idle N,...: a wake with nothing due with an N-line job file, the
+   wake index on and off: instructions and chip ms of the loop's idle
+   step, the loop asleep between steps (the watchdog's chunk wakes), awake
+   seconds per idle hour, a reset's boot with the index matching:
+   idle_wake(), which bench/wake.py --rp2 calls.
 
 The emulator runs at 0.3-0.45x a real RP2040 on a busy 2-core machine, so
 seconds here are emulated-speed seconds; instruction counts and heap bytes
