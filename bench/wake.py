@@ -192,7 +192,7 @@ def rp2_figures(sizes):
     return out
 
 
-# docs/device.md#awake-time-and-battery: the assumptions (estimates, not measured here)
+# docs/device.md ("Awake time and battery"): the assumptions, estimates not measured here
 MAH = 2500                       # 2xAA alkaline, usable
 ESP32_AWAKE_MA, ESP32_SLEEP_MA = 40.0, 0.010    # a bare module: CPU on, radio off; deep sleep, RTC timer on
 PICO_AWAKE_MA, PICO_SLEEP_MA = 25.0, 1.5        # RP2040 at 125 MHz; machine.lightsleep(ms)
