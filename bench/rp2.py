@@ -6,6 +6,7 @@ Raspberry Pi Pico (companion vboard --board rp2-pico, rp2040js).
     python bench/rp2.py --lines '' --syncs 300     # the sync figure alone (a deployed board)
     python bench/rp2.py --lines '' --syncs 0 --sync-heap 1000,5000   # 5. alone
     python bench/rp2.py --lines '' --syncs 0 --wake 100,1000,5000    # 6. alone
+    python bench/rp2.py --lines '' --syncs 0 --idle 100,1000,5000    # 7. alone
 
 Every board is driven through its USB-CDC line only (mpremote and the
 companion; 5. also runs a heap sampler on the board over the raw REPL,
@@ -33,7 +34,12 @@ HEAP_SAMPLER):
 6. with --wake N,...: instructions of a wake with an N-line job file, from
    power-on to the board's first sleep, and from the end of a sync to the
    next sleep (one full pass with the clock known): wake_instructions(),
-   which other benchmarks import.
+   which other benchmarks import;
+7. with --idle N,...: a wake with nothing due with an N-line job file, the
+   wake index on and off: instructions and chip ms of the loop's idle
+   step, the loop asleep between steps (the watchdog's chunk wakes), awake
+   seconds per idle hour, a reset's boot with the index matching:
+   idle_wake(), which bench/wake.py --rp2 calls.
 
 The emulator runs at 0.3-0.45x a real RP2040 on a busy 2-core machine, so
 seconds here are emulated-speed seconds; instruction counts and heap bytes
@@ -308,6 +314,211 @@ def wake_instructions(lines, tmp=None, timeout=900):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+# Over the raw REPL after the loop ran (bench only: nothing of it is written
+# on the board): the loop's own step at the board's clock, first with the
+# wake index as main.py runs it, then with store.WAKE_INDEX False (the
+# baseline: every wake a full pass). Each step is followed by a
+# machine.lightsleep(2), a WFI the emulator marks (sleep_marks), so the
+# instructions between two marks are one step (less a mark alone, 'mark').
+# Between the index's steps and the baseline's, the parts of an index step:
+# a gc.collect() (a step makes two), the import of wake.py and its unload
+# (every step), the index's read (five stats and its MAC).
+IDLE_STEPS = '''
+import time, machine, json, gc
+import board, sporadic
+from sporadic.device import store
+store.feed = board.wdt_feed
+board.wdt_feed()
+store.open_store()
+from sporadic.device import clock, runtime
+rt = runtime.get()
+labels = []
+def mark(label):
+    board.wdt_feed()
+    machine.lightsleep(2)   # 1 or less: a time.sleep_ms, no WFI (ports/rp2/modmachine.c)
+    labels.append(label)
+def steps(mode, n):
+    store.WAKE_INDEX = mode == 'index'
+    us = []
+    for i in range(n):
+        now = clock.now()
+        t = time.ticks_us()
+        rt.step(now)
+        us.append(time.ticks_diff(time.ticks_us(), t))
+        mark(mode)
+    print('RESULT', json.dumps({'mode': mode, 'now': now, 'us': us, 'jobs': rt.jobs, 'next_wake': rt.next_wake}))
+mark('start')
+mark('mark')
+steps('index', %d)
+gc.collect()
+mark('gc_collect')
+from sporadic.device import wake
+sporadic.forget('sporadic.device.wake')
+wake = None
+mark('wake_import')
+from sporadic.device import wake
+mark('-')
+wake.read(rt.store, rt.cfg.get('secret'))
+mark('wake_read')
+wake = None
+sporadic.forget('sporadic.device.wake')
+steps('baseline', 2)
+print('LABELS', json.dumps(labels))
+'''
+IDLE_REPS = 6      # index steps: all marks (IDLE_REPS + 8) within run.mjs's SLEEP_MARKS (16)
+
+
+def idle_job_file(lines):
+    """bench/wake.py's job file: lines - 1 daily `each` jobs, all due
+    tomorrow at 06:00 (the image adds the board's .h line: `lines` in all)."""
+    from sporadic.core import jobline
+    from sporadic.desktop import merging
+    return merging.merge(jobline.parse_job('each 2026-12-02T06:00Z log job%d ; every=1d' % i, salt=str(i)).line()
+                         for i in range(lines - 1))
+
+
+def _wait_emulated(vb, since, seconds, timeout):
+    """The emulator's stats once its clock has run `seconds` past stats `since`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        st = vb.stats(60)
+        if st['emulated_s'] - since['emulated_s'] >= seconds:
+            return st
+        if time.monotonic() > deadline:
+            raise RuntimeError('the emulated clock did not advance %.0f s in %.0f s' % (seconds, timeout))
+        time.sleep(0.5)   # polling the emulator's counters, not a timing assumption
+
+
+def idle_wake(lines, tmp=None, window=60.0, timeout=900):
+    """A Pico holding a `lines`-line job file with nothing due for a day
+    (idle_job_file; an insecure fleet, `companion image --board rp2-pico`,
+    booted with `vboard --image`, paced), its clock set by a sync at T0 +
+    3 h; the loop's first pass then writes the wake index. Measured:
+
+    sync_to_sleep: instructions from the end of the sync to the next sleep
+      (main.py: the store's open, one full pass, the index written);
+    sleeping: `window` emulated s of the loop asleep until its next wake
+      (light sleep in chunks of WDT_MS / 2, each a wake that feeds the
+      watchdog): the cycles the core executed (run.mjs's count: the core
+      awake, seen from outside) as seconds per hour at 125 MHz, WFIs seen;
+    index / baseline: one step of the loop with nothing due, the index on
+      (the firmware as it is) and off (store.WAKE_INDEX False: a full
+      pass), over the raw REPL (IDLE_STEPS): instructions between the
+      emulator's sleep marks, and chip time (time.ticks_us on the board:
+      the emulated clock, which advances by the executed cycles at 125 MHz
+      while the core runs);
+    awake_s_per_idle_hour: sleeping's seconds per hour + one step (a board
+      with nothing due steps once an hour: MAX_SLEEP);
+    power_on_to_sleep_indexed: instructions from a reset (the button) to
+      the first sleep, the index matching the store: boot, the open (the
+      stamp taken on the index's word), imports; the clock is unknown after
+      a reset, so no step (what a deep-sleep wake adds to an idle step).
+
+    Returns a dict; raises RuntimeError when the board fails."""
+    from companion import cli, syncer
+    from companion.fleet import Fleet
+    from companion.transport_serial import SerialLink
+    own = tmp is None
+    tmp = tmp or tempfile.mkdtemp(prefix='rp2idle-')
+    vb = None
+    try:
+        fleet = os.path.join(tmp, 'ifleet%d' % lines)
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            cli.main(['--fleet', fleet, 'init', '--insecure'])
+        with open(os.path.join(fleet, 'jobs.txt'), 'w') as f:
+            f.write(''.join(l + '\n' for l in idle_job_file(lines)))
+        img = os.path.join(tmp, 'idle%d.bin' % lines)
+        p = subprocess.run([sys.executable, '-m', 'companion.cli', '--fleet', fleet, 'image', '--board', 'rp2-pico',
+                            '--id', 'pico-idle', '-o', img], capture_output=True, text=True)
+        if p.returncode:
+            raise RuntimeError('companion image: ' + (p.stderr.strip().splitlines() or ['?'])[-1])
+        vb = RP2VBoard(os.path.join(tmp, 'idle%d.flash' % lines), firmware=UF2, bootrom=BOOTROM, image=img,
+                       stats=os.path.join(tmp, 'idle%d.stats' % lines))
+        vb.start()
+        _first_sleep_after(vb, -1, timeout)
+        fig = {'lines': lines, 'bytes': os.path.getsize(os.path.join(fleet, 'jobs.txt'))}
+        link = SerialLink(vb.path)
+        try:
+            syncer.sync(Fleet(fleet), vb.path, progress=False, link=link, now=device_heap.T0 + 3 * 3600)
+            since = vb.stats(60)['instructions']
+        finally:
+            link.close()     # the board goes back to main.py
+        mark, st = _first_sleep_after(vb, since, timeout)
+        fig['sync_to_sleep'] = mark - since
+        a = vb.stats(60)
+        b = _wait_emulated(vb, a, window, window * 4 + 60)
+        span = b['emulated_s'] - a['emulated_s']
+        fig['sleeping'] = {'emulated_s': round(span, 1), 'wfis': b['wfis'] - a['wfis'],
+                           'instructions': b['instructions'] - a['instructions'],
+                           'awake_s_per_h': round((b['cycles'] - a['cycles']) / 125e6 * 3600 / span, 4)}
+        drv = os.path.join(tmp, 'idle_steps.py')
+        with open(drv, 'w') as f:
+            f.write(IDLE_STEPS % IDLE_REPS)
+        before = vb.stats(60)
+        out, _ = mpremote(vb.path, 'run', drv, timeout=timeout)
+        st = vb.stats(60)
+        if st['boots'] != before['boots']:
+            raise RuntimeError('the board reset during the steps (watchdog?)')
+        res = {}
+        labels = None
+        for line in out.splitlines():
+            if line.startswith('RESULT '):
+                r = json.loads(line[7:])
+                res[r['mode']] = r
+            elif line.startswith('LABELS '):
+                labels = json.loads(line[7:])
+        if set(res) != {'index', 'baseline'} or not labels:
+            raise RuntimeError('no result from the steps: %r' % out[-300:])
+        marks = [m for m in st['sleep_marks'] if m > before['instructions']]
+        if len(marks) != len(labels):
+            raise RuntimeError('%d sleep marks, %d expected: %r' % (len(marks), len(labels), marks))
+        # what ran before each mark, less a mark alone
+        mk = marks[labels.index('mark')] - marks[labels.index('mark') - 1]
+        ran = {}
+        for k in range(1, len(marks)):
+            ran.setdefault(labels[k], []).append(marks[k] - marks[k - 1] - mk)
+        fig['mark_instructions'] = mk
+        fig['parts'] = {k: ran[k][0] for k in ('gc_collect', 'wake_import', 'wake_read')}
+        for mode in ('index', 'baseline'):
+            r = res[mode]
+            if r['jobs'] != lines - 1:
+                raise RuntimeError('%s: the step counted %d jobs, not %d' % (mode, r['jobs'], lines - 1))
+            if r['next_wake'] - r['now'] != 3600:
+                raise RuntimeError('%s: something is due (next wake %+d s)' % (mode, r['next_wake'] - r['now']))
+            # the first step of each: the index's follows the open; the baseline's
+            # hashes jobs.txt (the open took its stamp on the index's word); the
+            # next ones are the loop's
+            loop = sorted(ran[mode][1:])
+            us = sorted(r['us'][1:])
+            fig[mode] = {'first_step_instructions': ran[mode][0], 'first_step_ms': round(r['us'][0] / 1e3, 2),
+                         'step_instructions': loop[len(loop) // 2], 'step_ms': round(us[len(us) // 2] / 1e3, 2)}
+            fig[mode]['awake_s_per_idle_hour'] = round(fig['sleeping']['awake_s_per_h'] + fig[mode]['step_ms'] / 1e3, 3)
+        # the reset button: a boot that finds the index matching (the open takes
+        # jobs.txt's stamp on its word); the clock is unknown after it, so the
+        # loop's step returns at once: boot, open, imports
+        boots = st['boots']
+        vb.reset()    # (the watchdog may reset it first: either boot is measured)
+        deadline = time.monotonic() + timeout
+        while True:
+            st = vb.stats(60)
+            marks = [m for m in st['sleep_marks'] if m > st['boot_instructions']]
+            if st['boots'] > boots and marks:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError('no sleep after a reset within %.0f s' % timeout)
+            time.sleep(0.5)   # polling the emulator's counters, not a timing assumption
+        fig['power_on_to_sleep_indexed'] = marks[0] - st['boot_instructions']
+        # this chip's cycles since its power-on, read just after: the boot and
+        # at most a few of the sleep's chunk wakes (~25 k cycles each)
+        fig['power_on_to_sleep_indexed_ms'] = round(st['cycles'] / 125e3, 1)
+        return fig
+    finally:
+        if vb is not None:
+            vb.stop()
+        if own:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument('--lines', default='1000,5000')
@@ -317,6 +528,8 @@ def main(argv=None):
     ap.add_argument('--sync-new', type=int, default=30, help='new jobs the measured sync of --sync-heap carries')
     ap.add_argument('--wake', default='', metavar='N,N',
                     help='instructions of a wake, power-on to sleep and sync to sleep, with N-line job files')
+    ap.add_argument('--idle', default='', metavar='N,N',
+                    help='a wake with nothing due, index on and off, and awake time per idle hour, N-line job files')
     ap.add_argument('--keep', action='store_true')
     a = ap.parse_args(argv)
     why = missing(UF2, BOOTROM)
@@ -341,6 +554,13 @@ def main(argv=None):
             print('%5d lines (%d B): power-on to sleep %.1f M instructions; end of a sync to sleep (clock known, '
                   'one full pass) %.1f M instructions; %d boot(s)' % (
                       n, w['bytes'], w['power_on_to_sleep'] / 1e6, w['sync_to_sleep'] / 1e6, w['boots']), flush=True)
+        for n in [int(x) for x in a.idle.split(',') if x]:
+            w = fig.setdefault('idle', {})[str(n)] = idle_wake(n, tmp)
+            print('%5d lines (%d B): idle step %.2f M instructions, %.2f ms (baseline %.1f M, %.0f ms); '
+                  'awake per idle hour %.3f s (baseline %.3f s)' % (
+                      n, w['bytes'], w['index']['step_instructions'] / 1e6, w['index']['step_ms'],
+                      w['baseline']['step_instructions'] / 1e6, w['baseline']['step_ms'],
+                      w['index']['awake_s_per_idle_hour'], w['baseline']['awake_s_per_idle_hour']), flush=True)
         if not (a.lines or a.syncs):
             raise _Done
         vb = power_on('bare')

@@ -2,7 +2,8 @@
 index (firmware/sporadic/device/wake.py), on the MicroPython unix port
 under -X heapsize=64K (a board's heap).
 
-    python bench/wake.py [--reps 5] [--sizes 100,1000,5000]
+    python bench/wake.py [--reps 5] [--sizes 100,1000,5000] [--rp2]
+    python bench/wake.py --battery OUT     # the battery rows again, from a --rp2 run's output
 
 A board's flash laid out as `companion image` writes it (provisioned by
 companion.provision, jobs.txt + jobs.ok from companion.files.jobs_file)
@@ -18,7 +19,16 @@ holds a job file of N lines: N - 1 daily `each` jobs due tomorrow at
   - idle_wake_us: median of REPS later steps in that boot (a board that
     light-sleeps between wakes).
 
-JSON last line: {"sizes": {N: {"index": {...}, "baseline": {...}}}, ...}.
+With --rp2, the same sizes on the real rp2 firmware in the emulated Pico
+(bench/rp2.py's idle_wake(): instructions and chip ms of an idle step with
+the index and without, awake seconds per idle hour; about 2 minutes a size
+at 100 and 1,000 lines, more at 5,000 on a busy machine) and, from the
+100-line figures, awake seconds a day and battery days (battery(),
+docs/device.md); without it, or without the emulator, the rp2 entry says
+why it was skipped.
+
+JSON last line: {"sizes": {N: {"index": {...}, "baseline": {...}}}, ...,
+"rp2": {N: {...}, "targets": {...}} or {"skipped": why}}.
 """
 import argparse
 import json
@@ -91,7 +101,14 @@ def main():
     ap.add_argument('--reps', type=int, default=5)
     ap.add_argument('--heap', default='64K')
     ap.add_argument('--sizes', default='100,1000,5000')
+    ap.add_argument('--rp2', action='store_true', help='also on the emulated Pico (bench/rp2.py; minutes a size)')
+    ap.add_argument('--battery', metavar='FILE', help="only the battery rows, from an earlier --rp2 run's output")
     a = ap.parse_args()
+    if a.battery:
+        with open(a.battery) as f:
+            last = json.loads([l for l in f.read().splitlines() if l.startswith('{')][-1])
+        print(json.dumps({'battery': battery(last['rp2']['100'])}))
+        return
     now = T0 + 3600          # 01:00: every job is due tomorrow at 06:00
     out = {'heap': a.heap, 'sizes': {}}
     for n in [int(x) for x in a.sizes.split(',')]:
@@ -124,8 +141,98 @@ def main():
     if '100' in s and '5000' in s:
         i5, i1 = s['5000']['index']['idle_wake_us'], s['100']['index']['idle_wake_us']
         out['targets'] = {'idle_wake_5000_le_3ms': i5 <= 3000, 'idle_wake_5000_le_1_5x_100': i5 <= 1.5 * i1}
-    out['rp2'] = 'not measured here (bench/rp2.py)'
+    out['rp2'] = rp2_figures([int(x) for x in a.sizes.split(',')]) if a.rp2 else {'skipped': 'not asked (--rp2)'}
     print(json.dumps(out))
+
+
+def rp2_figures(sizes):
+    """bench/rp2.py's idle_wake() for each size, with #15's targets on the
+    Pico, or {'skipped': why} without the emulator."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import rp2
+    why = rp2.missing(rp2.UF2, rp2.BOOTROM)
+    if why:
+        return {'skipped': why}
+    out = {}
+    for n in sizes:
+        try:
+            w = rp2.idle_wake(n)
+        except Exception as e:   # the board or the emulator failed: said in the entry, the run goes on
+            out[str(n)] = {'error': '%s: %s' % (type(e).__name__, e)}
+            print('%5d lines, rp2: %s' % (n, e), flush=True)
+            continue
+        out[str(n)] = {'bytes': w['bytes'], 'sync_to_sleep_instructions': w['sync_to_sleep'],
+                       'power_on_to_sleep_indexed_instructions': w['power_on_to_sleep_indexed'],
+                       'power_on_to_sleep_indexed_ms': w['power_on_to_sleep_indexed_ms'],
+                       'sleeping_awake_s_per_h': w['sleeping']['awake_s_per_h']}
+        for mode in ('index', 'baseline'):
+            out[str(n)][mode] = {k: w[mode][k] for k in ('step_instructions', 'step_ms', 'first_step_instructions',
+                                                         'first_step_ms', 'awake_s_per_idle_hour')}
+        print('%5d lines, rp2: idle step %.2f M instructions = %.1f ms at 125 MHz (baseline %.1f M = %.0f ms); '
+              'awake %.3f s per idle hour (baseline %.3f s)'
+              % (n, w['index']['step_instructions'] / 1e6, w['index']['step_ms'],
+                 w['baseline']['step_instructions'] / 1e6, w['baseline']['step_ms'],
+                 w['index']['awake_s_per_idle_hour'], w['baseline']['awake_s_per_idle_hour']), flush=True)
+    ok = {n: out[n] for n in out if 'error' not in out[n]}
+    targets = {}
+    big = max((int(n) for n in ok), default=None)
+    if '100' in ok and big and big > 100:
+        i1, ib = ok['100']['index'], ok[str(big)]['index']
+        targets['idle_wake_%d_le_50ms' % big] = ib['step_ms'] <= 50
+        targets['idle_wake_%d_le_1_5x_100' % big] = ib['step_ms'] <= 1.5 * i1['step_ms']
+    if '100' in ok and '1000' in ok:
+        targets['awake_per_idle_hour_1000_le_1_5x_100'] = (ok['1000']['index']['awake_s_per_idle_hour']
+                                                           <= 1.5 * ok['100']['index']['awake_s_per_idle_hour'])
+    out['targets'] = targets
+    if '100' in ok:
+        out['battery'] = battery(ok['100'])
+        for row in out['battery']:
+            print('battery, %(board)s, %(file)s: awake %(before_s)s s a day before, %(after_s)s s after; '
+                  '%(before_days)s days on 2xAA before, %(after_days)s after' % row, flush=True)
+    return out
+
+
+# docs/device.md ("Awake time and battery"): the assumptions, estimates not measured here
+MAH = 2500                       # 2xAA alkaline, usable
+ESP32_AWAKE_MA, ESP32_SLEEP_MA = 40.0, 0.010    # a bare module: CPU on, radio off; deep sleep, RTC timer on
+PICO_AWAKE_MA, PICO_SLEEP_MA = 25.0, 1.5        # RP2040 at 125 MHz; machine.lightsleep(ms)
+
+
+def battery(f):
+    """Awake seconds a day and days on 2xAA for an ESP32 and a Pico holding
+    100 jobs, before (every wake a full pass) and after (the index), from
+    the Pico's 100-line figures `f` (rp2_figures). Two files: 'idle' (all
+    daily at 06:00: 22 idle wakes a day, the due one and the pass after its
+    runs full passes) and 'typical' (daily each at the whole hours, hourly
+    any, a one: something is due at every hourly wake, 24 full passes either
+    way). A Pico light-sleeps between wakes (its watchdog's chunk wakes
+    counted: sleeping_awake_s_per_h) and steps once an hour; an ESP32
+    deep-sleeps, every wake a boot, costed as the Pico's chip time of the
+    same boot (an estimate: not measured on an ESP32)."""
+    idle_ms, full_ms = f['index']['step_ms'], f['baseline']['step_ms']
+    boot_ms = f['power_on_to_sleep_indexed_ms']
+    # a boot without a matching index hashes jobs.txt: the baseline's first step does that
+    boot_full_ms = boot_ms + f['baseline']['first_step_ms']
+    rows = []
+    for name, full_after in (('idle', 2), ('typical', 24)):
+        for board in ('ESP32', 'Pico'):
+            if board == 'Pico':
+                base = 24 * f['sleeping_awake_s_per_h']
+                before = base + 24 * full_ms / 1e3
+                after = base + (full_after * full_ms + (24 - full_after) * idle_ms) / 1e3
+                awake_ma, sleep_ma = PICO_AWAKE_MA, PICO_SLEEP_MA
+            else:
+                before = 24 * boot_full_ms / 1e3
+                after = (full_after * boot_full_ms + (24 - full_after) * (boot_ms + idle_ms)) / 1e3
+                awake_ma, sleep_ma = ESP32_AWAKE_MA, ESP32_SLEEP_MA
+            row = {'board': board, 'file': name}
+            for k, s in (('before', before), ('after', after)):
+                mah = (s * awake_ma + (86400 - s) * sleep_ma) / 3600
+                row[k + '_s'] = round(s, 1)
+                row[k + '_mah_day'] = round(mah, 3)
+                row[k + '_days'] = int(MAH / mah)
+            rows.append(row)
+    return rows
 
 
 if __name__ == '__main__':
