@@ -1,22 +1,17 @@
 """The `companion` command line: verbs only. Verbs never touch bytes (links
 do, in transport*.py) and never re-implement a rule of the core (they call
-sporadic.jobline / merge / plan)."""
+sporadic.jobline / merge / plan).
+
+Each verb imports what it needs where it runs: a git merge driver starts one
+`companion merge` per file, which should not pay for the planner, the fleet
+verbs or the zone database (Python compiles each module it imports)."""
 import argparse
 import importlib
-import json
 import os
 import sys
 import time
 
-from sporadic.core import jobline, merge, plan
-from sporadic.desktop import schedule
-from sporadic.desktop import merging
-from sporadic.core.timeutil import parse_time, parse_duration
-from sporadic.core.timefmt import format_time
-
-
 from companion.errors import UserError, console
-from companion.fleet import atomic_write
 
 
 def read_lines(path):
@@ -29,6 +24,7 @@ def read_lines(path):
 
 def parse_when(text, now=None):
     """An absolute UTC time, 'now', or '+10m' relative to now."""
+    from sporadic.core.timeutil import parse_time, parse_duration
     now = int(time.time()) if now is None else now
     if text == 'now':
         return now
@@ -46,6 +42,7 @@ def parse_when(text, now=None):
 # -- check / merge / plan: the core's contract -------------------------------
 
 def cmd_check(args):
+    from sporadic.desktop import merging
     errors = []
     n = 0
     for path in args.files:
@@ -61,6 +58,7 @@ def cmd_check(args):
 def _zone_time(job, t):
     # "2026-03-30T06:00 Europe/Berlin": the job's zone clock at UTC instant t
     from sporadic.core import calendar
+    from sporadic.core.timefmt import format_time
     return format_time(calendar.local_time(job.cal.s, t))[:-1] + ' ' + (job.cal.tz or 'UTC')
 
 
@@ -69,6 +67,7 @@ def _positions(args, hosts, job):
     position from its deploy (devices/HOST.json)."""
     if args.lat is not None:
         return [((args.lat, args.lon), set(hosts))]
+    from sporadic.core import plan
     from companion.fleet import Fleet
     fleet = Fleet(args.fleet)
     out = []
@@ -84,6 +83,8 @@ def _positions(args, hosts, job):
 
 
 def cmd_merge(args):
+    from sporadic.desktop import merging
+    from companion.fleet import atomic_write
     errors = []
     conflicts = []
     out = merging.merge(*[(p, read_lines(p)) for p in args.files], errors=errors, conflicts=conflicts)
@@ -99,6 +100,8 @@ def cmd_merge(args):
 
 def jobs_of(lines, errors, name='-'):
     """Job records of a merged file (cancelled ones are gone after compaction)."""
+    from sporadic.core import jobline
+    from sporadic.desktop import merging
     out = []
     for line in merging.merge((name, lines), errors=errors):
         r = jobline.parse(line)
@@ -108,6 +111,10 @@ def jobs_of(lines, errors, name='-'):
 
 
 def cmd_plan(args):
+    import json
+    from sporadic.core import jobline, plan
+    from sporadic.core.timefmt import format_time
+    from sporadic.desktop import schedule
     errors = []
     jobs = jobs_of(read_lines(args.file), errors, args.file)
     for e in errors:
@@ -203,9 +210,10 @@ def verb_of(argv):
     return None
 
 
-def build_parser(core_only=False):
+def build_parser(core_only=False, verb=None):
     """The whole command line; core_only: the core's verbs alone, without
-    importing the verb modules (a git merge driver starts one per file)."""
+    importing the verb modules (a git merge driver starts one per file),
+    and of those only `verb`'s options in full."""
     p = Parser(prog='companion', description='sporadic: jobs for sometimes-connected MicroPython boards')
     p.add_argument('--debug', action='store_true',
                    help='on an error, show the traceback instead of one line')
@@ -231,8 +239,9 @@ def build_parser(core_only=False):
     s.add_argument('--until', required=True)
     s.add_argument('--json', action='store_true')
     s.add_argument('--limit', type=int, default=100000, help='refuse plans with more rows')
-    from companion.fleetcmd import add_position_args
-    add_position_args(s)
+    if not core_only or verb == 'plan':
+        from companion.fleetcmd import add_position_args
+        add_position_args(s)
     s.set_defaults(func=cmd_plan)
 
     for mod, fn in () if core_only else EXTERNAL:
@@ -261,7 +270,8 @@ def main(argv=None):
     debug = '--debug' in argv or bool(os.environ.get('SPORADIC_DEBUG'))
     argv = [a for a in argv if a != '--debug']
     try:
-        args = build_parser(core_only=verb_of(argv) in CORE_VERBS).parse_args(argv)
+        verb = verb_of(argv)
+        args = build_parser(core_only=verb in CORE_VERBS, verb=verb).parse_args(argv)
         return args.func(args) or 0
     except UserError as e:
         if debug:
