@@ -172,3 +172,23 @@ def test_merge_output_is_the_known_answer_on_a_realistic_three_way_merge(tmp_pat
     merged = out.read_bytes()
     assert merged.count(b'\n') == 1192
     assert hashlib.sha256(merged).hexdigest() == MERGED_SHA256
+
+
+def test_merge_reads_a_file_in_pieces_as_splitlines_reads_it_whole(tmp_path):
+    """cli.read_lines reads a chunk at a time; wherever a chunk ends (inside a
+    CRLF, a UTF-8 sequence, a bad byte), the lines are f.read().splitlines()'s."""
+    from companion.cli import read_lines
+    rnd = random.Random(5)
+    alphabet = ['a', 'b', ' ', '\n', '\r', '\r\n', '\x0b', '\x0c', '\x1c', '\x1e', '\x85', '\u2028', '\u2029',
+                'é', '€', '\U0001f600']
+    path = tmp_path / 'lines.txt'
+    for _ in range(150):
+        data = ''.join(rnd.choice(alphabet) for _ in range(rnd.randrange(30))).encode()
+        if rnd.random() < 0.3:
+            k = rnd.randrange(len(data) + 1)
+            data = data[:k] + bytes([rnd.choice([0xff, 0xc3, 0xe2, 0x80])]) + data[k:]
+        path.write_bytes(data)
+        with open(path, encoding='utf-8', errors='replace') as f:
+            want = f.read().splitlines()
+        for chunk in (1, 2, 3, 7, 1 << 20):
+            assert read_lines(str(path), chunk) == want, (data, chunk)

@@ -59,8 +59,12 @@ def merge(*sources, errors=None, conflicts=None):
     del everything
     if fast_match is not None:
         # CPython: most lines are canonical results; take them at C speed
-        out = list(filter(fast_match, raw))
-        rest = raw.keys() - out if len(out) < len(raw) else ()
+        # (one pass of the pattern; a flag a line, not a set of the rest)
+        from itertools import compress
+        from operator import not_
+        took = list(map(bool, map(fast_match, raw)))
+        out = list(compress(raw, took))
+        rest = compress(raw, map(not_, took)) if len(out) < len(raw) else ()
     else:
         out = []
         rest = raw
