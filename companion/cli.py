@@ -1,17 +1,24 @@
 """The `companion` command line: verbs only. Verbs never touch bytes (links
 do, in transport*.py) and never re-implement a rule of the core (they call
-sporadic.jobline / merge / plan).
-
-Each verb imports what it needs where it runs: a git merge driver starts one
-`companion merge` per file, which should not pay for the planner, the fleet
-verbs or the zone database (Python compiles each module it imports)."""
+sporadic.jobline / merge / plan)."""
 import argparse
 import importlib
+import json
 import os
 import sys
 import time
 
+from sporadic.core import jobline, merge, plan
+from sporadic.desktop import schedule
+from sporadic.desktop import merging
+from sporadic.core.timeutil import parse_time, parse_duration
+from sporadic.core.timefmt import format_time
+
+
 from companion.errors import UserError, console
+# a git merge driver starts one `companion merge` per file: it imports neither
+# the fleet (companion.fleet) nor the fleet verbs (build_parser)
+from companion.atomic import atomic_write
 
 
 # the characters str.splitlines() ends a line at, once universal newlines made
@@ -49,7 +56,6 @@ def text_chunks(lines, n=2000):
 
 def parse_when(text, now=None):
     """An absolute UTC time, 'now', or '+10m' relative to now."""
-    from sporadic.core.timeutil import parse_time, parse_duration
     now = int(time.time()) if now is None else now
     if text == 'now':
         return now
@@ -67,7 +73,6 @@ def parse_when(text, now=None):
 # -- check / merge / plan: the core's contract -------------------------------
 
 def cmd_check(args):
-    from sporadic.desktop import merging
     errors = []
     n = 0
     for path in args.files:
@@ -83,7 +88,6 @@ def cmd_check(args):
 def _zone_time(job, t):
     # "2026-03-30T06:00 Europe/Berlin": the job's zone clock at UTC instant t
     from sporadic.core import calendar
-    from sporadic.core.timefmt import format_time
     return format_time(calendar.local_time(job.cal.s, t))[:-1] + ' ' + (job.cal.tz or 'UTC')
 
 
@@ -92,7 +96,6 @@ def _positions(args, hosts, job):
     position from its deploy (devices/HOST.json)."""
     if args.lat is not None:
         return [((args.lat, args.lon), set(hosts))]
-    from sporadic.core import plan
     from companion.fleet import Fleet
     fleet = Fleet(args.fleet)
     out = []
@@ -108,8 +111,6 @@ def _positions(args, hosts, job):
 
 
 def cmd_merge(args):
-    from sporadic.desktop import merging
-    from companion.atomic import atomic_write
     errors = []
     conflicts = []
     out = merging.merge(*[(p, read_lines(p)) for p in args.files], errors=errors, conflicts=conflicts)
@@ -125,8 +126,6 @@ def cmd_merge(args):
 
 def jobs_of(lines, errors, name='-'):
     """Job records of a merged file (cancelled ones are gone after compaction)."""
-    from sporadic.core import jobline
-    from sporadic.desktop import merging
     out = []
     for line in merging.merge((name, lines), errors=errors):
         r = jobline.parse(line)
@@ -136,10 +135,6 @@ def jobs_of(lines, errors, name='-'):
 
 
 def cmd_plan(args):
-    import json
-    from sporadic.core import jobline, plan
-    from sporadic.core.timefmt import format_time
-    from sporadic.desktop import schedule
     errors = []
     jobs = jobs_of(read_lines(args.file), errors, args.file)
     for e in errors:
