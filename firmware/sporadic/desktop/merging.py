@@ -13,6 +13,11 @@ def _canonical(raw):
         line = fast_canonical(raw)
         if line is not None:
             return line, None
+    return _parsed(raw)
+
+
+def _parsed(raw):
+    # _canonical without the pattern (for a line it refused)
     try:
         r = parse(raw)
     except ParseError as e:
@@ -71,7 +76,7 @@ def merge(*sources, errors=None, conflicts=None):
     fixed = set()       # canonical text of the other good lines
     bad = {}
     for r in rest:
-        line, why = _canonical(r)
+        line, why = _parsed(r)   # the pattern, where there is one, refused r
         if line is not None:
             fixed.add(line)
         elif why is not None:
