@@ -192,3 +192,21 @@ def test_merge_reads_a_file_in_pieces_as_splitlines_reads_it_whole(tmp_path):
             want = f.read().splitlines()
         for chunk in (1, 2, 3, 7, 1 << 20):
             assert read_lines(str(path), chunk) == want, (data, chunk)
+
+
+def test_merge_driver_starts_without_the_fleet_verbs_or_the_zone_database(tmp_path):
+    """git starts one `companion merge` per file: it imports the core and the
+    writer only (each module Python compiles costs start-up), and the zone
+    database still loads for the first zone name a line gives."""
+    src = tmp_path / 'a.txt'
+    src.write_text('each 2026-12-01T06:00Z log hello ; every=1m\n')
+    r = subprocess.run([sys.executable, '-X', 'importtime', '-m', 'companion.cli', 'merge', str(src), '-o',
+                        str(tmp_path / 'out.txt')], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    imported = {l.rsplit('|', 1)[-1].strip() for l in r.stderr.splitlines() if l.startswith('import time:')}
+    assert {'sporadic.desktop.merging', 'companion.atomic'} <= imported
+    assert not imported & {'companion.fleetcmd', 'companion.fleet', 'companion.zones', 'companion.provision'}
+    src.write_text('each 2026-12-01T00:00Z pin 9 on ; at="30 7 * * *" tz=Europe/Berlin\n')
+    r = subprocess.run([sys.executable, '-m', 'companion.cli', 'merge', str(src)], capture_output=True, text=True)
+    assert r.returncode == 0 and 'tzr=CET-1CEST,M3.5.0,M10.5.0/3' in r.stdout, r.stderr
+
