@@ -5,7 +5,8 @@ alternating the two ROUNDS times and keeping each one's best. JSON last
 line: ours_s, sort_u_s, ratio (ours_s / sort_u_s; issue #15 asks <= 5),
 library_s (merging.merge alone, in this process, for the same files), and
 the same two commands' CPU time (user + sys) and cpu_ratio: on a loaded
-machine the wall clock mostly measures the other processes.
+machine the wall clock mostly measures the other processes. round_ratios:
+each round's own wall-clock ratio; load_1m: the load average at the start.
 
     python bench/merge.py [--lines 100000] [--rounds 3]
 """
@@ -61,16 +62,21 @@ def main():
 
     out_ours, out_sort = os.path.join(d, 'ours.txt'), os.path.join(d, 'sortu.txt')
     ours = sort_u = library = ours_cpu = sort_cpu = float('inf')
+    load = os.getloadavg()[0]
+    round_ratios = []
     for _ in range(a.rounds):
         t, c = time.perf_counter(), _children_cpu()
         subprocess.run([sys.executable, '-m', 'companion.cli', 'merge', A, B, '-o', out_ours], check=True)
-        ours = min(ours, time.perf_counter() - t)
+        ours_round = time.perf_counter() - t
+        ours = min(ours, ours_round)
         ours_cpu = min(ours_cpu, _children_cpu() - c)
 
         t, c = time.perf_counter(), _children_cpu()
         subprocess.run(['sort', '-u', A, B, '-o', out_sort], check=True, env=dict(os.environ, LC_ALL='C'))
-        sort_u = min(sort_u, time.perf_counter() - t)
+        sort_round = time.perf_counter() - t
+        sort_u = min(sort_u, sort_round)
         sort_cpu = min(sort_cpu, _children_cpu() - c)
+        round_ratios.append(round(ours_round / sort_round, 2))
 
         t = time.perf_counter()
         with open(A) as fa, open(B) as fb:
@@ -82,10 +88,13 @@ def main():
     print('merged %d + %d lines -> %d lines' % (a.lines, a.lines, n))
     print('companion merge: %.3f s   sort -u: %.3f s   (merging.merge alone: %.3f s)' % (ours, sort_u, library))
     print('CPU time (user + sys): companion merge %.3f s, sort -u %.3f s' % (ours_cpu, sort_cpu))
+    print('each round: %s (load %.1f on %d cores)' % (' '.join('%.2fx' % r for r in round_ratios), load,
+                                                      os.cpu_count()))
     print(json.dumps({'lines': a.lines, 'ours_s': round(ours, 4), 'sort_u_s': round(sort_u, 4),
                       'ratio': round(ours / sort_u, 2), 'library_s': round(library, 4),
                       'ours_cpu_s': round(ours_cpu, 4), 'sort_u_cpu_s': round(sort_cpu, 4),
-                      'cpu_ratio': round(ours_cpu / sort_cpu, 2)}))
+                      'cpu_ratio': round(ours_cpu / sort_cpu, 2), 'round_ratios': round_ratios,
+                      'load_1m': round(load, 2)}))
 
 
 if __name__ == '__main__':

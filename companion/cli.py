@@ -16,15 +16,42 @@ from sporadic.core.timefmt import format_time
 
 
 from companion.errors import UserError, console
-from companion.fleet import atomic_write
+# a git merge driver starts one `companion merge` per file: it imports neither
+# the fleet (companion.fleet) nor the fleet verbs (build_parser)
+from companion.atomic import atomic_write
 
 
-def read_lines(path):
+# the characters str.splitlines() ends a line at, once universal newlines made
+# every '\r\n' and '\r' a '\n'
+_LINE_ENDS = '\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029'
+
+
+def read_lines(path, chunk=1 << 20):
+    """The file's text (UTF-8, bad bytes replaced) as f.read().splitlines()
+    gives it, read chunk characters at a time: a large file never sits in memory
+    whole beside its lines (a 12 MB job file cost ~6,000 page faults)."""
+    lines = []
     try:
         with open(path, encoding='utf-8', errors='replace') as f:
-            return f.read().splitlines()
+            rest = ''
+            while True:
+                text = f.read(chunk)
+                if not text:
+                    break
+                part = (rest + text).splitlines()
+                rest = part.pop() if text[-1] not in _LINE_ENDS else ''
+                lines += part
+            if rest:
+                lines.append(rest)
     except OSError as e:
         raise UserError('%s: %s' % (path, e.strerror or e))
+    return lines
+
+
+def text_chunks(lines, n=2000):
+    """'\n'.join(lines) + '\n', n lines at a time (none for no lines)."""
+    for i in range(0, len(lines), n):
+        yield '\n'.join(lines[i:i + n]) + '\n'
 
 
 def parse_when(text, now=None):
@@ -117,11 +144,11 @@ def cmd_merge(args):
     out = merging.merge(*[(p, read_lines(p)) for p in args.files], errors=errors, conflicts=conflicts)
     for e in errors + conflicts:
         print(e, file=sys.stderr)
-    text = '\n'.join(out) + '\n' if out else ''
     if args.output:
-        atomic_write(args.output, text)
+        atomic_write(args.output, text_chunks(out))
     else:
-        sys.stdout.write(text)
+        for text in text_chunks(out):
+            sys.stdout.write(text)
     return 1 if errors else 0
 
 
@@ -235,9 +262,10 @@ def verb_of(argv):
     return None
 
 
-def build_parser(core_only=False):
+def build_parser(core_only=False, verb=None):
     """The whole command line; core_only: the core's verbs alone, without
-    importing the verb modules (a git merge driver starts one per file)."""
+    importing the verb modules (a git merge driver starts one per file),
+    and of those only `verb`'s options in full."""
     p = Parser(prog='companion', description='sporadic: jobs for sometimes-connected MicroPython boards')
     p.add_argument('--debug', action='store_true',
                    help='on an error, show the traceback instead of one line')
@@ -263,8 +291,9 @@ def build_parser(core_only=False):
     s.add_argument('--until', required=True)
     s.add_argument('--json', action='store_true')
     s.add_argument('--limit', type=int, default=100000, help='refuse plans with more rows')
-    from companion.fleetcmd import add_position_args
-    add_position_args(s)
+    if not core_only or verb == 'plan':
+        from companion.fleetcmd import add_position_args
+        add_position_args(s)
     s.set_defaults(func=cmd_plan)
 
     for mod, fn in () if core_only else EXTERNAL:
@@ -293,7 +322,8 @@ def main(argv=None):
     debug = '--debug' in argv or bool(os.environ.get('SPORADIC_DEBUG'))
     argv = [a for a in argv if a != '--debug']
     try:
-        args = build_parser(core_only=verb_of(argv) in CORE_VERBS).parse_args(argv)
+        verb = verb_of(argv)
+        args = build_parser(core_only=verb in CORE_VERBS, verb=verb).parse_args(argv)
         return args.func(args) or 0
     except UserError as e:
         if debug:

@@ -25,19 +25,12 @@ from sporadic.core.timeutil import parse_duration
 from sporadic.core.timefmt import format_time
 from sporadic.desktop import merging
 from companion.errors import UserError
+from companion.atomic import atomic_write
 
 JOBS = 'jobs.txt'
 RESULTS = 'results.txt'
 
 
-def atomic_write(path, text):
-    """Write a whole file or nothing: a temporary file, fsync, rename."""
-    tmp = path + '.tmp'
-    with open(tmp, 'w', encoding='utf-8') as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def _lines(path):

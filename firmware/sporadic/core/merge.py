@@ -36,7 +36,26 @@ def compact(lines, conflicts=None):
     host = None         # current result host
     best = None         # best result line for that host (its key made only when compared)
     asg = None          # best assignment line of the group ('ID a ...' sort first in a group)
+    # Most lines are results of the group after the first: while nothing but
+    # `best` is held, rp is the group's 'ID r ' and hp best's 'ID r HOST ',
+    # and such a line costs two prefix tests (else both ' ', which no line
+    # starts with, and the rules below run).
+    rp = ' '
+    hp = ' '
+    host_at = ID_LEN + 3
     for line in lines:
+        if line.startswith(rp):
+            if line.startswith(hp):
+                if result_key(line) > result_key(best):
+                    best = line
+            else:
+                yield best
+                best = line
+                hp = line[:line.find(' ', host_at) + 1] or line[:-1] + ' '
+            continue
+        if rp != ' ':
+            host = hp[host_at:-1]
+            rp = ' '
         g = line[:ID_LEN] if line[0] != '.' else '.'
         if g != gid:
             if asg is not None and not cancelled:
@@ -86,6 +105,8 @@ def compact(lines, conflicts=None):
                 best = line
             elif result_key(line) > result_key(best):
                 best = line
+            rp = line[:host_at]
+            hp = line[:host_at] + host + ' '
             continue
         if best is not None:
             if not cancelled:

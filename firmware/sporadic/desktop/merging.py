@@ -13,6 +13,11 @@ def _canonical(raw):
         line = fast_canonical(raw)
         if line is not None:
             return line, None
+    return _parsed(raw)
+
+
+def _parsed(raw):
+    # _canonical without the pattern (for a line it refused)
     try:
         r = parse(raw)
     except ParseError as e:
@@ -39,41 +44,55 @@ def merge(*sources, errors=None, conflicts=None):
     """Union of any number of line sources, compacted: a sorted list of lines.
     Each source is (name, iterable of lines) or an iterable of lines."""
     # Canonical text depends on the raw line alone, so each distinct raw line
-    # is parsed once however often it recurs (a git merge's base, ours and
+    # is read once however often it recurs (a git merge's base, ours and
     # theirs share most lines); only bad lines are looked up again, to report
-    # each at its line number.
-    out = set()
-    known = set()       # raw lines already read good (or blank) from a source
+    # each at its line number. The distinct lines are a dict, not a set: it
+    # keeps them in the order they were read, which is the order CPython
+    # allocated them in, so the pattern check and the sort walk memory in
+    # order rather than at random (each about twice as fast, 190,000 lines).
+    named = []
     for src in sources:
         if isinstance(src, tuple):
             name, it = src
         else:
             name, it = '-', src
-        lines = it if isinstance(it, list) else list(it)
-        fresh = set(lines)
-        fresh.difference_update(known)
-        if fast_match is not None:
-            # CPython: most lines are canonical results; take them at C speed
-            good = set(filter(fast_match, fresh))
-            out.update(good)
-            fresh.difference_update(good)
-            known.update(good)
-        bad = {}
-        for raw in fresh:
-            line, why = _canonical(raw)
-            if line is not None:
-                out.add(line)
-            elif why is not None:
-                bad[raw] = why
-        for raw in bad:
-            fresh.discard(raw)
-        known.update(fresh)
-        if bad and errors is not None:
+        named.append((name, it if isinstance(it, list) else list(it)))
+    if fast_match is not None:
+        # CPython: most lines are canonical results; take them at C speed
+        # (one pass of the pattern, a byte a line: no set of the rest; at
+        # this size every megabyte touched is ~256 page faults)
+        from itertools import chain, compress
+        from operator import not_
+        raw = dict.fromkeys(chain.from_iterable(lines for _, lines in named))
+        took = bytes(map(bool, map(fast_match, raw)))
+        out = list(compress(raw, took))
+        rest = compress(raw, map(not_, took)) if len(out) < len(raw) else ()
+    else:
+        everything = []
+        for _, lines in named:
+            everything += lines
+        raw = dict.fromkeys(everything)
+        out = []
+        rest = raw
+    fixed = set()       # canonical text of the other good lines
+    bad = {}
+    for r in rest:
+        line, why = _parsed(r)   # the pattern, where there is one, refused r
+        if line is not None:
+            fixed.add(line)
+        elif why is not None:
+            bad[r] = why
+    if fast_match is not None:
+        # a line parse() made canonical may be one the pattern took already
+        fixed = [line for line in fixed if line not in raw or fast_match(line) is None]
+    out += fixed
+    out.sort()
+    if bad and errors is not None:
+        for name, lines in named:
             n = 0
-            for raw in lines:
+            for r in lines:
                 n += 1
-                why = bad.get(raw)
+                why = bad.get(r)
                 if why is not None:
                     errors.append('%s:%d: %s' % (name, n, why))
-    out = sorted(out)
     return list(compact(out, conflicts))
