@@ -117,13 +117,14 @@ def test_kill_points(tmp_path):
     tmp = str(tmp_path)
     ops = count_ops(tmp)
     rnd = random.Random(1)
-    # every other flash mutation of the workload is a kill point (~200),
+    # one flash mutation of every three of the workload is a kill point
+    # (~130; which one of the three is drawn, so every kind of write is hit),
     # and 30 more crash again while recovering
-    jobs = [(n, None) for n in range(1, ops + 1, 2)]
+    jobs = [(min(ops, n + rnd.randint(0, 2)), None) for n in range(1, ops + 1, 3)]
     jobs += [(rnd.randint(1, ops), rnd.randint(1, 40)) for _ in range(30)]
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as ex:
         res = list(ex.map(lambda a: one_crash(tmp, *a), jobs))
-    assert res.count('crashed') >= 200, (ops, res.count('crashed'))   # incl. the double crashes
+    assert res.count('crashed') >= ops // 3 + 20, (ops, res.count('crashed'))   # incl. the double crashes
 
 
 def test_sigkill_at_random_instants(tmp_path):
