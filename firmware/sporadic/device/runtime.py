@@ -184,7 +184,7 @@ class Runtime:
             clock.note_jump(now, now - self.last_now, 'observed')
         self.last_now = now
         led = lease is not None and lease()
-        due = self._index(now, led, None) if store.WAKE_INDEX else None
+        due = self._index(now, led, False) if store.WAKE_INDEX else None
         if due is True:
             return self.next_wake
         if self.store.unverified:   # the open took jobs.txt's stamp on the index's word
@@ -216,24 +216,27 @@ class Runtime:
             board.reset()
         return self.next_wake
 
-    def _index(self, now, led, save):
-        # the wake index (wake.py, agenda.py), loaded for this and dropped:
-        # never in RAM during a pass. Before one: its plan (True: nothing
-        # due; a stream of the due jobs' groups; None: a full pass); after:
-        # the pass recorded
+    def _index(self, now, led, after):
+        # the wake index (agenda.py, wake.py), each module loaded for this
+        # and dropped: never in RAM during a pass, nor both at once. Before
+        # a pass: the plan (True: nothing due; a stream of the due jobs'
+        # groups; None: a full pass); after one: its record
         from sporadic.device import agenda
-        if save:
+        if after:
             agenda.finish(self)
-            agenda.wake.save(self.store, self.cfg.get('secret'), self, now, led)
-            save = None
+            due = None
         else:
-            save = agenda.plan(self, now, led, MAX_SLEEP)
+            due = agenda.plan(self, now, led, MAX_SLEEP)
         agenda = None
         sporadic.forget('sporadic.device.agenda')
-        sporadic.forget('sporadic.device.wake')
-        if save is not True:
-            gc.collect()   # its code goes before the pass (or a sync's status) asks for room
-        return save
+        if after:
+            from sporadic.device import wake
+            wake.save(self.store, self.cfg.get('secret'), self, now, led)
+            wake = None
+            sporadic.forget('sporadic.device.wake')
+        if due is not True:
+            gc.collect()   # their code goes before the pass (or a sync's status) asks for room
+        return due
 
     def _note(self, w, jid):
         # a job's next decision at w: the agenda keeps the AGENDA earliest,
