@@ -11,20 +11,16 @@
 # not place (an offset that is not a line start of that job's group) or one
 # a pass did not decide: a full pass (and the index cleared), never a
 # missed or doubled run.
-import sporadic
 from sporadic.core import jobline
 
 
-def plan(rt, now, led, max_sleep):
-    """The loop's step at `now` as the index answers it (rt.jobs, pending
-    and next_wake set). True: nothing is due, sleep. A sorted line stream:
-    the groups of the jobs due now (rt._due), the only ones to decide; the
-    rest of the agenda in rt._agenda, rt._limit. None: a full pass."""
-    from sporadic.device import wake
-    f = wake.read(rt.store, rt.cfg.get('secret'))
-    wake = None
-    sporadic.forget('sporadic.device.wake')   # one module at a time in RAM
-    if f is None or int(f[2]) > now or f[5] != ('1' if led else '0'):
+def plan(rt, f, now, led, max_sleep):
+    """The loop's step at `now` as the index answers it (f: its fields,
+    wake.read; rt.jobs, pending and next_wake set). True: nothing is due,
+    sleep. A sorted line stream: the groups of the jobs due now (rt._due),
+    the only ones to decide; the rest of the agenda in rt._agenda,
+    rt._limit. None: a full pass."""
+    if int(f[2]) > now or f[5] != ('1' if led else '0'):
         return None
     limit = None if f[1] == '-' else int(f[1])
     ag = []

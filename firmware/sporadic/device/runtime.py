@@ -217,23 +217,29 @@ class Runtime:
         return self.next_wake
 
     def _index(self, now, led, after):
-        # the wake index (agenda.py, wake.py), each module loaded for this
-        # and dropped: never in RAM during a pass, nor both at once. Before
-        # a pass: the plan (True: nothing due; a stream of the due jobs'
-        # groups; None: a full pass); after one: its record
-        from sporadic.device import agenda
+        # the wake index (wake.py, agenda.py), each module loaded for its
+        # part and dropped again: never in RAM during a pass, nor both at
+        # once. Before a pass: the plan (True: nothing due; a stream of the
+        # due jobs' groups; None: a full pass); after one: its record
+        due = None
         if after:
+            from sporadic.device import agenda
             agenda.finish(self)
-            due = None
         else:
-            due = agenda.plan(self, now, led, MAX_SLEEP)
-        agenda = None
+            from sporadic.device import wake
+            due = wake.read(self.store, self.cfg.get('secret'))
+        agenda = wake = None
         sporadic.forget('sporadic.device.agenda')
+        sporadic.forget('sporadic.device.wake')
         if after:
             from sporadic.device import wake
             wake.save(self.store, self.cfg.get('secret'), self, now, led)
-            wake = None
-            sporadic.forget('sporadic.device.wake')
+        elif due is not None:
+            from sporadic.device import agenda
+            due = agenda.plan(self, due, now, led, MAX_SLEEP)
+        agenda = wake = None
+        sporadic.forget('sporadic.device.agenda')
+        sporadic.forget('sporadic.device.wake')
         if due is not True:
             gc.collect()   # their code goes before the pass (or a sync's status) asks for room
         return due
