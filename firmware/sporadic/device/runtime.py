@@ -234,6 +234,7 @@ class Runtime:
         if after:
             from sporadic.device import wake
             wake.save(self.store, self.cfg.get('secret'), self, now, led)
+            self._agenda = None   # recorded: not held between passes (a sync wants the room)
         elif due is not None:
             from sporadic.device import agenda
             due = agenda.plan(self, due, now, led, MAX_SLEEP)
