@@ -55,8 +55,8 @@ def plan(rt, f, now, led, max_sleep):
 
 
 def _groups(st, due):
-    # the lines of the due jobs' groups: jobs.txt's at their offsets (each
-    # checked: a line start, the job's id) and the logs' (store.pending)
+    # the lines of the due jobs' groups, sorted: jobs.txt's at their
+    # offsets (each checked: a line start, the job's id)
     idl = jobline.ID_LEN
     out = []
     try:
@@ -82,11 +82,16 @@ def _groups(st, due):
         return None
     finally:
         f.close()
-    out.sort()
+    # and their lines in the logs (what store.pending holds, read here
+    # without keeping the logs in RAM: they would outlive this module)
     ids = [e[1] for e in due]
-    pend = [l for l in st.pending() if l[:idl] in ids]
-    from sporadic.core import merge
-    return merge.merge_sorted(out, pend)
+    from sporadic.device import store
+    for p in (st.log, st.inp):
+        for l in store.read_lines(p):
+            if l[:idl] in ids:
+                out.append(l)
+    out.sort()
+    return out
 
 
 def finish(rt):

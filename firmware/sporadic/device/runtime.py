@@ -203,6 +203,9 @@ class Runtime:
         due = None
         self._asg = None
         if self.store.needs_compaction():
+            # the agenda goes first: the heaviest moment of a pass gets its
+            # room, and the next wake makes a full pass (the groups move)
+            self._agenda = self._due = None
             gc.collect()
             self.store.compact()
         self.store.release()
@@ -223,8 +226,9 @@ class Runtime:
         # due jobs' groups; None: a full pass); after one: its record
         due = None
         if after:
-            from sporadic.device import agenda
-            agenda.finish(self)
+            if self._agenda is not None:   # None: a compaction dropped it, the index is cleared
+                from sporadic.device import agenda
+                agenda.finish(self)
         else:
             from sporadic.device import wake
             due = wake.read(self.store, self.cfg.get('secret'))
@@ -236,8 +240,11 @@ class Runtime:
             wake.save(self.store, self.cfg.get('secret'), self, now, led)
             self._agenda = None   # recorded: not held between passes (a sync wants the room)
         elif due is not None:
-            from sporadic.device import agenda
-            due = agenda.plan(self, due, now, led, MAX_SLEEP)
+            try:
+                from sporadic.device import agenda
+                due = agenda.plan(self, due, now, led, MAX_SLEEP)
+            except MemoryError:   # a fragmented heap: the full pass, as without the index
+                due = self._due = None
         agenda = wake = None
         sporadic.forget('sporadic.device.agenda')
         sporadic.forget('sporadic.device.wake')

@@ -84,11 +84,11 @@ def read(st, secret):
 
 def save(st, secret, rt, now, led):
     """Record a pass's result: rt._agenda (entries [due, jid, offset], each
-    offset looked up: agenda.finish) and rt._limit. rt None, or a job the
+    offset looked up: agenda.finish) and rt._limit. rt None, a job the
     pass could not decide (rt.bad_jobs: out of memory, a planner error, a
-    bad line): the index is cleared."""
+    bad line) or an agenda a compaction dropped: the index is cleared."""
     data = ''
-    if rt is not None and not rt.bad_jobs:
+    if rt is not None and not rt.bad_jobs and rt._agenda is not None:
         a = ','.join(['%d:%s:%s' % (e[0], '-' if e[2] < 0 else str(e[2]), e[1]) for e in rt._agenda]) or '-'
         lim = rt._limit
         import time
