@@ -91,7 +91,7 @@ def _groups(st, due):
             if l[:idl] in ids:
                 out.append(l)
     out.sort()
-    return out
+    return [l for i, l in enumerate(out) if not i or l != out[i - 1]]   # once each, as store.stream
 
 
 def finish(rt):
