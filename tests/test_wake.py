@@ -314,7 +314,7 @@ def counted(path, torn=False):
 store.read_lines = counted
 from sporadic.device import boot
 rt = boot.main(until=%d)
-print('LOOP %%d %%d %%d' %% (streamed[0], rt.steps, store.open_store().compactions))
+print('LOOP %%d %%d %%d %%d' %% (streamed[0], rt.steps, store.open_store().compactions, rt.jobs))
 '''
 
 MINUTES = ['each 2026-12-01T00:%02dZ log m%02d ; every=1h' % (m, m) for m in range(0, 60, 5)]
@@ -336,7 +336,8 @@ def test_a_day_of_due_wakes_runs_what_a_board_without_the_index_runs(tmp_path):
         t += 2 * H + 47 * 60      # a reboot now and then; the loop light-sleeps between
         for d, index in ((flash, True), (base, False)):
             p = boot(d, LOOP_COUNTED % (index, t), start=T0, heap=HEAP)
-            got = [int(x) for x in p.stdout.split('LOOP ')[1].split()[:3]]
+            got = [int(x) for x in p.stdout.split('LOOP ')[1].split()[:4]]
+            assert got.pop() == len(MINUTES) + 2     # the jobs the loop reports, whatever its last wake was
             counts[index] = [a + b for a, b in zip(counts[index], got)]
     assert actlog(flash) == actlog(base)
     ran = actlog(flash)

@@ -205,6 +205,8 @@ class Runtime:
         if self.store.needs_compaction():
             # the agenda goes first: the heaviest moment of a pass gets its
             # room, and the next wake makes a full pass (the groups move)
+            if self._due is not None:
+                self.jobs = self._due[1]   # the index's count (the due pass counted its own)
             self._agenda = self._due = None
             gc.collect()
             self.store.compact()
