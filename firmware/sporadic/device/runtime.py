@@ -18,6 +18,7 @@ UNKNOWN_SLEEP = const(60)     # clock unknown: look again after this (s)
 HOSTS_MAX = const(128)        # host records held in RAM; beyond, ranks stream
 LAST_KEPT = const(5)
 JUMP_BACK = const(300)
+AGENDA = const(8)             # earliest jobs the wake index lists with their offsets (wake.py)
 
 _rt = None
 # Set by net.py while the board is on a network: lease() -> True while a
@@ -45,6 +46,8 @@ def default_id():
 
 
 class Runtime:
+    _due = None       # the jobs a wake decides alone, as wake.plan found them
+
     def __init__(self, root='', cfg=None):
         self.cfg = _load_cfg() if cfg is None else cfg
         hid = self.cfg.get('id') or default_id()
@@ -185,35 +188,36 @@ class Runtime:
             clock.note_jump(now, now - self.last_now, 'observed')
         self.last_now = now
         led = lease is not None and lease()
-        if store.WAKE_INDEX:
-            # the wake index (wake.py): loaded for this and dropped, never in RAM during a pass
-            from sporadic.device import wake
-            idle = wake.idle(self, now, led, MAX_SLEEP)
-            wake = None
-            sporadic.forget('sporadic.device.wake')
-            if idle:
-                return self.next_wake
-            gc.collect()
+        due = self._index(now, led, False) if store.WAKE_INDEX else None
+        if due is True:
+            return self.next_wake
         if self.store.unverified:   # the open took jobs.txt's stamp on the index's word
             from sporadic.core import stamp
             stamp.verify(self.store)
-        self.next_wake = None   # _visit lowers it (the earliest WAIT); jobs and bad_jobs count up
-        self.jobs = 0
-        self.bad_jobs = 0
-        self.pending = 0
-        groups.scan(self.store.stream(), self.id, HOSTS_MAX, self._visit)
+        self.bad_jobs = 0   # _visit counts them, jobs and pending up, and notes each WAIT
+        if due is None:   # a full pass (else the due jobs' groups alone: wake.save ends that pass)
+            self.jobs = 0
+            self.pending = 0
+            self._agenda = []     # the AGENDA earliest [due, jid, offset] (_note)
+            self._limit = None    # no job outside _agenda is due before it (None: never)
+            due = self.store.stream()
+        groups.scan(due, self.id, HOSTS_MAX, self._visit)
+        due = self._agenda
+        self.next_wake = due[0][0] if due else self._limit   # the earliest WAIT
+        due = None
         self._asg = None
         if self.store.needs_compaction():
+            # the agenda goes first: the heaviest moment of a pass gets its
+            # room, and the next wake makes a full pass (the groups move)
+            if self._due is not None:
+                self.jobs = self._due[1]   # the index's count (the due pass counted its own)
+            self._agenda = self._due = None
             gc.collect()
             self.store.compact()
         self.store.release()
         if store.WAKE_INDEX:
             gc.collect()
-            from sporadic.device import wake
-            wake.save(self.store, self.cfg.get('secret'), self, now, led)
-            wake = None
-            sporadic.forget('sporadic.device.wake')
-            gc.collect()   # its code goes before a sync's status asks for room
+            self._index(now, led, True)
         if self.next_wake is None or self.next_wake > now + MAX_SLEEP:
             self.next_wake = now + MAX_SLEEP
         if self.reset_wanted:
@@ -221,10 +225,58 @@ class Runtime:
             board.reset()
         return self.next_wake
 
+    def _index(self, now, led, after):
+        # the wake index (wake.py, agenda.py), each module loaded for its
+        # part and dropped again: never in RAM during a pass, nor both at
+        # once. Before a pass: the plan (True: nothing due; a stream of the
+        # due jobs' groups; None: a full pass); after one: its record
+        due = None
+        if after:
+            if self._agenda is not None:   # None: a compaction dropped it, the index is cleared
+                from sporadic.device import agenda
+                agenda.finish(self)
+        else:
+            from sporadic.device import wake
+            due = wake.read(self.store, self.cfg.get('secret'))
+        agenda = wake = None
+        sporadic.forget('sporadic.device.agenda')
+        sporadic.forget('sporadic.device.wake')
+        if after:
+            from sporadic.device import wake
+            wake.save(self.store, self.cfg.get('secret'), self, now, led)
+            self._agenda = None   # recorded: not held between passes (a sync wants the room)
+        elif due is not None:
+            try:
+                from sporadic.device import agenda
+                due = agenda.plan(self, due, now, led, MAX_SLEEP)
+            except MemoryError:   # a fragmented heap: the full pass, as without the index
+                due = self._due = None
+        agenda = wake = None
+        sporadic.forget('sporadic.device.agenda')
+        sporadic.forget('sporadic.device.wake')
+        if due is not True:
+            gc.collect()   # their code goes before the pass (or a sync's status) asks for room
+        return due
+
+    def _note(self, w, jid):
+        # a job's next decision at w: the agenda keeps the AGENDA earliest,
+        # sorted; _limit bounds all the others from below
+        if self._limit is not None and w >= self._limit:
+            return
+        a = self._agenda
+        i = len(a)
+        while i and a[i - 1][0] > w:
+            i -= 1
+        a.insert(i, [w, jid, None])
+        if len(a) > AGENDA:
+            self._limit = a.pop()[0]
+
     def _visit(self, jid, jtext, cancelled, mine, done_k, asg, hosts):
         # one job at the end of its group (groups.scan): counted, decided, its wake taken
         if jtext is None or cancelled:
             return
+        if self._due is not None:
+            hosts = None   # wake.plan read no '.h' record: _rank streams them
         self._asg = asg
         now = self.last_now   # this pass's time (step)
         self.jobs += 1
@@ -248,8 +300,8 @@ class Runtime:
             self.error = '%s: %s: %s' % (jtext[:jobline.ID_LEN], type(e).__name__, e)
             self.bad_jobs += 1
             return
-        if w is not None and (self.next_wake is None or w < self.next_wake):
-            self.next_wake = w
+        if w is not None:
+            self._note(w, jid)
 
 
 

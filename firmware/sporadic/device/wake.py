@@ -1,30 +1,37 @@
-# The wake index (docs/device.md#the-wake-index): what the loop's last full
-# pass found, so that a wake with nothing due decides in O(1) instead of
-# streaming the whole job file through the parser and the planner.
+# The wake index (docs/device.md#the-wake-index): what the loop's last pass
+# found, so that a wake with nothing due decides in O(1), and a wake with
+# jobs due decides those jobs alone (agenda.py), instead of streaming the
+# whole job file through the parser and the planner.
 #
-#   w1 KEY DUE AT JOBS PENDING LEASE FS MAC
+#   w2 KEY LIMIT AT JOBS PENDING LEASE FS AGENDA MAC
 #
 #   KEY      the store it was computed from: size and mtime of jobs.txt,
 #            log.txt, in.txt, jobs.ok (its stamp, which a compaction
 #            rewrites) and cfg.json. A run (log.txt grows), a sync (in.txt, a
 #            compaction), a deploy (cfg.json) or a file edited behind the
 #            store's back changes it: the index no longer matches.
-#   DUE      the earliest time any job's decision changes ('-': none ever)
+#   LIMIT    no job outside AGENDA changes its decision before it ('-': none)
 #   AT       the time of the pass (a clock set back before it: no match)
-#   LEASE    0/1, the section leader's lease as the pass saw it (net.py)
+#   LEASE    0/1, the section leader's lease as the pass saw it (net/node.py)
 #   FS       time.time() at the write: the file system's clock (its mtimes)
+#   AGENDA   the jobs whose decision changes before LIMIT (at most
+#            runtime.AGENDA, earliest first) as DUE:OFF:JID,... ('-': none):
+#            OFF the byte offset of the job's group in jobs.txt ('-': not
+#            there, only in log.txt or in.txt)
 #   MAC      hmac of the rest under the board's secret (sha256 without one):
 #            a torn or forged index does not match
 #
 # A mismatch only costs a full pass. Kept in RTC memory where the board has
 # some (board.RTC_MEM; the unix board's rtc_memory is a small file), else in
-# wake.idx on the flash (written only when a full pass changes it). Loaded
-# for a read or a write and dropped again: never in RAM during a pass.
-# store.WAKE_INDEX = False turns it off (bench/wake.py's baseline).
+# wake.idx on the flash (written only when it changes). This module is what
+# the store's open loads (vouches): kept small, the rest is agenda.py.
+# store.WAKE_INDEX = False turns the index off (bench/wake.py's baseline).
 import hashlib
 import binascii
 import os
 from sporadic.device import store
+
+_SIZE = 512   # the longest index read back (ESP8266 RTC memory: 492 bytes)
 
 
 def key(st):
@@ -56,54 +63,37 @@ def _rtc():
 
 
 def read(st, secret):
-    """The index's fields [key, due, at, jobs, pending, lease] when it is
-    whole, under this board's MAC and matches the store now, else None."""
+    """The index's fields [key, limit, at, jobs, pending, lease, fs, agenda]
+    when it is whole, under this board's MAC and matches the store now,
+    else None."""
     b = _rtc()
     try:
         if b is not None:
             text = b.rtc_memory().decode()
         else:
             with open(st.root + 'wake.idx') as f:
-                text = f.read(256)
+                text = f.read(_SIZE)
     except (OSError, ValueError, UnicodeError):
         return None
     f = text.split(' ')
-    if len(f) != 9 or f[0] != 'w1' or _mac(secret, text[:-len(f[8]) - 1]) != f[8].strip() \
+    if len(f) != 10 or f[0] != 'w2' or _mac(secret, text[:-len(f[9]) - 1]) != f[9].strip() \
             or f[1] != key(st):
         return None
-    return f[1:8]
-
-
-def idle(rt, now, led, max_sleep):
-    """The loop's step at `now` answered by the index (rt's figures set):
-    nothing is due before its DUE. False: a full pass is needed."""
-    f = read(rt.store, rt.cfg.get('secret'))
-    if f is None or int(f[2]) > now or f[5] != ('1' if led else '0'):
-        return False
-    nw = now + max_sleep
-    if f[1] != '-':
-        due = int(f[1])
-        if due <= now:
-            return False
-        if due < nw:
-            nw = due
-    rt.next_wake = nw
-    rt.jobs = int(f[3])
-    rt.pending = int(f[4])
-    rt.bad_jobs = 0
-    return True
+    return f[1:9]
 
 
 def save(st, secret, rt, now, led):
-    """Record a full pass's result: rt.next_wake its earliest WAIT (None:
-    none). rt None, or a job the pass could not decide (rt.bad_jobs: out of
-    memory, a planner error, a bad line): the index is cleared."""
+    """Record a pass's result: rt._agenda (entries [due, jid, offset], each
+    offset looked up: agenda.finish) and rt._limit. rt None, a job the
+    pass could not decide (rt.bad_jobs: out of memory, a planner error, a
+    bad line) or an agenda a compaction dropped: the index is cleared."""
     data = ''
-    if rt is not None and not rt.bad_jobs:
-        w = rt.next_wake
+    if rt is not None and not rt.bad_jobs and rt._agenda is not None:
+        a = ','.join(['%d:%s:%s' % (e[0], '-' if e[2] < 0 else str(e[2]), e[1]) for e in rt._agenda]) or '-'
+        lim = rt._limit
         import time
-        data = 'w1 %s %s %d %d %d %d %d' % (key(st), '-' if w is None else str(w), now, rt.jobs,
-                                            rt.pending, 1 if led else 0, time.time())
+        data = 'w2 %s %s %d %d %d %d %d %s' % (key(st), '-' if lim is None else str(lim), now, rt.jobs,
+                                               rt.pending, 1 if led else 0, time.time(), a)
         data += ' ' + _mac(secret, data) + '\n'
     b = _rtc()
     if b is not None:
@@ -113,7 +103,7 @@ def save(st, secret, rt, now, led):
     path = st.root + 'wake.idx'
     try:
         with open(path) as f:
-            if f.read(256) == data:
+            if f.read(_SIZE) == data:
                 return        # unchanged: no flash write
     except OSError:
         pass

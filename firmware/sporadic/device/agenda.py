@@ -1,0 +1,152 @@
+# What a step decides from the wake index (wake.py, docs/device.md#the-wake-index):
+# nothing (a wake with nothing due), the due jobs alone (their groups read
+# at the offsets the index keeps for the earliest decisions to come), or a
+# full pass. Loaded by the loop for its plan and after the pass, and dropped
+# again: never in RAM during a pass.
+#
+# Sound because the store's order makes a job's group contiguous in
+# jobs.txt (sorted), a job's decision changes only at its WAIT time or when
+# the store changes (KEY), and the index lists every job whose decision
+# changes before LIMIT. A wake at or past LIMIT, a due job the index does
+# not place (an offset that is not a line start of that job's group) or one
+# a pass did not decide: a full pass (and the index cleared), never a
+# missed or doubled run.
+from sporadic.core import jobline
+
+
+def plan(rt, f, now, led, max_sleep):
+    """The loop's step at `now` as the index answers it (f: its fields,
+    wake.read; rt.jobs, pending and next_wake set). True: nothing is due,
+    sleep. A sorted line stream: the groups of the jobs due now (rt._due),
+    the only ones to decide; the rest of the agenda in rt._agenda,
+    rt._limit. None: a full pass."""
+    if int(f[2]) > now or f[5] != ('1' if led else '0'):
+        return None
+    limit = None if f[1] == '-' else int(f[1])
+    ag = []
+    try:
+        if f[7] != '-':
+            for e in f[7].split(','):
+                e = e.split(':')
+                ag.append([int(e[0]), e[2], -1 if e[1] == '-' else int(e[1])])
+    except (ValueError, IndexError):
+        return None
+    nw = ag[0][0] if ag else limit   # the agenda's entries all come before LIMIT
+    rt.jobs = int(f[3])
+    rt.pending = int(f[4])
+    rt.bad_jobs = 0
+    if nw is None or nw > now:
+        rt.next_wake = now + max_sleep if nw is None or nw > now + max_sleep else nw
+        return True
+    if limit is not None and limit <= now:
+        return None   # a job outside the agenda may be due
+    n = 0
+    while n < len(ag) and ag[n][0] <= now:
+        n += 1
+    lines = _groups(rt.store, ag[:n])
+    if lines is None:
+        return None
+    rt._due = (ag[:n], rt.jobs, rt.store.compactions)   # finish() ends this pass
+    rt._agenda = ag[n:]
+    rt._limit = limit
+    rt.jobs = 0          # counts the due jobs decided
+    rt.pending -= n      # each was waiting; its decision counts it again
+    return lines
+
+
+def _groups(st, due):
+    # the lines of the due jobs' groups, sorted: jobs.txt's at their
+    # offsets (each checked: a line start, the job's id)
+    idl = jobline.ID_LEN
+    out = []
+    try:
+        f = open(st.jobs, 'rb')
+    except OSError:
+        return None
+    try:
+        for e in due:
+            off = e[2]
+            if off < 0:
+                return None
+            f.seek(off - 1 if off else 0)
+            if off and f.read(1) != b'\n':
+                return None
+            jid = e[1].encode()
+            line = f.readline()
+            if line[:idl] != jid or line[idl:idl + 1] != b' ':
+                return None
+            while line[:idl] == jid and line[-1:] == b'\n':
+                out.append(line[:-1].decode())
+                line = f.readline()
+    except (OSError, ValueError, UnicodeError):
+        return None
+    finally:
+        f.close()
+    # and their lines in the logs (what store.pending holds, read here
+    # without keeping the logs in RAM: they would outlive this module)
+    ids = [e[1] for e in due]
+    from sporadic.device import store
+    for p in (st.log, st.inp):
+        for l in store.read_lines(p):
+            if l[:idl] in ids:
+                out.append(l)
+    out.sort()
+    return [l for i, l in enumerate(out) if not i or l != out[i - 1]]   # once each, as store.stream
+
+
+def finish(rt):
+    """After a pass: end a pass over the due jobs alone (each must have been
+    decided, else the index is cleared; their offsets carried unless a
+    compaction moved the groups), then look up the offsets the agenda
+    lacks (a bisection of the sorted jobs.txt each)."""
+    st = rt.store
+    if rt._due is not None:
+        due, jobs, comp = rt._due
+        rt._due = None
+        if rt.jobs != len(due):
+            rt.bad_jobs += 1
+        rt.jobs = jobs
+        for e in rt._agenda:
+            if st.compactions != comp:
+                e[2] = None
+            elif e[2] is None:
+                for d in due:
+                    if d[1] == e[1]:
+                        e[2] = d[2]
+    f = None
+    for e in rt._agenda:
+        if e[2] is None:
+            e[2] = -1
+            if f is None:
+                try:
+                    f = open(st.jobs, 'rb')
+                except OSError:
+                    continue
+                size = f.seek(0, 2)
+            e[2] = _find(f, size, e[1].encode())
+    if f is not None:
+        f.close()
+
+
+def _find(f, size, jid):
+    # the offset of jid's group in a sorted jobs.txt (bisection over its
+    # bytes: the first line at or after a byte), -1 when it has none
+    idl = jobline.ID_LEN
+    lo = 0
+    hi = size
+    while lo < hi:
+        mid = (lo + hi) // 2
+        line = _line_from(f, mid)
+        if not line or line[:idl] >= jid:
+            hi = mid
+        else:
+            lo = mid + 1
+    line = _line_from(f, lo)
+    return f.tell() - len(line) if line[:idl] == jid else -1
+
+
+def _line_from(f, x):
+    f.seek(x - 1 if x else 0)
+    if x:
+        f.readline()
+    return f.readline()
