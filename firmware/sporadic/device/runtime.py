@@ -18,6 +18,7 @@ UNKNOWN_SLEEP = const(60)     # clock unknown: look again after this (s)
 HOSTS_MAX = const(128)        # host records held in RAM; beyond, ranks stream
 LAST_KEPT = const(5)
 JUMP_BACK = const(300)
+KEEP_INDEX_CODE = const(131072)   # heaps this big keep wake/agenda loaded (_drop_index_code)
 AGENDA = const(8)             # earliest jobs the wake index lists with their offsets (wake.py)
 
 _rt = None
@@ -227,8 +228,8 @@ class Runtime:
 
     def _index(self, now, led, after):
         # the wake index (wake.py, agenda.py), each module loaded for its
-        # part and dropped again: never in RAM during a pass, nor both at
-        # once. Before a pass: the plan (True: nothing due; a stream of the
+        # part and dropped again on a small heap: never in RAM during a
+        # pass, nor both at once. Before a pass: the plan (True: nothing due; a stream of the
         # due jobs' groups; None: a full pass); after one: its record
         due = None
         if after:
@@ -239,8 +240,7 @@ class Runtime:
             from sporadic.device import wake
             due = wake.read(self.store, self.cfg.get('secret'))
         agenda = wake = None
-        sporadic.forget('sporadic.device.agenda')
-        sporadic.forget('sporadic.device.wake')
+        _drop_index_code()
         if after:
             from sporadic.device import wake
             wake.save(self.store, self.cfg.get('secret'), self, now, led)
@@ -252,8 +252,7 @@ class Runtime:
             except MemoryError:   # a fragmented heap: the full pass, as without the index
                 due = self._due = None
         agenda = wake = None
-        sporadic.forget('sporadic.device.agenda')
-        sporadic.forget('sporadic.device.wake')
+        _drop_index_code()
         if due is not True:
             gc.collect()   # their code goes before the pass (or a sync's status) asks for room
         return due
@@ -345,3 +344,12 @@ def main(until=None, max_steps=None):
             if ms < 1000:
                 ms = 1000
         board.sleep_ms(ms)
+
+
+def _drop_index_code():
+    # On a small heap (an ESP8266's 38K) the index's code leaves RAM after
+    # each use. A big one (a Pico's 240K) keeps it: importing it again from
+    # the flash was 64% of an idle wake on the rp2 firmware (bench/wake.py --rp2).
+    if gc.mem_free() + gc.mem_alloc() < KEEP_INDEX_CODE:
+        sporadic.forget('sporadic.device.agenda')
+        sporadic.forget('sporadic.device.wake')
