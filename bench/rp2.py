@@ -358,14 +358,22 @@ wake = None
 mark('wake_import')
 from sporadic.device import wake
 mark('-')
-wake.read(rt.store, rt.cfg.get('secret'))
+f = wake.read(rt.store, rt.cfg.get('secret'))
 mark('wake_read')
+from sporadic.device import agenda
+mark('-')
+agenda.plan(rt, f, clock.now(), False, runtime.MAX_SLEEP)
+mark('agenda_plan')
+jobline_unload = runtime.jobline.unload
+mark('-')
+jobline_unload()
+mark('jobline_unload')
 wake = None
 sporadic.forget('sporadic.device.wake')
 steps('baseline', 2)
 print('LABELS', json.dumps(labels))
 '''
-IDLE_REPS = 6      # index steps: all marks (IDLE_REPS + 8) within run.mjs's SLEEP_MARKS (16)
+IDLE_REPS = 6      # index steps: all marks (IDLE_REPS + 12) within run.mjs's SLEEP_MARKS (32)
 
 
 def idle_job_file(lines):
@@ -478,7 +486,7 @@ def idle_wake(lines, tmp=None, window=60.0, timeout=900):
         for k in range(1, len(marks)):
             ran.setdefault(labels[k], []).append(marks[k] - marks[k - 1] - mk)
         fig['mark_instructions'] = mk
-        fig['parts'] = {k: ran[k][0] for k in ('gc_collect', 'wake_import', 'wake_read')}
+        fig['parts'] = {k: ran[k][0] for k in ('gc_collect', 'wake_import', 'wake_read', 'agenda_plan', 'jobline_unload')}
         for mode in ('index', 'baseline'):
             r = res[mode]
             if r['jobs'] != lines - 1:

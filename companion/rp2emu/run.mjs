@@ -45,7 +45,7 @@ const MAX_LAG_NS = 50e6; // paced: how far the emulated clock may trail the wall
 const BKPT_ERASE = 0x51;
 const BKPT_PROGRAM = 0x52;
 const OP_WFI = 0xbf30;
-const SLEEP_MARKS = 16;
+const SLEEP_MARKS = 32;
 
 function die(msg) {
   // the one line a user sees (companion vboard prints nothing more)

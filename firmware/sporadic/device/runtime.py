@@ -346,10 +346,14 @@ def main(until=None, max_steps=None):
         board.sleep_ms(ms)
 
 
+# On a small heap (an ESP8266's 38K) the index's code leaves RAM after each
+# use. A big one (a Pico's 240K) keeps it: importing it again from the flash
+# was 64% of an idle wake on the rp2 firmware (bench/wake.py --rp2). Asked
+# once: gc.mem_free() walks the whole heap (0.75 M instructions on a Pico).
+_drop_index = gc.mem_free() + gc.mem_alloc() < KEEP_INDEX_CODE
+
+
 def _drop_index_code():
-    # On a small heap (an ESP8266's 38K) the index's code leaves RAM after
-    # each use. A big one (a Pico's 240K) keeps it: importing it again from
-    # the flash was 64% of an idle wake on the rp2 firmware (bench/wake.py --rp2).
-    if gc.mem_free() + gc.mem_alloc() < KEEP_INDEX_CODE:
+    if _drop_index:
         sporadic.forget('sporadic.device.agenda')
         sporadic.forget('sporadic.device.wake')
