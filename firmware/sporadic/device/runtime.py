@@ -18,7 +18,7 @@ UNKNOWN_SLEEP = const(60)     # clock unknown: look again after this (s)
 HOSTS_MAX = const(128)        # host records held in RAM; beyond, ranks stream
 LAST_KEPT = const(5)
 JUMP_BACK = const(300)
-KEEP_INDEX_CODE = const(131072)   # heaps this big keep wake/agenda loaded (_drop_index_code)
+KEEP_INDEX_CODE = const(196608)   # this much free at import: wake/agenda stay loaded (_drop_index_code)
 AGENDA = const(8)             # earliest jobs the wake index lists with their offsets (wake.py)
 
 _rt = None
@@ -349,8 +349,9 @@ def main(until=None, max_steps=None):
 # On a small heap (an ESP8266's 38K) the index's code leaves RAM after each
 # use. A big one (a Pico's 240K) keeps it: importing it again from the flash
 # was 64% of an idle wake on the rp2 firmware (bench/wake.py --rp2). Asked
-# once: gc.mem_free() walks the whole heap (0.75 M instructions on a Pico).
-_drop_index = gc.mem_free() + gc.mem_alloc() < KEEP_INDEX_CODE
+# once, as the room free when the loop loads: gc.mem_free() walks the whole
+# heap (0.75 M instructions on a Pico).
+_drop_index = gc.mem_free() < KEEP_INDEX_CODE
 
 
 def _drop_index_code():
