@@ -253,6 +253,23 @@ def _first_sleep_after(vb, since, timeout):
         time.sleep(0.5)   # polling the emulator's counters, not a timing assumption
 
 
+def imaged_fleet(tmp, name, job_lines):
+    """(fleet folder, image file): an insecure fleet whose jobs.txt is
+    job_lines, and `companion image --board rp2-pico` of it."""
+    from companion import cli
+    fleet = os.path.join(tmp, name + '.fleet')
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        cli.main(['--fleet', fleet, 'init', '--insecure'])
+    with open(os.path.join(fleet, 'jobs.txt'), 'w') as f:
+        f.write(''.join(l + '\n' for l in job_lines))
+    img = os.path.join(tmp, name + '.bin')
+    p = subprocess.run([sys.executable, '-m', 'companion.cli', '--fleet', fleet, 'image', '--board', 'rp2-pico',
+                        '--id', 'pico-' + name.rstrip('0123456789'), '-o', img], capture_output=True, text=True)
+    if p.returncode:
+        raise RuntimeError('companion image: ' + (p.stderr.strip().splitlines() or ['?'])[-1])
+    return fleet, img
+
+
 def wake_instructions(lines, tmp=None, timeout=900):
     """Instructions the real rp2 firmware executes in one wake of a board
     holding a `lines`-line job file (bench/device_heap.py's lines, an
@@ -274,23 +291,14 @@ def wake_instructions(lines, tmp=None, timeout=900):
 
     Returns {'lines', 'bytes', 'power_on_to_sleep', 'sync_to_sleep',
     'boots'} (instructions; boots > 1: a watchdog reset on the way)."""
-    from companion import cli, syncer
+    from companion import syncer
     from companion.fleet import Fleet
     from companion.transport_serial import SerialLink
     own = tmp is None
     tmp = tmp or tempfile.mkdtemp(prefix='rp2wake-')
     vb = None
     try:
-        fleet = os.path.join(tmp, 'wfleet%d' % lines)
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            cli.main(['--fleet', fleet, 'init', '--insecure'])
-        with open(os.path.join(fleet, 'jobs.txt'), 'w') as f:
-            f.write(''.join(l + '\n' for l in device_heap.job_file(lines)))
-        img = os.path.join(tmp, 'wake%d.bin' % lines)
-        p = subprocess.run([sys.executable, '-m', 'companion.cli', '--fleet', fleet, 'image', '--board', 'rp2-pico',
-                            '--id', 'pico-wake', '-o', img], capture_output=True, text=True)
-        if p.returncode:
-            raise RuntimeError('companion image: ' + p.stderr.strip())
+        fleet, img = imaged_fleet(tmp, 'wake%d' % lines, device_heap.job_file(lines))
         vb = RP2VBoard(os.path.join(tmp, 'wake%d.flash' % lines), firmware=UF2, bootrom=BOOTROM, image=img,
                        stats=os.path.join(tmp, 'wake%d.stats' % lines))
         vb.start()
@@ -423,23 +431,14 @@ def idle_wake(lines, tmp=None, window=60.0, timeout=900):
       a reset, so no step (what a deep-sleep wake adds to an idle step).
 
     Returns a dict; raises RuntimeError when the board fails."""
-    from companion import cli, syncer
+    from companion import syncer
     from companion.fleet import Fleet
     from companion.transport_serial import SerialLink
     own = tmp is None
     tmp = tmp or tempfile.mkdtemp(prefix='rp2idle-')
     vb = None
     try:
-        fleet = os.path.join(tmp, 'ifleet%d' % lines)
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            cli.main(['--fleet', fleet, 'init', '--insecure'])
-        with open(os.path.join(fleet, 'jobs.txt'), 'w') as f:
-            f.write(''.join(l + '\n' for l in idle_job_file(lines)))
-        img = os.path.join(tmp, 'idle%d.bin' % lines)
-        p = subprocess.run([sys.executable, '-m', 'companion.cli', '--fleet', fleet, 'image', '--board', 'rp2-pico',
-                            '--id', 'pico-idle', '-o', img], capture_output=True, text=True)
-        if p.returncode:
-            raise RuntimeError('companion image: ' + (p.stderr.strip().splitlines() or ['?'])[-1])
+        fleet, img = imaged_fleet(tmp, 'idle%d' % lines, idle_job_file(lines))
         vb = RP2VBoard(os.path.join(tmp, 'idle%d.flash' % lines), firmware=UF2, bootrom=BOOTROM, image=img,
                        stats=os.path.join(tmp, 'idle%d.stats' % lines))
         vb.start()
