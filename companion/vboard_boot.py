@@ -52,8 +52,9 @@ def _vboard_boot(g, interrupted):
         os.mount(_vboard_lfs(os, image), '/')
         os.chdir('/')
     elif flash:
-        os.mount(_vboard_flash(os, flash), '/')
+        os.mount(os.VfsPosix(flash), '/')
         os.chdir('/')
+        sys.modules['os'] = _vboard_os(os)
     sys.path[:] = ['', '.frozen', '/lib']
     # The unix port enters its REPL after the script when this is set; a
     # SystemExit from main.py clears it, so the process ends and the relay
@@ -86,62 +87,35 @@ def _vboard_boot(g, interrupted):
             g.pop('__file__', None)
 
 
-def _vboard_flash(os, root):
-    # The flash: os.VfsPosix(root), wrapped in a Python VFS for one fix.
+def _vboard_os(os):
+    # The flash folder is os.VfsPosix(root), mounted as it is: its
     # VfsPosix.rename builds both host paths in one buffer, so with two
     # absolute paths it renames the new name onto itself (ENOENT); a board's
-    # FAT or LittleFS has no such bug. (A subclass of VfsPosix cannot be
-    # mounted: its native methods refuse the subclass instance.)
-    fs = os.VfsPosix(root)
+    # FAT or LittleFS has no such bug. `import os` gets os with that one
+    # call mended. (Not a Python VFS over VfsPosix: the import machinery calls
+    # a VFS's stat inside a handler that takes any exception for "no such
+    # file", so a Ctrl-C landing in a Python stat while main.py imported its
+    # modules was lost; nor a subclass, which mount refuses.)
+    class OS:
+        pass
 
-    class Flash:
-        def mount(self, readonly, mkfs):
-            return fs.mount(readonly, mkfs)
+    m = OS()
+    for name in dir(os):
+        setattr(m, name, getattr(os, name))
 
-        def umount(self):
-            return fs.umount()
+    def rename(old, new):
+        if old[:1] == '/' and new[:1] == '/':
+            cwd = os.getcwd()
+            os.chdir('/')
+            try:
+                os.rename(old, new[1:])
+            finally:
+                os.chdir('/' + cwd.lstrip('/'))
+        else:
+            os.rename(old, new)
 
-        def open(self, path, mode):
-            return fs.open(path, mode)
-
-        def ilistdir(self, path):
-            return fs.ilistdir(path)
-
-        def chdir(self, path):
-            return fs.chdir(path)
-
-        def getcwd(self):
-            return fs.getcwd()
-
-        def mkdir(self, path):
-            return fs.mkdir(path)
-
-        def remove(self, path):
-            return fs.remove(path)
-
-        def rmdir(self, path):
-            return fs.rmdir(path)
-
-        def stat(self, path):
-            return fs.stat(path)
-
-        def statvfs(self, path):
-            return fs.statvfs(path)
-
-        def rename(self, old, new):
-            if old[:1] == '/' and new[:1] == '/':
-                cwd = fs.getcwd()
-                fs.chdir('/')
-                try:
-                    fs.rename(old, new[1:])
-                finally:
-                    # VfsPosix.getcwd() is '' at its root and has no leading
-                    # '/' below it.
-                    fs.chdir('/' + cwd.lstrip('/'))
-            else:
-                fs.rename(old, new)
-
-    return Flash()
+    m.rename = rename
+    return m
 
 
 def _vboard_lfs(os, path):
@@ -171,4 +145,4 @@ def _vboard_traceback(e):
 
 
 _vboard_boot(globals(), _vboard_ki)
-del _vboard_traceback, _vboard_flash, _vboard_lfs
+del _vboard_traceback, _vboard_os, _vboard_lfs

@@ -38,9 +38,8 @@ board that a real one does not do:
 
 The boot shim (vboard_boot.py) hides two more: a Ctrl-C landing as the
 interpreter starts acts as a board interrupted at boot (no main.py, REPL),
-and the flash folder is mounted through a thin Python VFS over
-``os.VfsPosix`` because the unix port's ``VfsPosix.rename`` of two absolute
-paths renames the wrong file. With ``image=`` the flash is instead a LittleFS
+and ``import os`` gets os with ``rename`` mended, because the unix port's
+``VfsPosix.rename`` of two absolute paths renames the wrong file. With ``image=`` the flash is instead a LittleFS
 v2 image on a file-backed block device, as a board's (files are committed
 when closed, sizes are finite).
 
@@ -74,6 +73,7 @@ SOFT_REBOOT = b"MPY: soft reboot\r\n"
 OUT_BUFFER_MAX = 256 * 1024
 SIGINT_SPACING = 0.1  # seconds between two SIGINTs delivered while code runs
 DEADLOCK_WATCH = 30.0  # seconds after a SIGINT during which a self-deadlock is looked for
+CRASH_AFTER_SIGINT = 1.0  # seconds: an interpreter failing this soon after a SIGINT died of it
 DEADLOCK_S = 0.3  # seconds an interpreter waits on itself before it counts as deadlocked
 AFTER_SIGINT_MAX = 4096  # bytes sent after a SIGINT kept for a deadlocked interpreter's successor
 
@@ -198,6 +198,7 @@ class Relay:
         self._last_cr = False
         self._raw_boot = None  # bytearray while suppressing a friendly banner
         self._last_sigint = 0.0
+        self._pid_sigint = None  # the interpreter the last SIGINT went to
         self._stuck_since = None  # interpreter seen waiting on itself since (see _watch_deadlock)
         self._deadlock_kill = False  # the interpreter was killed for it: boot as interrupted
         self._sigint_sent = False  # the next byte written is a SIGINT
@@ -300,6 +301,17 @@ class Relay:
             return
         signalled = os.WIFSIGNALED(status)
         deadlocked, self._deadlock_kill = self._deadlock_kill, False
+        if (not signalled and os.WEXITSTATUS(status) != 0 and self._pid_sigint == pid
+                and time.monotonic() - self._last_sigint < CRASH_AFTER_SIGINT):
+            # The asynchronous KeyboardInterrupt again: one landing in the
+            # garbage collector (heap locked) ends the port in "FATAL:
+            # uncaught NLR". A board would have raised it in main.py: boot
+            # as interrupted, and its REPL reads what followed the Ctrl-C.
+            self.log("interpreter died after a Ctrl-C (status %#x); booting it again as interrupted" % status)
+            deadlocked = True
+            if self._after_sigint is not None:
+                self._to_dev[:0] = self._after_sigint
+            self._after_sigint = bytearray()
         if self._reset_requested or (signalled and not deadlocked):
             # Reset button / crash: a power-on boot runs main.py.
             self._reset_requested = False
@@ -395,6 +407,7 @@ class Relay:
         if time.monotonic() - self._last_sigint < SIGINT_SPACING:
             return 0
         self._last_sigint = time.monotonic()
+        self._pid_sigint = self._pid
         self._sigint_sent = True
         return 1
 
