@@ -10,7 +10,7 @@ import pytest
 from tests.test_calendar import MPY_ANSWER, cpython_answers, mpy_cases
 from tests.test_rp2 import WHY, mpremote, world  # noqa: F401  (the fixture)
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(WHY is not None, reason='emulated Pico: %s' % WHY)]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('rp2'), pytest.mark.skipif(WHY is not None, reason='emulated Pico: %s' % WHY)]
 
 
 def test_the_rp2_firmware_gives_the_same_calendar_answers(world):

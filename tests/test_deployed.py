@@ -69,8 +69,8 @@ def test_three_deployed_boards_spread_elect_run_once_and_an_imaged_board_joins(f
     # a leader: the lowest id, seen the same by all three
     wait_for(lambda: all(net(c, ports[b])['leader'] == 'b1' for b in IDS), 30, 'b1 leads all three')
     # two jobs, into b1 only (serial); the companion goes away
-    j_each = c('add', 'each +40s log hello ; within=10m').strip()
-    j_any = c('add', 'any:1 +50s log anyone ; within=10m tick=1m').strip()
+    j_each = c('add', 'each +15s log hello ; within=10m').strip()
+    j_any = c('add', 'any:1 +30s log anyone ; within=10m tick=1m').strip()
     out = c('sync', boards['b1'].path, '-q')
     assert out.startswith('synced b1') and 'sent 0 line(s)' not in out, out
     # the jobs reach b2 and b3 board to board, and run there
@@ -112,7 +112,7 @@ def test_three_deployed_boards_spread_elect_run_once_and_an_imaged_board_joins(f
     assert 'b1' in st['alive']
     wait_for(lambda: 'b4' in net(c, ports['b1'])['alive'], 30, 'b1 hears b4')
     # and over serial; the job it got from the image runs and comes back verified
-    j_late = c('add', 'each +20s log late ; within=10m').strip()
+    j_late = c('add', 'each +10s log late ; within=10m').strip()
     assert c('sync', b4.path, '-q').startswith('synced b4')
 
     def late_back():

@@ -150,8 +150,8 @@ def test_records_spread_one_leader_split_runs_once_per_section_heal_reports(flee
     assert set(leaders([fl[i] for i in A]).values()) == {'b1'}
     # a single-run job of each kind reaches both sections (one board of each,
     # through the companion) before it is due
-    job = c('add', 'one +40s log single ; grace=1h').strip()
-    anyjob = c('add', 'any:0.001 +40s log anyone').strip()
+    job = c('add', 'one +25s log single ; grace=1h').strip()
+    anyjob = c('add', 'any:0.001 +25s log anyone').strip()
     for i in ('b2', 'b5'):
         fl[i].sync()
 

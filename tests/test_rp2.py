@@ -43,7 +43,7 @@ def _why_skip():
 
 
 WHY = _why_skip()
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(WHY is not None, reason='emulated Pico: %s' % WHY)]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('rp2'), pytest.mark.skipif(WHY is not None, reason='emulated Pico: %s' % WHY)]
 
 GEOMETRY = image.geometry('rp2-pico')
 
@@ -294,12 +294,19 @@ def test_a_hung_action_is_reset_by_the_watchdog_and_not_run_again(world):
     wait_for(lambda: vb.stats()['boots'] >= 2, timeout=90, every=0.5, what='a watchdog reset')
     assert vb.stats()['watchdog_reason'] == 1    # REASON.TIMER, not FORCE (machine.reset)
 
-    def reported():
-        c.sync(vb.path)
-        return {r['job']: r for r in c.results()}
+    seen = {}
 
-    got = wait_for(lambda: (lambda g: g if {j_hang, j_after} <= set(g) else None)(reported()),
-                   timeout=120, every=2.0, what='both reported')
+    def both_reported():
+        c.sync(vb.path)
+        seen.update((r['job'], r) for r in c.results())
+        return seen if {j_hang, j_after} <= set(seen) else None
+
+    try:
+        got = wait_for(both_reported, timeout=120, every=2.0, what='both reported')
+    except AssertionError as e:
+        files = flash_files(vb.flash)
+        raise AssertionError('%s; reported %r; stats %r; board log %r; status %r' % (
+            e, seen, vb.stats(), files.get('/log.txt', b'')[-1500:], c.json('status')['devices'])) from None
     assert got[j_hang]['outcome'] == 'error' and 'interrupt' in got[j_hang]['output'], got[j_hang]
     assert got[j_after]['outcome'] == 'ok'
     assert all(len(v) == 1 for v in by_instance(c.results()).values())

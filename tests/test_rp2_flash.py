@@ -12,7 +12,7 @@ from companion.vboard_rp2 import RP2VBoard
 from tests.devutil import InProcessCompanion, wait_for
 from tests.test_rp2 import BOOTROM, UF2, WHY, actlog, flash_files
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(WHY is not None, reason='emulated Pico: %s' % WHY)]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('rp2'), pytest.mark.skipif(WHY is not None, reason='emulated Pico: %s' % WHY)]
 
 
 def test_a_uf2_from_companion_flash_boots_as_its_board_and_syncs(tmp_path, capsys):
