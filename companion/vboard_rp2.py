@@ -27,6 +27,8 @@ The boot ROM (16 KiB, RP2040 B1, raspberrypi/pico-bootrom, BSD-3) is given
 like the firmware (``--bootrom`` or ``$SPORADIC_RP2_BOOTROM``); the firmware
 also by ``$SPORADIC_RP2_UF2``. Node.js and the pinned rp2040js are installed
 with ``npm ci --prefix <companion>/rp2emu`` (``emulator_dir()``).
+Debugging: ``SPORADIC_VBOARD_TRACE=FILE`` logs every byte both ways, as for
+the unix board.
 
 Differences from a Pico on a USB cable: the pseudo-terminal does not vanish
 at a reset (a USB device re-enumerates); DTR is always asserted, so output
@@ -144,6 +146,7 @@ class RP2Relay:
         self.wakeup_fd = None
         self.parent_pid = None
         self.exit_status = 0
+        self.trace = False  # log() every byte both ways (SPORADIC_VBOARD_TRACE)
 
     def open(self):
         self._ma, self._sa = os.openpty()
@@ -219,9 +222,12 @@ class RP2Relay:
                     drain_wakeup(self.wakeup_fd)
                 if self._ma in r:
                     try:
-                        self._to_dev += os.read(self._ma, 65536)
+                        data = os.read(self._ma, 65536)
                     except (BlockingIOError, OSError):
-                        pass
+                        data = b""
+                    if data and self.trace:
+                        self.log("user> %r" % data)
+                    self._to_dev += data
                 if cout in r:
                     try:
                         data = os.read(cout, 65536)
@@ -233,6 +239,8 @@ class RP2Relay:
                         self.exit_status = status or 1
                         break
                     if data:
+                        if self.trace:
+                            self.log("dev> %r" % data)
                         self._to_user += data
                         if len(self._to_user) > OUT_BUFFER_MAX:
                             del self._to_user[: len(self._to_user) - OUT_BUFFER_MAX]
@@ -391,16 +399,22 @@ def run_args(args):
     if args.image and not os.path.isfile(args.image):
         raise SystemExit("companion: image %s not found" % args.image)
 
+    trace = os.environ.get("SPORADIC_VBOARD_TRACE")  # debugging: a file to log every byte to
+
     def log(msg):
         if args.verbose:
             sys.stderr.write("vboard: %s\n" % msg)
             sys.stderr.flush()
+        if trace:
+            with open(trace, "a") as f:
+                f.write("%.4f %s\n" % (time.monotonic(), msg))
 
     try:
         argv = emulator_argv(flash, firmware, args.bootrom, args.image, args.unpaced, args.stats, args.verbose)
     except (RP2VBoardError, OSError) as e:
         raise SystemExit("companion: %s" % e)
     relay = RP2Relay(argv, log=log)
+    relay.trace = bool(trace)
     if args.with_parent:
         relay.parent_pid = os.getppid()
     path = relay.open()
