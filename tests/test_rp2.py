@@ -152,6 +152,7 @@ def test_deploy_sync_each_who_one_on_the_boards_own_clock(world):
     assert st['devices'][0]['clock'] == 'trusted'
     want = {'%s.0' % j for j in (j_each, j_who, j_one)}
     wait_for(lambda: want <= set(actlog(vb.flash)), timeout=90, what='the board to run each/who/one')
+    wait_for(lambda: want <= outcomes_on_flash(vb.flash), timeout=30, every=0.5, what='their outcomes on the board')
     assert actlog(vb.flash)['%s.0' % j_not] == 0
 
     def synced_back():
@@ -189,6 +190,8 @@ def test_an_image_built_on_the_desktop_boots_with_its_jobs(world):
     out = c.sync(vb.path)
     assert 'synced pico-2' in out and 'sent 0 line(s)' in out, out   # the jobs came with the image
     wait_for(lambda: actlog(vb.flash)['%s.0' % j], timeout=90, what='the job from the image to run')
+    wait_for(lambda: '%s.0' % j in outcomes_on_flash(vb.flash, 'pico-2'), timeout=30, every=0.5,
+             what='its outcome on the board')
     wait_for(lambda: c.sync(vb.path) and any(r['job'] == j and r['outcome'] == 'ok' for r in c.results()),
              timeout=60, every=1.0, what='its result')
 
@@ -372,6 +375,8 @@ def test_a_sync_arrives_while_the_board_prints(world):
     out = c.sync(vb.path)                       # into the flood
     assert 'synced pico-1' in out, out
     wait_for(lambda: actlog(vb.flash)['%s.0' % j_next], timeout=90, what='the job sent into the flood to run')
+    wait_for(lambda: {'%s.0' % j_talk, '%s.0' % j_next} <= outcomes_on_flash(vb.flash), timeout=30, every=0.5,
+             what='both outcomes on the board')
 
     def reported():
         c.sync(vb.path)

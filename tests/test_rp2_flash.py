@@ -10,7 +10,7 @@ import pytest
 
 from companion.vboard_rp2 import RP2VBoard
 from tests.devutil import InProcessCompanion, wait_for
-from tests.test_rp2 import BOOTROM, UF2, WHY, actlog, flash_files
+from tests.test_rp2 import BOOTROM, UF2, WHY, actlog, flash_files, outcomes_on_flash
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('rp2'), pytest.mark.skipif(WHY is not None, reason='emulated Pico: %s' % WHY)]
 
@@ -32,6 +32,8 @@ def test_a_uf2_from_companion_flash_boots_as_its_board_and_syncs(tmp_path, capsy
         out = c.sync(vb.path)
         assert 'synced pico-3' in out and 'sent 0 line(s)' in out, out    # its jobs came in the UF2
         wait_for(lambda: actlog(vb.flash)['%s.0' % j], timeout=90, what='the job from the UF2 to run')
+        wait_for(lambda: '%s.0' % j in outcomes_on_flash(vb.flash, 'pico-3'), timeout=30, every=0.5,
+                 what='its outcome on the board')
 
         def back():
             c.sync(vb.path)
