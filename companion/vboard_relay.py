@@ -39,9 +39,9 @@ board that a real one does not do:
 The boot shim (vboard_boot.py) hides two more: a Ctrl-C landing as the
 interpreter starts acts as a board interrupted at boot (no main.py, REPL),
 and ``import os`` gets os with ``rename`` mended, because the unix port's
-``VfsPosix.rename`` of two absolute paths renames the wrong file. With ``image=`` the flash is instead a LittleFS
-v2 image on a file-backed block device, as a board's (files are committed
-when closed, sizes are finite).
+``VfsPosix.rename`` of two absolute paths renames the wrong file. With
+``image=`` the flash is instead a LittleFS v2 image on a file-backed block
+device, as a board's (files are committed when closed, sizes are finite).
 
 Known differences: code run through raw-paste runs with the terminal in raw
 mode on the unix port, so Ctrl-C cannot interrupt it (mpremote and SerialLink
