@@ -35,6 +35,7 @@ from companion import syncer
 from companion.fleet import add_job
 from companion.demo import DemoClock
 from companion.fleet import Fleet
+from companion.transport import PortUnavailable
 from companion.transport_serial import SerialLink
 from companion.vboard import VBoard
 from tests.devutil import wait_for
@@ -162,6 +163,22 @@ def reference_bytes(base):
         vb.stop()
 
 
+def reopen(path):
+    """The port, opened again just after this thread closed it. The points
+    run in threads of one process, and another thread starting a virtual
+    board forks: until its child execs, the child holds a copy of every open
+    descriptor, the old one included, and with it pyserial's exclusive lock
+    (seen as 'busy' on a loaded machine)."""
+    def attempt():
+        try:
+            return SerialLink(path, timeout=10.0)
+        except PortUnavailable as e:
+            if e.reason != 'busy':
+                raise
+            return None
+    return wait_for(attempt, timeout=10, what='the port free of a forked child', every=0.05)
+
+
 def run_point(base, i, budget, mode):
     clock = base[3]
     vb, fleet = start_point(base, 'p%02d' % i)
@@ -199,7 +216,7 @@ def run_point(base, i, budget, mode):
             vb = VBoard(flash, board_id=HOST, heap=HEAP, clock_scale=SCALE)
             vb.start()
         # the next sync completes the work
-        link = SerialLink(vb.path, timeout=10.0)
+        link = reopen(vb.path)
         try:
             rep = syncer.sync(fleet, vb.path, progress=False, link=link, now=clock.now())
             board_root = link.call('S')
