@@ -309,9 +309,7 @@ class Relay:
             # as interrupted, and its REPL reads what followed the Ctrl-C.
             self.log("interpreter died after a Ctrl-C (status %#x); booting it again as interrupted" % status)
             deadlocked = True
-            if self._after_sigint is not None:
-                self._to_dev[:0] = self._after_sigint
-            self._after_sigint = bytearray()
+            self._replay_after_sigint()
         if self._reset_requested or (signalled and not deadlocked):
             # Reset button / crash: a power-on boot runs main.py.
             self._reset_requested = False
@@ -438,11 +436,14 @@ class Relay:
             self._stuck_since = None
             self._deadlock_kill = True
             self._kill_child()
-            # what followed the Ctrl-C was never read: a board's UART still
-            # holds it for its REPL
-            if self._after_sigint is not None:
-                self._to_dev[:0] = self._after_sigint
-            self._after_sigint = bytearray()
+            self._replay_after_sigint()
+
+    def _replay_after_sigint(self):
+        # What followed the Ctrl-C was never read by the interpreter that
+        # took it: a board's UART still holds it for its REPL.
+        if self._after_sigint is not None:
+            self._to_dev[:0] = self._after_sigint
+        self._after_sigint = bytearray()
 
     # -- the loop ------------------------------------------------------------
     def run(self):

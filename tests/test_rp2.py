@@ -24,6 +24,7 @@ import pytest
 
 from companion import image
 from companion.vboard_rp2 import RP2VBoard, missing
+from sporadic.core import jobline
 from tests.devutil import InProcessCompanion, wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -83,9 +84,12 @@ def outcomes_on_flash(flash, host='pico-1'):
     for path, data in flash_snapshot(flash).items():
         if path in ('/jobs.txt', '/log.txt', '/in.txt') or path.startswith('/out/'):
             for line in data.decode(errors='replace').splitlines():
-                f = line.split()
-                if len(f) >= 6 and f[1] == 'r' and f[2] == host and not f[5].startswith('run'):
-                    found.add('%s.%s' % (f[0], f[3]))
+                try:
+                    r = jobline.parse(line)
+                except jobline.ParseError:
+                    continue    # a line torn by a power cut, a batch record's tail
+                if isinstance(r, jobline.Result) and r.host == host and r.outcome != 'run':
+                    found.add(r.instance())
     return found
 
 
