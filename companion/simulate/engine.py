@@ -289,17 +289,14 @@ class Sim(Fleet, LogModel, Verify, Report):
         Vq = V[q]
         U = Vp[:]       # max(Vp, Vq)
         pmu = self.PMc[p][:]
-        sru = self.SRc[p][:]
         B_all = self.B_all
         PM_all = self.PM_all
-        SR_all = self.SR_all
         bnew = self.Bsum[p]
         for h in D:
             U[h] = b = Vq[h]
             bnew += B_all[h][b] - B_all[h][Vp[h]]
             pmu[h] = PM_all[h][b]
-            sru[h] = SR_all[h][b]
-        n = self._recv(q, Vq, U, (bnew, pmu, sru), t)
+        n = self._recv(q, Vq, U, (bnew, pmu), t)
         n += self._recv_few(p, Vp, U, D, bnew, t)
         if self.verify:
             self._check_sync([x, y], U, n)

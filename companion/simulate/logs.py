@@ -3,7 +3,7 @@
 # what a sync moves in bytes, and what a host's file says others did.
 from array import array
 from itertools import compress, repeat
-from operator import getitem, gt
+from operator import getitem, gt, lt
 
 INF = 2 ** 31 - 1
 MISS_C, OK_C, RUN_C = 2, 3, 0   # outcome codes (rank order of jobline outcomes)
@@ -14,7 +14,7 @@ class _Log:
     Index 0 is a sentinel; a party that knows n records of origin h knows
     exactly records 1..n (knowledge of an origin is always a prefix: merge is
     a union of full states, and each record has one author)."""
-    __slots__ = ('RJ', 'RK', 'RO', 'RZ', 'NXT', 'B', 'PM', 'SR', 'SRpos', 'LB', 'D', 'last', 'lines')
+    __slots__ = ('RJ', 'RK', 'RO', 'RZ', 'NXT', 'B', 'PM', 'LB', 'D', 'last', 'lines')
 
     def __init__(self, verify):
         self.RJ = array('i', [0])     # job index
@@ -24,8 +24,6 @@ class _Log:
         self.NXT = array('i', [INF])  # next record of the same job (supersedes this one)
         self.B = array('q', [0])      # bytes of records 1..i
         self.PM = array('i', [0])     # max over 1..i of the previous record of the same job
-        self.SR = array('i', [0])     # count of ok records of single (any/one) jobs in 1..i
-        self.SRpos = array('i')       # where those records are
         self.LB = array('q', [0])     # bytes of this origin's lines live in the file after 1..i
         self.D = array('i', [0])      # this origin's lines live in the file after 1..i
         self.last = {}
@@ -41,12 +39,11 @@ class LogModel:
         self.logs = [_Log(self.verify) for _ in range(P)]
         self.B_all = [lg.B for lg in self.logs]
         self.PM_all = [lg.PM for lg in self.logs]
-        self.SR_all = [lg.SR for lg in self.logs]
         self.prange = range(P)
+        self.jrange = range(self.J)
         self.V = [[0] * P for _ in range(P)]
         self.sup_b = [-1] * P     # origin -> the b of its sup_d
         self.sup_d = [None] * P   # origin -> {a: bytes superseded in (a, b]}
-        self.SRc = [[0] * P for _ in range(P)]   # per party: SR of each origin at its V
         self.PMc = [[0] * P for _ in range(P)]   # per party: PM of each origin at its V
         self.Bsum = [0] * P     # bytes of records each party knows (sum over origins of B[V])
         self.runners = [{} for _ in range(self.J)]   # single jobs: k -> [(host, record), ...]
@@ -97,12 +94,6 @@ class LogModel:
             pm = p
         lg.PM.append(pm)
         self.PMc[x][x] = pm
-        if code == OK_C and self.single[j]:
-            lg.SR.append(lg.SR[-1] + 1)
-            lg.SRpos.append(i)
-            self.SRc[x][x] += 1
-        else:
-            lg.SR.append(lg.SR[-1])
         self.Bsum[x] += size
         if p:
             lg.NXT[p] = i
@@ -120,15 +111,14 @@ class LogModel:
 
     def _union(self, U):
         """What every receiver of U needs, computed once: the bytes known,
-        and per origin the supersession and single-run markers at U."""
-        return (sum(map(getitem, self.B_all, U)), list(map(getitem, self.PM_all, U)),
-                list(map(getitem, self.SR_all, U)))
+        and per origin the supersession marker at U."""
+        return sum(map(getitem, self.B_all, U)), list(map(getitem, self.PM_all, U))
 
     def _recv(self, x, old, new, agg, t):
         """Bytes of the lines party x lacked (set difference of the compacted
         files: only the newest record of a job and origin counts); records
         what x learned about single-job runs."""
-        bnew, pmu, sru = agg
+        bnew, pmu = agg
         tot = bnew - self.Bsum[x]
         if not tot:
             return 0
@@ -152,34 +142,37 @@ class LogModel:
                     vals[i] = self._sup(sel[i], olds[i], new[sel[i]])
             tot -= sum(vals)
         self.PMc[x] = pmu[:]
-        src = self.SRc[x]
-        self.SRc[x] = sru[:]
         if x < self.H:
-            kn = self.hosts[x].known
-            learn = self._learn
-            for h in compress(self.prange, map(gt, sru, src)):
-                # _learn_between, written out: a visit reaches most origins
-                lg = logs[h]
-                b = new[h]
-                SR = lg.SR
-                RJ = lg.RJ
-                RK = lg.RK
-                NXT = lg.NXT
-                for i in lg.SRpos[SR[old[h]]:SR[b]]:
-                    k = RK[i]
-                    if k > kn[RJ[i]] and NXT[i] > b:
-                        learn(x, RJ[i], k, t)
+            self._learn_union(x, new, t)
         return tot
 
-    def _learn_between(self, x, lg, a, b, kn, t):
-        # host x learns the instances that origin lg's results in (a, b] started or ran
-        RJ = lg.RJ
-        RK = lg.RK
-        NXT = lg.NXT
-        for i in lg.SRpos[lg.SR[a]:lg.SR[b]]:
-            k = RK[i]
-            if k > kn[RJ[i]] and NXT[i] > b:
-                self._learn(x, RJ[i], k, t)
+    def _learn_union(self, x, U, t):
+        """Host x, whose file is now the one U describes, learns the newest
+        instance of each single (any/one) job that a record in the file shows
+        run. Records it had before were learned when it got them (a record in
+        the file at U was in every file before it that held it), so only the
+        jobs where it lags the fleet's newest run are looked at, each from
+        the newest instance that ran down to the first with a runner whose
+        record is in the file (known: index <= U[runner]; still its newest
+        result of the job: the next one is after U[runner])."""
+        kn = self.hosts[x].known
+        logs = self.logs
+        learn = self._learn
+        ran = self.ran
+        runners = self.runners
+        for j in compress(self.jrange, map(lt, kn, self.rtop)):
+            ks = ran[j]
+            runs = runners[j]
+            kj = kn[j]
+            n = len(ks) - 1
+            while n >= 0 and ks[n] > kj:
+                for h, i in runs[ks[n]]:
+                    u = U[h]
+                    if i <= u and logs[h].NXT[i] > u:
+                        learn(x, j, ks[n], t)
+                        n = 0
+                        break
+                n -= 1
 
     def _sup(self, h, a, b):
         """Bytes of origin h's records in (a, b] superseded by a record <= b."""
@@ -205,17 +198,8 @@ class LogModel:
             if logs[h].PM[new[h]] > old[h]:
                 tot -= self._sup(h, old[h], new[h])
         PMc = self.PMc[x]
-        src = self.SRc[x]
-        learn = x < self.H
-        kn = self.hosts[x].known if learn else None
         for h in few:
-            b = new[h]
-            lg = logs[h]
-            PMc[h] = lg.PM[b]
-            SR = lg.SR
-            if SR[b] <= src[h]:
-                continue
-            src[h] = SR[b]
-            if learn:
-                self._learn_between(x, lg, old[h], b, kn, t)
+            PMc[h] = logs[h].PM[new[h]]
+        if x < self.H:
+            self._learn_union(x, new, t)
         return tot
