@@ -30,6 +30,16 @@ board that a real one does not do:
   deadlocks it for good (a board raises it between bytecodes). An
   interpreter found waiting on itself after a Ctrl-C is booted again as a
   board interrupted in main.py (the REPL, no boot.py or main.py).
+* so too a KeyboardInterrupt raised inside native code that takes any
+  exception for a failure of its own (the parser's constant folding; the
+  import machinery's stat of a Python VFS, where a board loses it as well)
+  is lost without a trace. A SIGINT after which the interpreter prints
+  nothing for 0.3 s, and still catches SIGINT, is sent again (at most 5
+  times for one Ctrl-C; the companion would try again only after 5 s). Any
+  output (a traceback, a prompt) ends that: a second KeyboardInterrupt once
+  the first was handled would hit the REPL's next command. The cost: a
+  program that takes a Ctrl-C in silence (an ``except KeyboardInterrupt``
+  that prints nothing) gets it again.
 * output: a ``\\n`` not preceded by ``\\r`` is sent as ``\\r\\n``, as a board's
   cooked stdout does for ``print`` (disable with ``cooked=False`` /
   ``--raw-output``).
@@ -72,6 +82,8 @@ FRIENDLY_BANNER = b'Type "help()" for more information.\r\n'
 SOFT_REBOOT = b"MPY: soft reboot\r\n"
 OUT_BUFFER_MAX = 256 * 1024
 SIGINT_SPACING = 0.1  # seconds between two SIGINTs delivered while code runs
+SIGINT_SILENCE = 0.3  # seconds without output after a SIGINT before it counts as lost
+SIGINT_RESENDS = 5  # times a lost SIGINT is sent again, for one Ctrl-C
 DEADLOCK_WATCH = 30.0  # seconds after a SIGINT during which a self-deadlock is looked for
 CRASH_AFTER_SIGINT = 1.0  # seconds: an interpreter failing this soon after a SIGINT died of it
 DEADLOCK_S = 0.3  # seconds an interpreter waits on itself before it counts as deadlocked
@@ -202,6 +214,8 @@ class Relay:
         self._stuck_since = None  # interpreter seen waiting on itself since (see _watch_deadlock)
         self._deadlock_kill = False  # the interpreter was killed for it: boot as interrupted
         self._sigint_sent = False  # the next byte written is a SIGINT
+        self._sigint_unanswered = False  # no output since the last SIGINT (see _resend_sigint)
+        self._sigint_resends = 0
         self._after_sigint = bytearray()  # bytes written since the last SIGINT (None: too many)
         self._boots = []
         self._configured = False  # pty B has the termios the child sets
@@ -273,6 +287,7 @@ class Relay:
         self._tail = b""
         self._configured = False
         self._mp_loaded = not self._wrapped
+        self._sigint_unanswered = False
         self._boots.append(time.monotonic())
         self.log("boot (%s) pid %d" % (kind, pid))
         # After a raw-REPL soft reboot, enter the raw REPL as a board does and
@@ -390,24 +405,60 @@ class Relay:
         if i != 0:
             return len(buf) if i < 0 else i
         # A Ctrl-C is next.
-        try:
-            lflag = termios.tcgetattr(self._mb)[3]
-        except termios.error:
-            return 0
-        if not lflag & termios.ISIG:
-            return 1  # the REPL reads it as a character
-        if not self._mp_loaded:
-            if not _mapped(self._pid, "micropython_run"):
-                return 0  # CPython is still starting the interpreter
-            self._mp_loaded = True
-        if not _sigint_caught(self._pid):
-            return 0  # SIGINT would kill the unix port here; a board keeps the byte
-        if time.monotonic() - self._last_sigint < SIGINT_SPACING:
+        how = self._ctrl_c_lands()
+        if how == "char":
+            return 1
+        if how != "signal" or time.monotonic() - self._last_sigint < SIGINT_SPACING:
             return 0
         self._last_sigint = time.monotonic()
         self._pid_sigint = self._pid
         self._sigint_sent = True
         return 1
+
+    def _ctrl_c_lands(self):
+        """How a Ctrl-C would reach the interpreter now: "char" (its REPL
+        reads the terminal raw), "signal" (it catches SIGINT) or None (SIGINT
+        would kill the unix port here, as it starts or between a command and
+        the next prompt: a board keeps the byte)."""
+        try:
+            lflag = termios.tcgetattr(self._mb)[3]
+        except termios.error:
+            return None
+        if not lflag & termios.ISIG:
+            return "char"
+        if not self._mp_loaded:
+            if not _mapped(self._pid, "micropython_run"):
+                return None  # CPython is still starting the interpreter
+            self._mp_loaded = True
+        return "signal" if _sigint_caught(self._pid) else None
+
+    def _resend_sigint(self):
+        """A SIGINT the interpreter gave no sign of (no output at all for
+        SIGINT_SILENCE) was lost in native code (module docstring): send it
+        again, up to SIGINT_RESENDS times. Output ends this, as a second
+        KeyboardInterrupt after the first was handled would hit whatever the
+        REPL runs next. Not while the interpreter waits on itself
+        (_watch_deadlock's case), never where SIGINT would kill it."""
+        if (not self._sigint_unanswered or self._pid is None or self._pid != self._pid_sigint
+                or self._deadlock_kill or self._stuck_since is not None
+                or time.monotonic() - self._last_sigint < SIGINT_SILENCE):
+            return
+        if self._sigint_resends >= SIGINT_RESENDS:
+            self._sigint_unanswered = False
+            return
+        if select.select([self._mb], [], [], 0)[0]:
+            return  # output not read yet
+        if self._ctrl_c_lands() != "signal":
+            return
+        # A signal, not a byte on pty B: a byte could wait behind unread
+        # input, or be read as a character if the terminal went raw.
+        try:
+            os.kill(self._pid, signal.SIGINT)
+        except ProcessLookupError:
+            return
+        self._sigint_resends += 1
+        self._last_sigint = time.monotonic()
+        self.log("no answer to a Ctrl-C for %.1f s; SIGINT again (%d)" % (SIGINT_SILENCE, self._sigint_resends))
 
     def _watch_deadlock(self):
         """The unix port raises KeyboardInterrupt from its SIGINT handler
@@ -458,6 +509,7 @@ class Relay:
                     self._kill_child()
                 if self._pid and not self._deadlock_kill and time.monotonic() - self._last_sigint < DEADLOCK_WATCH:
                     self._watch_deadlock()
+                    self._resend_sigint()
                 rl, wl = [self._ma], []
                 if self.wakeup_fd is not None:
                     rl.append(self.wakeup_fd)
@@ -497,6 +549,7 @@ class Relay:
                     except OSError:  # EIO: the interpreter is gone
                         data = b""
                     if data:
+                        self._sigint_unanswered = False
                         if self.trace:
                             self.log("dev> %r" % data)
                         self._from_dev(data)
@@ -511,6 +564,8 @@ class Relay:
                         if self._sigint_sent:
                             self._sigint_sent = False
                             self._after_sigint = bytearray()
+                            self._sigint_unanswered = True
+                            self._sigint_resends = 0
                         elif self._after_sigint is not None:
                             self._after_sigint += self._to_dev[:k]
                             if len(self._after_sigint) > AFTER_SIGINT_MAX:

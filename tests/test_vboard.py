@@ -119,10 +119,73 @@ def test_ctrl_c_interrupts_main_in_sleep(board):
     with serial.Serial(vb.path, timeout=0.05) as ser:
         ser.write(b"\x03")
         out = read_until(ser, b">>> ")
-    assert b"KeyboardInterrupt" in out
+    assert out.count(b"KeyboardInterrupt") == 1
     assert b'File "main.py", line 8' in out
     assert b"vboard_boot" not in out  # the shim is invisible, as a board's firmware
     assert b"MicroPython" in out  # the friendly REPL's banner
+
+
+def test_one_ctrl_c_is_one_keyboard_interrupt(board):
+    # The relay sends a SIGINT again when the interpreter stays silent after
+    # it; a second one after the first was handled would interrupt what
+    # runs next, here a REPL command that outlasts every resend.
+    from companion import vboard_relay
+
+    vb = board()
+    wait_for(lambda: read_file(os.path.join(vb.flash_dir, "boots.txt")), what="main.py to start")
+    nap = vboard_relay.SIGINT_SILENCE * (vboard_relay.SIGINT_RESENDS + 1) + 0.5
+    with serial.Serial(vb.path, timeout=0.05) as ser:
+        ser.write(b"\x03")
+        out = read_until(ser, b">>> ")
+        ser.write(b"import time; time.sleep(%.1f); print('na' + 'pped')\r" % nap)
+        out += read_until(ser, b"napped\r\n>>> ", timeout=nap + 10)
+    assert out.count(b"KeyboardInterrupt") == 1
+    with SerialLink(vb.path) as link:
+        assert link.call("ok") == "echo:ok"
+
+
+# main.py imports through a Python VFS: the import machinery calls its stat
+# inside a handler that takes any exception, KeyboardInterrupt included, for
+# "no such file", so the Ctrl-C that lands in that stat is lost.
+LOSSY_MAIN = """\
+import os, sys, time
+class Stall:
+    stalled = False
+    def mount(self, readonly, mkfs):
+        pass
+    def umount(self):
+        pass
+    def stat(self, path):
+        if not Stall.stalled:
+            Stall.stalled = True
+            open('/in_stat.txt', 'w').close()
+            try:
+                time.sleep(1000)
+            finally:
+                open('/left_stat.txt', 'w').close()
+        raise OSError(2)
+os.mount(Stall(), '/stall')
+sys.path.insert(0, '/stall')
+import sporadic
+time.sleep(1000)
+"""
+
+
+def test_ctrl_c_lost_in_native_code_is_sent_again(board):
+    from companion.transport_serial import RETRY_CTRL_C
+
+    vb = board(main=LOSSY_MAIN)
+    wait_for(lambda: os.path.exists(os.path.join(vb.flash_dir, "in_stat.txt")), what="main.py in stat")
+    with serial.Serial(vb.path, timeout=0.05) as ser:
+        t0 = time.monotonic()
+        ser.write(b"\x03")
+        out = read_until(ser, b">>> ", timeout=2 * RETRY_CTRL_C)  # the companion's first wait
+        took = time.monotonic() - t0
+    assert os.path.exists(os.path.join(vb.flash_dir, "left_stat.txt"))  # the first one was lost there
+    assert out.count(b"KeyboardInterrupt") == 1 and b"in stat" not in out
+    assert took < 2.0, took  # the companion would have sent its next Ctrl-C after 5 s
+    with SerialLink(vb.path) as link:
+        assert link.call("ok") == "echo:ok"
 
 
 def test_exception_in_main_falls_to_repl_with_its_globals(board):
