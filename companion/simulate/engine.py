@@ -30,7 +30,7 @@ class Sim(Fleet, LogModel, Verify, Report):
         h = self.hosts[x]
         h.ver += 1
         if h.hq:
-            t = max(self._grid(self.true(x, h.hq[0][0])), now_t)
+            t = max(self._grid(self.true(x, h.hq[0] >> self.jshift)), now_t)
             self._push(t, _WAKE, _HOSTWAKE, x, h.ver)
 
     def _apart(self, x, y, t):
@@ -55,6 +55,9 @@ class Sim(Fleet, LogModel, Verify, Report):
         self.ev = []
         self.seq = 0
         self.init_logs()
+        # a host's heap holds its jobs' next local times as ints, time << jshift | job
+        # (the order of (time, job) pairs; ints compare faster than tuples)
+        self.jshift = max(J, 1).bit_length()
         self.inst = {}          # (j, k) -> [[t, x], ...] runs, in order
         self.know = {}          # (j, k) -> [hosts that know it done, time all knew]
         self.ran = [[] for _ in self.jobs]   # per job: the instances someone ran, sorted
@@ -73,7 +76,7 @@ class Sim(Fleet, LogModel, Verify, Report):
         for x, h in enumerate(self.hosts):
             h.mine = [None] * J
             h.known = [-1] * J
-            h.hq = [(-1, j) for j in range(J)]
+            h.hq = [(-1 << self.jshift) + j for j in range(J)]   # a sorted list is a heap
             self._schedule_host(x, self.start)
         for li, v in enumerate(self.visits):
             for x in v['hosts']:
@@ -128,15 +131,18 @@ class Sim(Fleet, LogModel, Verify, Report):
         now = t + int(floor(d * (t - h.ts) + 0.5)) if d else t
         hq = h.hq
         decide = self._decide
-        while hq and hq[0][0] <= now:
-            nxt = decide(x, hq[0][1], now, t)
+        sh = self.jshift
+        lim = (now + 1) << sh
+        jmask = (1 << sh) - 1
+        while hq and hq[0] < lim:
+            nxt = decide(x, hq[0] & jmask, now, t)
             if nxt is None:
                 heapq.heappop(hq)
             else:
                 heapq.heapreplace(hq, nxt)
         h.ver += 1
         if hq:
-            lt = hq[0][0]
+            lt = hq[0] >> sh
             if d:   # true(x, lt): the first true time the clock reads >= lt
                 ts = h.ts
                 w = int(ceil(ts + (lt - ts) / (1.0 + d)))
@@ -166,8 +172,8 @@ class Sim(Fleet, LogModel, Verify, Report):
         return ranks[x]
 
     def _decide(self, x, j, now, t):
-        """Host x's decisions about job j at its clock's `now` -> its next
-        (time, j) in the host's heap, or None: nothing ever again."""
+        """Host x's decisions about job j at its clock's `now` -> its entry in
+        the host's heap, (time << jshift) + j, or None: nothing ever again."""
         h = self.hosts[x]
         job, single, one, runs = self.jrow[j]
         rnk = self._rank(j, x) if one else None
@@ -190,7 +196,7 @@ class Sim(Fleet, LogModel, Verify, Report):
             if verify:
                 self._check_decide(x, j, now, rnk, (act, k, at, att))
             if act == WAIT:
-                nxt = (at, j)
+                nxt = (at << self.jshift) + j
                 break
             if act == IDLE:
                 nxt = None
@@ -232,7 +238,7 @@ class Sim(Fleet, LogModel, Verify, Report):
         else:
             # DECIDE_MAX decisions without a wait: the board takes the job up
             # again at its next pass, which is no later than this
-            nxt = (now + 1, j)
+            nxt = ((now + 1) << self.jshift) + j
         self.n_decisions += n
         h.mine[j] = mine
         return nxt
