@@ -5,6 +5,29 @@ from sporadic.core.jobline import parse, ParseError
 from sporadic.core.jobtext import fast_canonical, fast_match
 from sporadic.core.merge import compact
 
+# A job line in the shape parse() writes, split where the command's words are:
+# ID TYPE TIME WORDS [; OPTIONS]. Words here are plain (ASCII, no quote, not
+# ';', one space apart); whether the rest is canonical is parse()'s answer for
+# the same line with one word 'x' in their place (_skeleton), since the words
+# only pass through: one parse per distinct TYPE TIME OPTIONS, not per job.
+_JOB = None
+if fast_match is not None:
+    import re
+    _W = r'(?:[!#-:<-~][!#-~]*|;[!#-~]+)'
+    _JOB = re.compile(r'[0-9a-v]{8} ((?:each|one|who:[!-~]+|any:[!-~]+) [0-9]{4}-[0-9]{2}-[0-9]{2}T'
+                      r'[0-9]{2}:[0-9]{2}(?::[0-9]{2}|)Z) %s(?: %s)*( ; [ -~]+|)' % (_W, _W)).fullmatch
+
+
+def _skeleton(known, head, tail):
+    """Is '00000000 HEAD x TAIL' canonical? (HEAD, TAIL: a _JOB match's groups;
+    known: the answers so far; any valid id will do, given it is not derived)"""
+    key = (head, tail)
+    ok = known.get(key)
+    if ok is None:
+        line = '00000000 ' + head + ' x' + tail
+        ok = known[key] = _parsed(line)[0] == line
+    return ok
+
 
 def _canonical(raw):
     """(canonical text or None, reason or None) for one raw line: None and
@@ -74,17 +97,25 @@ def merge(*sources, errors=None, conflicts=None):
         raw = dict.fromkeys(everything)
         out = []
         rest = raw
-    fixed = set()       # canonical text of the other good lines
+    fixed = set()       # canonical text of the other good lines, from parse()
+    jobs = set()        # canonical job lines _skeleton vouched for
     bad = {}
+    known = {}
     for r in rest:
+        if _JOB is not None:
+            m = _JOB(r)
+            if m is not None and _skeleton(known, *m.groups()):
+                jobs.add(r)
+                continue
         line, why = _parsed(r)   # the pattern, where there is one, refused r
         if line is not None:
             fixed.add(line)
         elif why is not None:
             bad[r] = why
     if fast_match is not None:
-        # a line parse() made canonical may be one the pattern took already
-        fixed = [line for line in fixed if line not in raw or fast_match(line) is None]
+        # a line parse() made canonical may be one already taken as it was
+        fixed = [line for line in fixed if line not in raw or (line not in jobs and fast_match(line) is None)]
+    out += jobs
     out += fixed
     out.sort()
     if bad and errors is not None:
