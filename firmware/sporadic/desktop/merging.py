@@ -11,6 +11,7 @@ from sporadic.core.merge import compact
 # the same line with one word 'x' in their place (_skeleton), since the words
 # only pass through: one parse per distinct TYPE TIME OPTIONS, not per job.
 _JOB = None
+_SWAP01 = b'\x01\x00' + bytes(254)
 if fast_match is not None:
     import re
     _W = r'(?:[!#-:<-~][!#-~]*|;[!#-~]+)'
@@ -85,11 +86,11 @@ def merge(*sources, errors=None, conflicts=None):
         # (one pass of the pattern, a byte a line: no set of the rest; at
         # this size every megabyte touched is ~256 page faults)
         from itertools import chain, compress
-        from operator import not_
         raw = dict.fromkeys(chain.from_iterable(lines for _, lines in named))
         took = bytes(map(bool, map(fast_match, raw)))
         out = list(compress(raw, took))
-        rest = compress(raw, map(not_, took)) if len(out) < len(raw) else ()
+        # the other lines: took's 0s and 1s swapped by one translate
+        rest = compress(raw, took.translate(_SWAP01)) if len(out) < len(raw) else ()
     else:
         everything = []
         for _, lines in named:
