@@ -26,10 +26,12 @@ from companion.atomic import atomic_write
 _LINE_ENDS = '\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029'
 
 
-def read_lines(path, chunk=1 << 20):
+def read_lines(path, chunk=1 << 16):
     """The file's text (UTF-8, bad bytes replaced) as f.read().splitlines()
     gives it, read chunk characters at a time: a large file never sits in memory
-    whole beside its lines (a 12 MB job file cost ~6,000 page faults)."""
+    whole beside its lines (a 12 MB job file cost ~6,000 page faults), and a
+    chunk this size is reused where it was rather than mapped anew each time
+    (1 MiB chunks: ~3,400 more faults for two 6 MB files)."""
     lines = []
     try:
         with open(path, encoding='utf-8', errors='replace') as f:
