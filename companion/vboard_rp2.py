@@ -345,6 +345,15 @@ class RP2VBoard(BoardProcess):
             time.sleep(0.02)
         raise RP2VBoardError("the emulator did not write its stats")
 
+    def set_unpaced(self, unpaced):
+        """From now on skip idle time (True) or run at the wall clock's pace
+        (False), as --unpaced does from the start: through the stats file
+        (FILE.pace, read by the emulator at the next stats request)."""
+        with open(self.stats_file + ".pace", "w") as f:
+            f.write("unpaced" if unpaced else "paced")
+        self.unpaced = unpaced
+        return self.stats()
+
     def kill(self):
         """Power cut: the relay and the emulator die at once (SIGKILL)."""
         if self.proc is not None and self.proc.poll() is None:

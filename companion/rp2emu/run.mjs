@@ -29,7 +29,9 @@
 //   firmware only machine.lightsleep/deepsleep execute WFI (an idle REPL
 //   and time.sleep_ms wait with WFE), so the first mark after a boot is the
 //   instructions from power-on to the board's first sleep.
-// Exit: SIGTERM/SIGINT or the end of stdin. SIGUSR2 writes --stats.
+// Exit: SIGTERM/SIGINT or the end of stdin. SIGUSR2 writes --stats, after
+// reading FILE.pace if there is one: "paced" or "unpaced" from now on (a
+// bench syncs paced, then lets the board run unpaced).
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -433,6 +435,17 @@ function writeStats() {
   fs.renameSync(opts.stats + '.tmp', opts.stats);
 }
 
+function readPace() {
+  if (!opts.stats) return;
+  let want;
+  try { want = fs.readFileSync(opts.stats + '.pace', 'utf8').trim(); } catch (e) { return; }
+  if (want === 'unpaced') opts.unpaced = true;
+  else if (want === 'paced' && opts.unpaced) {
+    opts.unpaced = false;
+    bootWall = performance.now() - clock.nanos / 1e6;   // the wall starts where the emulated clock is
+  }
+}
+
 function shutdown(code) {
   if (stopping) return;
   stopping = true;
@@ -456,7 +469,7 @@ process.on('SIGTERM', () => shutdown(0));
 process.on('SIGINT', () => shutdown(0));
 process.on('SIGHUP', () => shutdown(0));
 process.on('SIGUSR1', () => { rebootWanted = true; wake(); });
-process.on('SIGUSR2', () => writeStats());
+process.on('SIGUSR2', () => { readPace(); writeStats(); wake(); });
 
 boot();
 schedule(0);
