@@ -181,10 +181,13 @@ def test_deploy_sync_each_who_one_on_the_boards_own_clock(world):
 def test_an_image_built_on_the_desktop_boots_with_its_jobs(world):
     """`companion image --board rp2-pico` on the desktop, placed at the
     filesystem offset (`vboard --image`): the board boots from it, knows its
-    jobs, and after the first sync (its clock) runs them."""
+    jobs, and after the first sync (its clock) runs them. Its wake index
+    lives in a file (no RTC memory) and lists the 12 jobs to come: more than
+    an ESP8266's RTC memory holds (runtime.AGENDA_SMALL)."""
     c = world.companion
     c('init')
     j = c('add', 'each +15s log from-image ; within=10m').strip()
+    later = {c('add', 'each +%dh log later%d' % (h, h)).strip() for h in range(1, 13)}
     fs_bin = str(world.tmp / 'fs.bin')
     c('image', '--board', 'rp2-pico', '--id', 'pico-2', '-o', fs_bin)
     vb = world.pico('pico-2', image_file=fs_bin)
@@ -196,6 +199,11 @@ def test_an_image_built_on_the_desktop_boots_with_its_jobs(world):
     wait_for(lambda: actlog(vb.flash)['%s.0' % j], timeout=90, what='the job from the image to run')
     wait_for(lambda: '%s.0' % j in outcomes_on_flash(vb.flash, 'pico-2'), timeout=30, every=0.5,
              what='its outcome on the board')
+
+    def agenda():
+        idx = flash_snapshot(vb.flash).get('/wake.idx', b'').decode().split(' ')
+        return {e.split(':')[2] for e in idx[8].split(',')} if len(idx) == 10 and idx[8] != '-' else set()
+    wait_for(lambda: agenda() == later, timeout=30, every=0.5, what='the wake index listing the 12 jobs to come')
     wait_for(lambda: c.sync(vb.path) and any(r['job'] == j and r['outcome'] == 'ok' for r in c.results()),
              timeout=60, every=1.0, what='its result')
 

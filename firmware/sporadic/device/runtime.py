@@ -19,7 +19,14 @@ HOSTS_MAX = const(128)        # host records held in RAM; beyond, ranks stream
 LAST_KEPT = const(5)
 JUMP_BACK = const(300)
 KEEP_INDEX_CODE = const(196608)   # this much free at import: wake/agenda stay loaded (_drop_index_code)
-AGENDA = const(8)             # earliest jobs the wake index lists with their offsets (wake.py)
+# The wake index lists the earliest decisions to come with their jobs' offsets
+# (wake.py): as many as its home holds. 8 in an ESP8266's 492 bytes of RTC
+# memory (the unix board's file stands for those), 32 in 2 KiB of RTC memory
+# (ESP32) or in a file (RP2040: about 1.2 KB), so that a file with several
+# jobs due an hour gets hours of due wakes from one full pass.
+AGENDA_SMALL = const(8)
+AGENDA_LARGE = const(32)
+AGENDA = AGENDA_SMALL if 0 < getattr(board, 'RTC_MEM', 492) < 2048 else AGENDA_LARGE
 
 _rt = None
 # Set by net.py while the board is on a network: lease() -> True while a

@@ -31,7 +31,7 @@ import binascii
 import os
 from sporadic.device import store
 
-_SIZE = 512   # the longest index read back (ESP8266 RTC memory: 492 bytes)
+_SIZE = 2048  # the longest index read back (runtime.AGENDA_LARGE entries: about 1.2 KB)
 
 
 def key(st):
