@@ -97,6 +97,8 @@ def save(st, secret, rt, now, led):
         data += ' ' + _mac(secret, data) + '\n'
     b = _rtc()
     if b is not None:
+        if len(data) > getattr(b, 'RTC_MEM', _SIZE):
+            data = ''     # more than the memory holds: no index (the next wake's full pass)
         store.crashpoint()
         b.rtc_memory(data.encode())
         return
