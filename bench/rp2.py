@@ -7,6 +7,7 @@ Raspberry Pi Pico (companion vboard --board rp2-pico, rp2040js).
     python bench/rp2.py --lines '' --syncs 0 --sync-heap 1000,5000   # 5. alone
     python bench/rp2.py --lines '' --syncs 0 --wake 100,1000,5000    # 6. alone
     python bench/rp2.py --lines '' --syncs 0 --idle 100,1000,5000    # 7. alone
+    python bench/rp2.py --lines '' --syncs 0 --typical 24            # 8. alone (about 30 minutes)
 
 Every board is driven through its USB-CDC line only (mpremote and the
 companion; 5. also runs a heap sampler on the board over the raw REPL,
@@ -40,6 +41,11 @@ HEAP_SAMPLER):
    step, the loop asleep between steps (the watchdog's chunk wakes), awake
    seconds per idle hour, a reset's boot with the index matching:
    idle_wake(), which bench/wake.py --rp2 calls.
+8. with --typical HOURS: the typical 100-job file (typical_job_file) left to
+   run its loop HOURS emulated hours after a sync set its clock, the wake
+   index on and off: awake seconds a day from the cycles the core executed,
+   and the results synced back: typical_day(), which bench/wake.py --rp2
+   --typical calls.
 
 The emulator runs at 0.3-0.45x a real RP2040 on a busy 2-core machine, so
 seconds here are emulated-speed seconds; instruction counts and heap bytes
@@ -526,6 +532,100 @@ def idle_wake(lines, tmp=None, window=60.0, timeout=900):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+TYPICAL_EACH = 96    # daily `each` jobs, 4 at each whole hour
+TYPICAL_ANY = 3      # hourly `any` jobs
+
+
+def typical_job_file():
+    """bench/wake.py's typical file of 100 jobs: TYPICAL_EACH daily `each`
+    at the whole hours (4 an hour), TYPICAL_ANY hourly `any` (p 0.5 a draw,
+    three draws at :20, :30, :40), a daily `one` at 12:00; from
+    2026-12-01 (device_heap.T0)."""
+    from sporadic.core import jobline
+    from sporadic.desktop import merging
+    texts = ['each 2026-12-01T%02d:00Z log job%d ; every=1d' % (i % 24, i) for i in range(TYPICAL_EACH)]
+    texts += ['any:0.5 2026-12-01T00:20Z log any%d ; every=1h within=30m tick=10m' % i for i in range(TYPICAL_ANY)]
+    texts.append('one 2026-12-01T12:00Z log one ; every=1d grace=10m')
+    return merging.merge(jobline.parse_job(t, salt=str(i)).line() for i, t in enumerate(texts))
+
+
+# the baseline's loop: main.py's boot path with the wake index off (every wake a
+# full pass), started over the raw REPL (bench only: nothing is written on the board)
+LOOP_WITHOUT_INDEX = 'from sporadic.device import store, boot; store.WAKE_INDEX = False; boot.main()'
+
+
+def typical_day(hours=24.0, tmp=None, timeout=3600, index=True):
+    """A Pico holding the typical file (typical_job_file; an insecure fleet,
+    `companion image --board rp2-pico`, booted with `vboard --image`), its
+    clock set by a sync at T0 + 30 min, then left to run its loop for
+    `hours` emulated hours, unpaced (the emulated clock skips the time the
+    core sleeps; the syncs run paced: unpaced, the watchdog expires while
+    the board waits for the host's bytes): the jobs run, their results are written, the index is
+    used where it holds. Measured from outside the chip: the cycles the core
+    executed in that span (awake seconds at 125 MHz, scaled to a day), the
+    WFIs (sleeps: the loop's and the watchdog's chunk wakes) and boots; then
+    a sync brings the results back, counted by kind from results.txt (the
+    companion keeps every result). What the `log` actions cost is counted
+    (they print a line). Returns a dict; raises RuntimeError when the board
+    fails. index False: the baseline, the same loop with the wake index off
+    (LOOP_WITHOUT_INDEX, started after the sync)."""
+    from companion import syncer
+    from companion.fleet import Fleet
+    from companion.transport_serial import SerialLink
+    own = tmp is None
+    tmp = tmp or tempfile.mkdtemp(prefix='rp2typical-')
+    vb = None
+    try:
+        fleet, img = imaged_fleet(tmp, 'typical', typical_job_file())
+        vb = RP2VBoard(os.path.join(tmp, 'typical.flash'), firmware=UF2, bootrom=BOOTROM, image=img,
+                       stats=os.path.join(tmp, 'typical.stats'))
+        vb.start()
+        _first_sleep_after(vb, -1, timeout)
+        t_set = device_heap.T0 + 1800
+        link = SerialLink(vb.path)
+        try:
+            syncer.sync(Fleet(fleet), vb.path, progress=False, link=link, now=t_set)
+            since = vb.stats(60)
+        finally:
+            link.close()
+        _first_sleep_after(vb, since['instructions'], timeout)
+        if not index:
+            mpremote(vb.path, 'exec', '--no-follow', LOOP_WITHOUT_INDEX)
+            _first_sleep_after(vb, vb.stats(60)['instructions'], timeout)
+        since = vb.set_unpaced(True)
+        b = _wait_emulated(vb, since, hours * 3600, timeout)
+        vb.set_unpaced(False)
+        span = b['emulated_s'] - since['emulated_s']
+        awake = (b['cycles'] - since['cycles']) / 125e6
+        fig = {'index': index, 'hours': round(span / 3600, 2), 'jobs': TYPICAL_EACH + TYPICAL_ANY + 1,
+               'awake_s': round(awake, 2), 'awake_s_per_day': round(awake * 86400 / span, 2),
+               'instructions': b['instructions'] - since['instructions'], 'wfis': b['wfis'] - since['wfis'],
+               'boots': b['boots'] - since['boots']}
+        link = SerialLink(vb.path)
+        try:
+            syncer.sync(Fleet(fleet), vb.path, progress=False, link=link, now=int(t_set + span))
+        finally:
+            link.close()
+        kinds = {}
+        for line in open(os.path.join(fleet, 'jobs.txt')):
+            if line[8:11] != ' r ':
+                kinds[line[:8]] = line.split()[1].split(':')[0]
+        runs = {}
+        with open(os.path.join(fleet, 'results.txt')) as f:
+            for line in f:
+                w = line.split()
+                if len(w) > 5 and w[1] == 'r':
+                    key = '%s_%s' % (kinds.get(w[0], '?'), w[5])
+                    runs[key] = runs.get(key, 0) + 1
+        fig['results'] = runs
+        return fig
+    finally:
+        if vb is not None:
+            vb.stop()
+        if own:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument('--lines', default='1000,5000')
@@ -537,6 +637,9 @@ def main(argv=None):
                     help='instructions of a wake, power-on to sleep and sync to sleep, with N-line job files')
     ap.add_argument('--idle', default='', metavar='N,N',
                     help='a wake with nothing due, index on and off, and awake time per idle hour, N-line job files')
+    ap.add_argument('--typical', type=float, default=0, metavar='HOURS',
+                    help='the typical 100-job file left to run HOURS emulated hours, index on and off: '
+                         'awake s a day (typical_day)')
     ap.add_argument('--keep', action='store_true')
     a = ap.parse_args(argv)
     why = missing(UF2, BOOTROM)
@@ -568,6 +671,10 @@ def main(argv=None):
                       n, w['bytes'], w['index']['step_instructions'] / 1e6, w['index']['step_ms'],
                       w['baseline']['step_instructions'] / 1e6, w['baseline']['step_ms'],
                       w['index']['awake_s_per_idle_hour'], w['baseline']['awake_s_per_idle_hour']), flush=True)
+        for index in (True, False) if a.typical else ():
+            w = fig.setdefault('typical', {})['index' if index else 'baseline'] = typical_day(a.typical, tmp, index=index)
+            print('typical file, %s, %.1f h: awake %.2f s (%.2f s a day), %d sleeps, %d boots; results %s' % (
+                'index' if index else 'baseline', w['hours'], w['awake_s'], w['awake_s_per_day'], w['wfis'], w['boots'], w['results']), flush=True)
         if not (a.lines or a.syncs):
             raise _Done
         vb = power_on('bare')

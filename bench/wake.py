@@ -152,12 +152,15 @@ def main():
     ap.add_argument('--heap', default='64K')
     ap.add_argument('--sizes', default='100,1000,5000')
     ap.add_argument('--rp2', action='store_true', help='also on the emulated Pico (bench/rp2.py; minutes a size)')
+    ap.add_argument('--typical', type=float, default=0, metavar='HOURS',
+                    help='with --rp2: the typical file run HOURS emulated hours, index on and off '
+                         '(bench/rp2.py typical_day; about 10 and 20 minutes for 24 h)')
     ap.add_argument('--battery', metavar='FILE', help="only the battery rows, from an earlier --rp2 run's output")
     a = ap.parse_args()
     if a.battery:
         with open(a.battery) as f:
             last = json.loads([l for l in f.read().splitlines() if l.startswith('{')][-1])
-        print(json.dumps({'battery': battery(last['rp2']['100'])}))
+        print(json.dumps({'battery': battery(last['rp2']['100'], last['rp2'].get('typical'))}))
         return
     now = T0 + 3600          # 01:00: every job is due tomorrow at 06:00
     out = {'heap': a.heap, 'sizes': {}}
@@ -198,11 +201,11 @@ def main():
     if '100' in s and '5000' in s:
         i5, i1 = s['5000']['index']['idle_wake_us'], s['100']['index']['idle_wake_us']
         out['targets'] = {'idle_wake_5000_le_3ms': i5 <= 3000, 'idle_wake_5000_le_1_5x_100': i5 <= 1.5 * i1}
-    out['rp2'] = rp2_figures([int(x) for x in a.sizes.split(',')]) if a.rp2 else {'skipped': 'not asked (--rp2)'}
+    out['rp2'] = rp2_figures([int(x) for x in a.sizes.split(',')], a.typical) if a.rp2 else {'skipped': 'not asked (--rp2)'}
     print(json.dumps(out))
 
 
-def rp2_figures(sizes):
+def rp2_figures(sizes, typical_hours=0):
     """bench/rp2.py's idle_wake() for each size, with #15's targets on the
     Pico, or {'skipped': why} without the emulator."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -241,8 +244,11 @@ def rp2_figures(sizes):
         targets['awake_per_idle_hour_1000_le_1_5x_100'] = (ok['1000']['index']['awake_s_per_idle_hour']
                                                            <= 1.5 * ok['100']['index']['awake_s_per_idle_hour'])
     out['targets'] = targets
+    if typical_hours:
+        out['typical'] = {('index' if index else 'baseline'): rp2.typical_day(typical_hours, index=index)
+                          for index in (True, False)}
     if '100' in ok:
-        out['battery'] = battery(ok['100'])
+        out['battery'] = battery(ok['100'], out.get('typical'))
         for row in out['battery']:
             print('battery, %(board)s, %(file)s: awake %(before_s)s s a day before, %(after_s)s s after; '
                   '%(before_days)s days on 2xAA before, %(after_days)s after' % row, flush=True)
@@ -255,7 +261,7 @@ ESP32_AWAKE_MA, ESP32_SLEEP_MA = 40.0, 0.010    # a bare module: CPU on, radio o
 PICO_AWAKE_MA, PICO_SLEEP_MA = 25.0, 1.5        # RP2040 at 125 MHz; machine.lightsleep(ms)
 
 
-def battery(f):
+def battery(f, typical=None):
     """Awake seconds a day and days on 2xAA for an ESP32 and a Pico holding
     100 jobs, before (every wake a full pass) and after (the index), from
     the Pico's 100-line figures `f` (rp2_figures). Two files: 'idle' (all
@@ -265,7 +271,9 @@ def battery(f):
     way). A Pico light-sleeps between wakes (its watchdog's chunk wakes
     counted: sleeping_awake_s_per_h) and steps once an hour; an ESP32
     deep-sleeps, every wake a boot, costed as the Pico's chip time of the
-    same boot (an estimate: not measured on an ESP32)."""
+    same boot (an estimate: not measured on an ESP32). typical: bench/rp2.py's
+    typical_day() figures {'index': ..., 'baseline': ...}: the Pico's typical
+    row is then measured (a day of the loop, index on and off), not costed."""
     idle_ms, full_ms = f['index']['step_ms'], f['baseline']['step_ms']
     boot_ms = f['power_on_to_sleep_indexed_ms']
     # a boot without a matching index hashes jobs.txt: the baseline's first step does that
@@ -273,7 +281,12 @@ def battery(f):
     rows = []
     for name, full_after in (('idle', 2), ('typical', 24)):
         for board in ('ESP32', 'Pico'):
-            if board == 'Pico':
+            measured = board == 'Pico' and name == 'typical' and typical
+            if measured:
+                before = typical['baseline']['awake_s_per_day']
+                after = typical['index']['awake_s_per_day']
+                awake_ma, sleep_ma = PICO_AWAKE_MA, PICO_SLEEP_MA
+            elif board == 'Pico':
                 base = 24 * f['sleeping_awake_s_per_h']
                 before = base + 24 * full_ms / 1e3
                 after = base + (full_after * full_ms + (24 - full_after) * idle_ms) / 1e3
@@ -282,7 +295,7 @@ def battery(f):
                 before = 24 * boot_full_ms / 1e3
                 after = (full_after * boot_full_ms + (24 - full_after) * (boot_ms + idle_ms)) / 1e3
                 awake_ma, sleep_ma = ESP32_AWAKE_MA, ESP32_SLEEP_MA
-            row = {'board': board, 'file': name}
+            row = {'board': board, 'file': name, 'measured_day': bool(measured)}
             for k, s in (('before', before), ('after', after)):
                 mah = (s * awake_ma + (86400 - s) * sleep_ma) / 3600
                 row[k + '_s'] = round(s, 1)
