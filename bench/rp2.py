@@ -259,6 +259,21 @@ def _first_sleep_after(vb, since, timeout):
         time.sleep(0.5)   # polling the emulator's counters, not a timing assumption
 
 
+def _sync_at(fleet, vb, now):
+    """One `companion sync` of the emulated board vb at time now (its clock
+    set) -> the emulator's stats once it is done; the board goes back to
+    main.py."""
+    from companion import syncer
+    from companion.fleet import Fleet
+    from companion.transport_serial import SerialLink
+    link = SerialLink(vb.path)
+    try:
+        syncer.sync(Fleet(fleet), vb.path, progress=False, link=link, now=now)
+        return vb.stats(60)
+    finally:
+        link.close()
+
+
 def imaged_fleet(tmp, name, job_lines):
     """(fleet folder, image file): an insecure fleet whose jobs.txt is
     job_lines, and `companion image --board rp2-pico` of it."""
@@ -297,9 +312,6 @@ def wake_instructions(lines, tmp=None, timeout=900):
 
     Returns {'lines', 'bytes', 'power_on_to_sleep', 'sync_to_sleep',
     'boots'} (instructions; boots > 1: a watchdog reset on the way)."""
-    from companion import syncer
-    from companion.fleet import Fleet
-    from companion.transport_serial import SerialLink
     own = tmp is None
     tmp = tmp or tempfile.mkdtemp(prefix='rp2wake-')
     vb = None
@@ -311,12 +323,7 @@ def wake_instructions(lines, tmp=None, timeout=900):
         mark, st = _first_sleep_after(vb, -1, timeout)
         fig = {'lines': lines, 'bytes': os.path.getsize(os.path.join(fleet, 'jobs.txt')),
                'power_on_to_sleep': mark - st['boot_instructions']}
-        link = SerialLink(vb.path)
-        try:
-            syncer.sync(Fleet(fleet), vb.path, progress=False, link=link, now=device_heap.T0 + 3 * 3600)
-            since = vb.stats(60)['instructions']
-        finally:
-            link.close()     # the board goes back to main.py
+        since = _sync_at(fleet, vb, device_heap.T0 + 3 * 3600)['instructions']
         mark, st = _first_sleep_after(vb, since, timeout)
         fig['sync_to_sleep'] = mark - since
         fig['boots'] = st['boots']
@@ -437,9 +444,6 @@ def idle_wake(lines, tmp=None, window=60.0, timeout=900):
       a reset, so no step (what a deep-sleep wake adds to an idle step).
 
     Returns a dict; raises RuntimeError when the board fails."""
-    from companion import syncer
-    from companion.fleet import Fleet
-    from companion.transport_serial import SerialLink
     own = tmp is None
     tmp = tmp or tempfile.mkdtemp(prefix='rp2idle-')
     vb = None
@@ -450,12 +454,7 @@ def idle_wake(lines, tmp=None, window=60.0, timeout=900):
         vb.start()
         _first_sleep_after(vb, -1, timeout)
         fig = {'lines': lines, 'bytes': os.path.getsize(os.path.join(fleet, 'jobs.txt'))}
-        link = SerialLink(vb.path)
-        try:
-            syncer.sync(Fleet(fleet), vb.path, progress=False, link=link, now=device_heap.T0 + 3 * 3600)
-            since = vb.stats(60)['instructions']
-        finally:
-            link.close()     # the board goes back to main.py
+        since = _sync_at(fleet, vb, device_heap.T0 + 3 * 3600)['instructions']
         mark, st = _first_sleep_after(vb, since, timeout)
         fig['sync_to_sleep'] = mark - since
         a = vb.stats(60)
@@ -569,9 +568,7 @@ def typical_day(hours=24.0, tmp=None, timeout=3600, index=True):
     (they print a line). Returns a dict; raises RuntimeError when the board
     fails. index False: the baseline, the same loop with the wake index off
     (LOOP_WITHOUT_INDEX, started after the sync)."""
-    from companion import syncer
     from companion.fleet import Fleet
-    from companion.transport_serial import SerialLink
     own = tmp is None
     tmp = tmp or tempfile.mkdtemp(prefix='rp2typical-')
     vb = None
@@ -582,12 +579,7 @@ def typical_day(hours=24.0, tmp=None, timeout=3600, index=True):
         vb.start()
         _first_sleep_after(vb, -1, timeout)
         t_set = device_heap.T0 + 1800
-        link = SerialLink(vb.path)
-        try:
-            syncer.sync(Fleet(fleet), vb.path, progress=False, link=link, now=t_set)
-            since = vb.stats(60)
-        finally:
-            link.close()
+        since = _sync_at(fleet, vb, t_set)
         _first_sleep_after(vb, since['instructions'], timeout)
         if not index:
             mpremote(vb.path, 'exec', '--no-follow', LOOP_WITHOUT_INDEX)
@@ -601,22 +593,13 @@ def typical_day(hours=24.0, tmp=None, timeout=3600, index=True):
                'awake_s': round(awake, 2), 'awake_s_per_day': round(awake * 86400 / span, 2),
                'instructions': b['instructions'] - since['instructions'], 'wfis': b['wfis'] - since['wfis'],
                'boots': b['boots'] - since['boots']}
-        link = SerialLink(vb.path)
-        try:
-            syncer.sync(Fleet(fleet), vb.path, progress=False, link=link, now=int(t_set + span))
-        finally:
-            link.close()
-        kinds = {}
-        for line in open(os.path.join(fleet, 'jobs.txt')):
-            if line[8:11] != ' r ':
-                kinds[line[:8]] = line.split()[1].split(':')[0]
+        _sync_at(fleet, vb, int(t_set + span))
+        f = Fleet(fleet)
+        kinds = {j.id: j.kind for j in f.jobs()}
         runs = {}
-        with open(os.path.join(fleet, 'results.txt')) as f:
-            for line in f:
-                w = line.split()
-                if len(w) > 5 and w[1] == 'r':
-                    key = '%s_%s' % (kinds.get(w[0], '?'), w[5])
-                    runs[key] = runs.get(key, 0) + 1
+        for r in f.results():
+            key = '%s_%s' % (kinds.get(r.id, '?'), r.outcome)
+            runs[key] = runs.get(key, 0) + 1
         fig['results'] = runs
         return fig
     finally:
