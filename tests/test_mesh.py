@@ -15,6 +15,7 @@ import pytest
 
 from companion.fleet import device_secret
 from companion.fleet import Fleet
+from companion.syncer import GET_LINES
 from sporadic.core import jobline, leader, merge, plan, recon
 from sporadic.core import recondrv
 from sporadic.core import jobtext
@@ -72,7 +73,9 @@ class Board:
         got = []
         link = self.link()
         try:
-            recondrv.reconcile(lambda: iter(()), lambda ls: got.extend(ls), link.call, verify=False)
+            # as `companion sync` asks over TCP: at most GET_LINES lines a G
+            recondrv.reconcile(lambda: iter(()), lambda ls: got.extend(ls), link.call, verify=False,
+                               get_lines=GET_LINES)
         finally:
             link.close()
         return merging.merge(got)

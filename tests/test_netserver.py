@@ -18,10 +18,10 @@ def served(srv, done, deadline_s=30):
         serve(srv, until=time.time() + 0.05)
 
 
-def call_in_thread(port, requests, out, done):
+def call_in_thread(port, requests, out, done, fleet_key=None):
     def run():
         try:
-            link = TcpLink('127.0.0.1', port, timeout=20, me='b-2')
+            link = TcpLink('127.0.0.1', port, timeout=20, me='b-2', fleet_key=fleet_key)
             try:
                 for r in requests:
                     out.append(link.call(r))
@@ -36,8 +36,8 @@ def call_in_thread(port, requests, out, done):
     return t
 
 
-def new_server(handler):
-    return server.Server('b-1', handler, 0, '127.0.0.1')
+def new_server(handler, key=None):
+    return server.Server('b-1', handler, 0, '127.0.0.1', keyfor=lambda cid: key)
 
 
 def test_a_response_larger_than_the_socket_buffer_is_drained():
@@ -70,5 +70,34 @@ def test_closed_connections_leave_the_poll():
             assert srv.conns == []
         assert srv.poller.poll(0) == []
         assert srv.stats['accepted'] == server.MAX_CONN + 2
+    finally:
+        srv.close()
+
+
+def test_an_answer_in_pieces_is_framed_and_signed_as_one():
+    # syncsrv.pieces answers a G with recon's pieces, never joined on the
+    # board: the companion gets one signed frame; a handler failing part-way
+    # (no memory mid-G) answers an error, and the connection goes on
+    key = bytes(range(32))
+    lines = ['l%d caf\u00e9 \u2603' % i for i in range(500)]
+
+    def handler(req):
+        if req == 'G .':
+            return iter(lines)
+        if req == 'G x':
+            def failing():
+                yield 'one'
+                raise MemoryError('memory allocation failed, allocating 3557 bytes')
+            return failing()
+        return 'ok ' + req
+    srv = new_server(handler, key)
+    try:
+        out, done = [], threading.Event()
+        t = call_in_thread(srv.sock.getsockname()[1], ['G .', 'G x', 'I'], out, done, key.hex())
+        served(srv, done)
+        t.join(5)
+        assert out[0] == ''.join(lines)
+        assert out[1] == '!error MemoryError: memory allocation failed, allocating 3557 bytes'
+        assert out[2] == 'ok I'
     finally:
         srv.close()

@@ -32,6 +32,8 @@ def _b(x):
 
 
 def hmac_sha256(key, msg):
+    """HMAC-SHA256 of msg (str or bytes; or a tuple or list of them, taken
+    one after another: a long message is never joined to be signed)."""
     key = _b(key)
     if len(key) > _BLOCK:
         key = hashlib.sha256(key).digest()
@@ -42,7 +44,8 @@ def hmac_sha256(key, msg):
         ki[i] = key[i] ^ 0x36
         ko[i] = key[i] ^ 0x5C
     h = hashlib.sha256(ki)
-    h.update(_b(msg))
+    for part in msg if isinstance(msg, (tuple, list)) else (msg,):
+        h.update(_b(part))
     inner = h.digest()
     h = hashlib.sha256(ko)
     h.update(inner)

@@ -168,6 +168,20 @@ def h(req):
         return '!error %s: %s' % (type(e).__name__, e)
 
 
+def _is_recon(req):
+    return req[:1] in 'SNDGP' and req[1:2] in (' ', '')
+
+
+def pieces(req):
+    """h(req), in the pieces recon.Responder makes them where it is a recon
+    request: a long G answer over TCP is then framed piece by piece and
+    never joined in RAM (net/server.py)."""
+    if _is_recon(req):
+        _watchdog()
+        return responder().handle_iter(req)
+    return h(req)
+
+
 def w(req):
     """Answer one request by writing it out as it is made: STX, the answer
     in pieces, ETX (the serial link reads between the two). A long G answer
@@ -180,8 +194,7 @@ def w(req):
     out.write('\x02')
     _out = out
     try:
-        c = req[:1]
-        if c in 'SNDGP' and req[1:2] in (' ', ''):
+        if _is_recon(req):
             _watchdog()
             buf = []
             n = 0

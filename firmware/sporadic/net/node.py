@@ -55,7 +55,8 @@ class Node:
     """A board on the network: server + heartbeats + election + periodic
     board-to-board sync. Drive it with poll(ms) from the board's loop.
     source()/receive(lines) are the store's (recon's Responder API);
-    handler the device's syncsrv.h; unix_now() the board clock (or None)."""
+    handler the device's syncsrv.pieces (a request -> its answer, a str or
+    the answer's pieces); unix_now() the board clock (or None)."""
 
     def __init__(self, me, cfg, handler, source, receive, unix_now=None, ticks=ticks_ms,
                  append=None, board=None):
@@ -339,7 +340,7 @@ def main(max_ms=None, max_steps=None):
     try:
         if not wifi_join(cfg, board):
             raise OSError('Wi-Fi not joined')
-        node = Node(rt.id, cfg, syncsrv.h, lambda: storesync.lines(st), receive, clock.now, ticks_ms, st.append, board)
+        node = Node(rt.id, cfg, syncsrv.pieces, lambda: storesync.lines(st), receive, clock.now, ticks_ms, st.append, board)
     except OSError as e:
         print('sporadic: no network (%s): running without it' % e)
         return runtime.main(max_steps=max_steps)

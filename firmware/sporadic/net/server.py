@@ -33,7 +33,8 @@ class Conn:
         self.skey = None
         self.state = 0            # 0 hello sent, 1 authenticated
         self.inb = b''
-        self.out = b''
+        self.out = []             # bytes waiting to be sent, in order
+        self.off = 0              # of out[0], sent already
         self.seq = 0
         self.closing = False
         self.elevated = False
@@ -41,7 +42,8 @@ class Conn:
 
 
 class Server:
-    """Non-blocking TCP server: handler(request str) -> response str.
+    """Non-blocking TCP server: handler(request str) -> response str (or
+    its pieces, an iterable of str).
     Its sockets stay registered in poller (its own, or the one it is given)
     from the moment they open to the moment they close: hand what
     poller.poll() returns to event()."""
@@ -117,24 +119,30 @@ class Server:
         self.stats['accepted'] += 1
         self.conns.append(c)
         self.poller.register(s, select.POLLIN)
-        c.out = ('SPS1 %s %s\n' % (self.me, c.sn)).encode()
+        c.out.append(('SPS1 %s %s\n' % (self.me, c.sn)).encode())
         self._flush(c)
 
     def _flush(self, c):
-        if c.out:
+        while c.out:
+            b = c.out[0]
             try:
-                n = c.sock.send(c.out)
+                n = c.sock.send(memoryview(b)[c.off:] if c.off else b)
             except OSError as e:
                 if not (e.args and e.args[0] in _EAGAIN):
                     self._close(c)
                     return
                 n = 0
-            if n:
-                c.out = c.out[n:]
-                c.t = self.ticks()
-            if not c.out and c.closing:
-                self._close(c)
-                return
+            if not n:
+                break
+            c.t = self.ticks()
+            c.off += n
+            if c.off < len(b):
+                break
+            c.out.pop(0)
+            c.off = 0
+        if not c.out and c.closing:
+            self._close(c)
+            return
         # ask for POLLOUT only while output waits (a writable socket would
         # end every poll at once)
         if bool(c.out) != c.polled_out and c in self.conns:
@@ -197,12 +205,18 @@ class Server:
             resp = '!error not allowed from a peer board (companion only)'
         if resp is None and self.extra is not None:
             resp = self.extra(req)
-        if resp is None:
-            try:
+        body = None
+        try:
+            if resp is None:
                 resp = self.h(req)
-            except Exception as e:  # a handler bug: an answer, never a crash
-                resp = '!error %s' % e
-        c.out += wire.frame(c.skey, 'r', c.seq, resp)
+            # the handler's answer: a str, or its pieces (a long G answer,
+            # framed piece by piece and never joined)
+            parts = wire.frame_parts(c.skey, 'r', c.seq, (resp,) if isinstance(resp, str) else resp)
+        except Exception as e:  # a handler bug or no memory: an answer, never a crash
+            resp = None
+            parts = wire.frame_parts(c.skey, 'r', c.seq, ('!error %s: %s' % (type(e).__name__, e),))
+        resp = None
+        c.out.extend(parts)
         c.seq += 1
         self._flush(c)
         return True
@@ -236,7 +250,7 @@ class Server:
         c.skey = wire.session_key(key, c.sn, cn)
         c.elevated = cid == wire.COMPANION or key is None
         c.state = 1
-        c.out += ('OK %s\n' % wire.mac(key, wire.hello_text('s', c.sn, cn, cid, self.me))).encode()
+        c.out.append(('OK %s\n' % wire.mac(key, wire.hello_text('s', c.sn, cn, cid, self.me))).encode())
         self._flush(c)
         return True
 

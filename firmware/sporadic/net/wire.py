@@ -59,14 +59,27 @@ def session_key(key, sn, cn):
 
 def frame(skey, d, seq, payload):
     """One frame as bytes: header + payload."""
-    b = payload.encode() if isinstance(payload, str) else payload
-    m = mac(skey, d + str(seq) + ' ' + payload) if skey else '-'
-    return ('%d %s\n' % (len(b), m)).encode() + b
+    return b''.join(frame_parts(skey, d, seq, (payload,)))
+
+
+def frame_parts(skey, d, seq, pieces):
+    """One frame as a list of bytes, [header, piece, ...], from an answer
+    in pieces (str): the MAC and the length are taken piece by piece, so a
+    long answer is never held in one block (a board's heap fragments)."""
+    out = [b'']
+    n = 0
+    for p in pieces:
+        b = p.encode() if isinstance(p, str) else p
+        n += len(b)
+        out.append(b)
+    m = mac(skey, [d + str(seq) + ' '] + out[1:]) if skey else '-'
+    out[0] = ('%d %s\n' % (n, m)).encode()
+    return out
 
 
 def frame_ok(skey, d, seq, payload, m):
     """A received frame's MAC verifies (always, without a session key)."""
-    return skey is None or hmac.check_hex(skey, d + str(seq) + ' ' + payload, m)
+    return skey is None or hmac.check_hex(skey, (d + str(seq) + ' ', payload), m)
 
 
 def fleet_key(cfg):
