@@ -71,8 +71,12 @@ def read(st, secret):
         if b is not None:
             text = b.rtc_memory().decode()
         else:
-            with open(st.root + 'wake.idx') as f:
-                text = f.read(_SIZE)
+            path = st.root + 'wake.idx'
+            n = os.stat(path)[6]
+            if n > _SIZE:
+                return None
+            with open(path) as f:
+                text = f.read(n)   # its size, not _SIZE: a 2 KB block fragments a small heap
     except (OSError, ValueError, UnicodeError):
         return None
     f = text.split(' ')
@@ -104,9 +108,10 @@ def save(st, secret, rt, now, led):
         return
     path = st.root + 'wake.idx'
     try:
-        with open(path) as f:
-            if f.read(_SIZE) == data:
-                return        # unchanged: no flash write
+        if os.stat(path)[6] == len(data):
+            with open(path) as f:
+                if f.read(len(data)) == data:
+                    return        # unchanged: no flash write
     except OSError:
         pass
     f = open(path, 'w')
