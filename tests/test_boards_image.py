@@ -671,3 +671,30 @@ def test_flash_changes_the_fleet_only_once_the_board_is_written(tmp_path):
     assert cfg["fleet_key"] == after["keys/peer"].decode().strip()
     assert cfg["peers"] == ["192.168.4.8:7370"] and cfg["wifi"] == {"ssid": "home", "key": "pw"}
     assert "hwm" in cfg and cfg["sync_port"] == 7370
+
+
+@pytest.mark.needs("micropython")
+def test_a_whole_file_due_at_once_runs_once_each_in_a_small_heap(tmp_path):
+    """An ESP32 image holding 100 jobs, all due when it boots (a board
+    whose clock was set a day late): they run over several passes, each
+    exactly once, and every boot ends cleanly. A pass that ran them all at
+    once logged 200 records, more than the store holds in RAM to merge: the
+    board ran out of memory on that boot and every one after."""
+    import time as _time
+    host = standins(tmp_path)
+    when = _time.strftime("%Y-%m-%dT%H:%MZ", _time.gmtime(int(_time.time()) - 60))
+    out = str(tmp_path / "fs.bin")
+    image.build_image("esp32", "pump-1", out,
+                      "".join("each %s log job%d ; within=1d\n" % (when, i) for i in range(100)),
+                      secret=b"\x22" * 16)
+    g = image.geometry("esp32")
+    for boot in range(6):
+        p = subprocess.run([MICROPYTHON, "-X", "heapsize=96K", LFS_BOOT, out, str(g["block_size"]),
+                            str(g["block_count"]), str(g["prog_size"]), host],
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, "boot %d: %s" % (boot, p.stdout[-1000:] + p.stderr[-2000:])
+    with open(out, "rb") as f:
+        found = image.read_image(f.read(), g)
+    records = b"".join(found.get(n, b"") for n in ("/log.txt", "/jobs.txt")).decode()
+    ran = [l.split()[0] for l in records.splitlines() if " r pump-1 0 " in l and " ok " in l]
+    assert len(ran) == 100 and len(set(ran)) == 100, (len(ran), len(set(ran)))
