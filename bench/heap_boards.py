@@ -2,7 +2,11 @@
 boots: LittleFS mounted as /, /lib/sporadic/*.mpy + /lib/board.mpy imported,
 /cfg.json loaded, and the run loop makes 3 passes that run one due job.
 
-    python bench/heap_boards.py [BOARD ...]
+    python bench/heap_boards.py [--typical] [BOARD ...]
+
+--typical puts bench/rp2.py's typical file of 100 jobs beside the due one,
+so that the wake index's agenda is full (runtime.AGENDA entries: 32 on an
+ESP32 or a Pico, 8 on an ESP8266) when the pass records it.
 
 Found by bisection of `micropython -X heapsize=N` (1 KiB steps) on the unix
 port. The boot script and the stand-in `machine` module are .mpy too, so
@@ -38,7 +42,7 @@ MICROPYTHON32_FROZEN = (os.environ.get("SPORADIC_MICROPYTHON32_FROZEN")
 BOARDS = ["esp8266", "esp32", "esp32s3", "rp2-pico-w", "unix"]
 
 
-def prepare(name, tmp, frozen=False):
+def prepare(name, tmp, frozen=False, typical=False):
     lib = os.path.join(tmp, "host")
     os.makedirs(lib)
     for n in ("tests/lfsboot.py", "companion/vboard_blockdev.py", "tests/standin/machine.py",
@@ -53,8 +57,12 @@ def prepare(name, tmp, frozen=False):
         due, env = int(time.time()) - 60, {}
     when = time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime(due))
     clean = os.path.join(tmp, "clean.bin")
-    image.build_image(name, "bench-1", clean, "each %s log hello ; within=1d\n" % when, secret=b"\x33" * 16,
-                      frozen=frozen)
+    jobs = "each %s log hello ; within=1d\n" % when
+    if typical:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import rp2
+        jobs += "".join(l + "\n" for l in rp2.typical_job_file())
+    image.build_image(name, "bench-1", clean, jobs, secret=b"\x33" * 16, frozen=frozen)
     return lib, clean, env
 
 
@@ -74,9 +82,9 @@ def boots(name, heap_k, lib, clean, env, tmp, interpreter=None):
     return any(" r bench-1 0 " in l and " ok " in l for l in text.splitlines())
 
 
-def smallest(name, interpreter=None, frozen=False):
+def smallest(name, interpreter=None, frozen=False, typical=False):
     with tempfile.TemporaryDirectory() as tmp:
-        lib, clean, env = prepare(name, tmp, frozen)
+        lib, clean, env = prepare(name, tmp, frozen, typical)
         lo, hi = 8, 256
         if not boots(name, hi, lib, clean, env, tmp, interpreter):
             return None
@@ -107,16 +115,18 @@ def interpreters_32bit():
 
 
 def main(argv):
-    names = argv or BOARDS
+    typical = "--typical" in argv
+    names = [a for a in argv if a != "--typical"] or BOARDS
     mp32, frz = interpreters_32bit()
-    print("smallest heap (KiB) that boots the board's image and runs a job")
+    print("smallest heap (KiB) that boots the board's image and runs a job%s"
+          % (" beside the typical 100" if typical else ""))
     print("%-12s %10s %10s %14s %12s %6s" % ("board", "64-bit", "32-bit", "32-bit frozen", "board heap",
                                              "fits"))
     out = {}
     for n in names:
-        k64 = smallest(n)
-        k32 = smallest(n, mp32) if mp32 else None
-        kfz = smallest(n, frz, frozen=True) if frz else None
+        k64 = smallest(n, typical=typical)
+        k32 = smallest(n, mp32, typical=typical) if mp32 else None
+        kfz = smallest(n, frz, frozen=True, typical=typical) if frz else None
         heap = files.boards().load(n)["heap_bytes"] // 1024
         fits = (k32 <= heap) if k32 else None
         out[n] = {"heap_k_64bit": k64, "heap_k_32bit": k32, "heap_k_32bit_frozen": kfz,
@@ -127,7 +137,8 @@ def main(argv):
     if not mp32:
         print("no 32-bit interpreter (%s): run bench/build_micropython32.sh for the board's own figure"
               % MICROPYTHON32)
-    print(json.dumps({"interpreter_32bit": mp32, "interpreter_32bit_frozen": frz, "boards": out}))
+    print(json.dumps({"interpreter_32bit": mp32, "interpreter_32bit_frozen": frz, "typical": typical,
+                      "boards": out}))
 
 
 if __name__ == "__main__":
