@@ -29,6 +29,7 @@ except ImportError:
 PORT = const(7370)
 HELLO_MAX = const(160)     # bytes of a hello line
 HEADER_MAX = const(40)     # bytes of a frame header line
+PART_BYTES = const(1024)   # a framed answer's pieces are sent in blocks of about this
 COMPANION = 'companion'   # the id the companion speaks as (per-device secret)
 
 
@@ -67,11 +68,21 @@ def frame_parts(skey, d, seq, pieces):
     in pieces (str): the MAC and the length are taken piece by piece, so a
     long answer is never held in one block (a board's heap fragments)."""
     out = [b'']
+    run = []      # pieces joined into blocks of about PART_BYTES: few sends, no long block
+    k = 0
     n = 0
     for p in pieces:
         b = p.encode() if isinstance(p, str) else p
         n += len(b)
-        out.append(b)
+        run.append(b)
+        k += len(b)
+        if k >= PART_BYTES:
+            out.append(b''.join(run))
+            run = []
+            k = 0
+    if run:
+        out.append(b''.join(run))
+    run = None
     m = mac(skey, [d + str(seq) + ' '] + out[1:]) if skey else '-'
     out[0] = ('%d %s\n' % (n, m)).encode()
     return out
