@@ -59,8 +59,7 @@ def prepare(name, tmp, frozen=False, typical=False):
     clean = os.path.join(tmp, "clean.bin")
     jobs = "each %s log hello ; within=1d\n" % when
     if typical:
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        import rp2
+        import rp2   # bench/ is on sys.path: this script's folder
         jobs += "".join(l + "\n" for l in rp2.typical_job_file())
     image.build_image(name, "bench-1", clean, jobs, secret=b"\x33" * 16, frozen=frozen)
     return lib, clean, env

@@ -18,11 +18,6 @@ UNKNOWN_SLEEP = const(60)     # clock unknown: look again after this (s)
 HOSTS_MAX = const(128)        # host records held in RAM; beyond, ranks stream
 LAST_KEPT = const(5)
 JUMP_BACK = const(300)
-# Own log bytes past which a pass leaves its other due jobs to the next pass,
-# which comes at once, after the compaction: the store holds the log in RAM
-# to merge it (store.pending), so a pass that ran a whole file's jobs at
-# once (a clock set a day late) ran a 56K board out of memory, on every boot.
-PASS_LOG_MAX = const(4096)
 KEEP_INDEX_CODE = const(196608)   # this much free at import: wake/agenda stay loaded (_drop_index_code)
 # The wake index lists the earliest decisions to come with their jobs' offsets
 # (wake.py): as many as its home holds. 8 in an ESP8266's 492 bytes of RTC
@@ -296,7 +291,7 @@ class Runtime:
         self._asg = asg
         now = self.last_now   # this pass's time (step)
         self.jobs += 1
-        if self.store.log_size > PASS_LOG_MAX:
+        if self.store.log_size > store.PASS_LOG_MAX:
             self.pending += 1
             self._note(now, jid)   # decided at the next pass (the compaction drops the agenda)
             return

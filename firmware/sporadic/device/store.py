@@ -24,6 +24,11 @@ import sys
 from sporadic.core import jobline, merge
 
 LOG_MAX = const(2048)     # own log bytes that trigger a compaction
+# own log bytes past which the loop's pass leaves its other due jobs to the
+# next pass, after the compaction (runtime._visit): pending() holds the log
+# in RAM, and a pass that ran a whole file's jobs at once (a clock set a day
+# late) ran a 56K board out of memory here, on every boot after it too
+PASS_LOG_MAX = const(4096)
 IN_MAX = const(1024)      # received bytes that trigger a compaction
 OUT_MAX = const(16)       # outbox segments kept (oldest dropped beyond)
 QUAR_MAX = const(8192)    # quar.txt bytes before it is rotated to quar.old
@@ -192,7 +197,8 @@ class Store:
 
     def pending(self):
         """The not-yet-compacted lines (log.txt + in.txt), sorted, in RAM
-        (bounded by LOG_MAX + IN_MAX)."""
+        (bounded by PASS_LOG_MAX and one job's records, and by
+        storesync's in.txt limit)."""
         if self._pend is None:
             p = []
             for path in (self.log, self.inp):

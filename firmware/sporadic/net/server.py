@@ -213,7 +213,6 @@ class Server:
             # framed piece by piece and never joined)
             parts = wire.frame_parts(c.skey, 'r', c.seq, (resp,) if isinstance(resp, str) else resp)
         except Exception as e:  # a handler bug or no memory: an answer, never a crash
-            resp = None
             parts = wire.frame_parts(c.skey, 'r', c.seq, ('!error %s: %s' % (type(e).__name__, e),))
         resp = None
         c.out.extend(parts)

@@ -82,8 +82,7 @@ def frame_parts(skey, d, seq, pieces):
             k = 0
     if run:
         out.append(b''.join(run))
-    run = None
-    m = mac(skey, [d + str(seq) + ' '] + out[1:]) if skey else '-'
+    m = mac(skey, [d + str(seq) + ' '] + out[1:])
     out[0] = ('%d %s\n' % (n, m)).encode()
     return out
 
