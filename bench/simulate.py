@@ -29,7 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..'))
 sys.path.insert(0, os.path.join(HERE, '..', 'firmware'))
 
-from companion.simulate import simulate  # noqa: E402
+from companion.simulate import Sim, simulate, parallel  # noqa: E402
 from sporadic.core.timeutil import parse_time
 from sporadic.core.timefmt import format_time  # noqa: E402
 
@@ -69,6 +69,12 @@ def scenario(hosts, days, jobs=100):
     }
 
 
+def _cpu():
+    """CPU seconds of this process and of its finished children (the workers)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument('--hosts', type=int, default=1000)
@@ -76,21 +82,24 @@ def main():
     p.add_argument('--full', action='store_true', help='365 simulated days (the budget of issue 8)')
     p.add_argument('--jobs', type=int, default=100)
     p.add_argument('--seed', type=int, default=1)
+    p.add_argument('--workers', type=int, default=None,
+                   help='processes to share the jobs among (default: one per CPU)')
     a = p.parse_args()
     if a.full:
         a.days = 365
     scn = scenario(a.hosts, a.days, a.jobs)
     t = time.perf_counter()
-    c0 = time.process_time()
-    rep = simulate(scn, a.seed)
+    workers = a.workers if a.workers is not None else parallel.workers_for(Sim(scn, a.seed))
+    c0 = _cpu()
+    rep = simulate(scn, a.seed, workers=workers)
     wall = time.perf_counter() - t
-    cpu = time.process_time() - c0
+    cpu = _cpu() - c0
     hd = a.hosts * a.days
     c = rep['counts']
-    print('%d hosts x %d jobs x %d days: %.1f s wall (%.1f s CPU), %.0f host-days/s (%.0f a CPU-second)'
-          % (a.hosts, a.jobs, a.days, wall, cpu, hd / wall, hd / cpu))
-    print('  %d events, %d wakes, %d decisions (%.0f decisions/s), %d syncs moving %.1f MB'
-          % (c['events'], c['wakes'], c['decisions'], c['decisions'] / wall, rep['sync']['ok'],
+    print('%d hosts x %d jobs x %d days: %.1f s wall (%.1f s CPU, %d worker%s), %.0f host-days/s (%.0f a CPU-second)'
+          % (a.hosts, a.jobs, a.days, wall, cpu, workers, '' if workers == 1 else 's', hd / wall, hd / cpu))
+    print('  %d sync events, %d job wakes, %d decisions (%.0f decisions/s), %d syncs moving %.1f MB'
+          % (c['sync_events'], c['job_wakes'], c['decisions'], c['decisions'] / wall, rep['sync']['ok'],
              rep['sync']['bytes'] / 1e6))
     for k, t2 in rep['by_type'].items():
         print('  %-4s runs %d of %d expected, duplicate runs %d, missed %d'
@@ -100,7 +109,8 @@ def main():
     print(json.dumps({'bench': 'simulate', 'hosts': a.hosts, 'jobs': a.jobs, 'days': a.days,
                       'wall_s': round(wall, 2), 'cpu_s': round(cpu, 2), 'host_days_per_s': round(hd / wall, 1),
                       'host_days_per_cpu_s': round(hd / cpu, 1), 'year_cpu_s_projected': round(cpu * 365 / a.days, 1),
-                      'events': c['events'], 'decisions': c['decisions'], 'syncs': rep['sync']['ok'],
+                      'year_wall_s_projected': round(wall * 365 / a.days, 1), 'workers': workers,
+                      'sync_events': c['sync_events'], 'job_wakes': c['job_wakes'], 'decisions': c['decisions'], 'syncs': rep['sync']['ok'],
                       'bytes_synced': rep['sync']['bytes']}, sort_keys=True))
 
 

@@ -86,6 +86,17 @@ def test_verify_against_merge():
     assert json.dumps(fast, sort_keys=True) == json.dumps(rep, sort_keys=True)
 
 
+def test_jobs_shared_among_processes_give_the_report_of_one():
+    # no decision about a job reads another job's records, so runs over
+    # groups of the jobs in worker processes assemble into the same report,
+    # duplicates, bytes and files at the end included
+    one = S.simulate(copy.deepcopy(MIXED), 3, workers=1)
+    for n in (2, 3):
+        shared = S.simulate(copy.deepcopy(MIXED), 3, workers=n)
+        assert json.dumps(shared, sort_keys=True) == json.dumps(one, sort_keys=True)
+    assert one['duplicates'] and one['sync']['bytes'] > one['sync']['ok'] * one['sync']['overhead_per_party']
+
+
 def test_each_runs_once_per_host_per_instance():
     s = scn("""
 each 2026-01-01T01:00Z a ; every=1h
@@ -304,10 +315,10 @@ def test_examples_load_and_run(name):
 
 # -- helpers --
 
-def _args(path, seed=None, json=False, sweep=None, plot=None, steps=6, verify=False):
+def _args(path, seed=None, json=False, sweep=None, plot=None, steps=6, verify=False, workers=None):
     import argparse
     return argparse.Namespace(scenario=path, seed=seed, json=json, sweep=sweep, plot=plot, steps=steps,
-                              verify=verify)
+                              verify=verify, workers=workers)
 
 
 def _toml(d):

@@ -11,6 +11,7 @@
 #   engine.py    the event loop: wakes, decisions, syncs
 #   verify.py    --verify: the literal files
 #   report.py    the figures; the closed form for `any`
+#   parallel.py  the jobs shared among processes; the parts assembled
 #   output.py    the report as text; the sweep's plot
 #   cli.py       the verb and --sweep
 from companion.simulate.scenario import expand, select, load, _time  # noqa: F401

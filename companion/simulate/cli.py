@@ -78,6 +78,8 @@ def add_parser(subparsers):
     s.add_argument('--plot', metavar='OUT.png', help='with --sweep: plot duplicates and misses (needs matplotlib)')
     s.add_argument('--verify', action='store_true', help='also keep literal line sets and check every sync '
                    'against merging.merge (slow; small scenarios)')
+    s.add_argument('--workers', type=int, default=None, metavar='N',
+                   help='processes to share the jobs among (default: one per CPU for a large run)')
     s.set_defaults(func=command)
     return s
 
@@ -87,7 +89,7 @@ def command(args):
     if args.plot and not args.sweep:
         raise UserError('--plot needs --sweep')
     if not args.sweep:
-        rep = simulate(scn, args.seed, args.verify)
+        rep = simulate(scn, args.seed, args.verify, args.workers)
         if args.json:
             sys.stdout.write(json.dumps(rep, sort_keys=True, indent=1) + '\n')
         else:
@@ -100,7 +102,7 @@ def command(args):
     for v in sweep_values(spec, args.steps):
         s = copy.deepcopy(scn)   # TOML date-times are not JSON: copy the objects
         _setkey(s, key, v)
-        rows.append((v, simulate(s, args.seed, args.verify)))
+        rows.append((v, simulate(s, args.seed, args.verify, args.workers)))
     if args.json:
         sys.stdout.write(json.dumps({'sweep': key, 'points': [{'value': v, 'report': r} for v, r in rows]},
                                     sort_keys=True, indent=1) + '\n')

@@ -11,6 +11,7 @@ from companion.simulate.scenario import Fleet, SYNC_OVERHEAD  # noqa: F401 (the 
 from companion.simulate.logs import LogModel, MISS_C, OK_C
 from companion.simulate.verify import Verify
 from companion.simulate.report import Report
+from companion.simulate import parallel
 
 JUMP_S, JUMPS_KEPT = 300, 4   # device/clock.py's: a clock change it records as a jump, and how many
 WAIT, IDLE, RUN, MISS, DECIDE_MAX = plan.WAIT, plan.IDLE, plan.RUN, plan.MISS, plan.DECIDE_MAX
@@ -42,11 +43,16 @@ class Sim(Fleet, LogModel, Verify, Report):
     # -- the run --
 
     def run(self):
+        return self.assemble([self.run_part()])
+
+    def run_part(self):
+        """Run the scenario -> the part of a report (Report.part)."""
         # sunrise/sunset jobs: the planner reads the planning host's position from
         # plan.position, as a board does (device/runtime.py); each wake sets it
         pos = plan.position
         try:
-            return self._run()
+            self._run()
+            return self.part()
         finally:
             plan.position = pos
 
@@ -68,9 +74,12 @@ class Sim(Fleet, LogModel, Verify, Report):
         self._vrng = {}
         self._crng = {}
         self._mrng = {}
-        self.stats = {'decisions': 0, 'wakes': 0, 'events': 0, 'miss_records': 0,
+        # the world's figures (sync_events, syncs and their failures,
+        # overhead_bytes) do not depend on the jobs; the others add up over
+        # runs of disjoint sets of the jobs (Report.assemble)
+        self.stats = {'decisions': 0, 'job_wakes': 0, 'sync_events': 0, 'miss_records': 0,
                       'syncs': 0, 'sync_failed_down': 0, 'sync_failed_split': 0,
-                      'sync_failed_random': 0, 'bytes': 0, 'verified_syncs': 0}
+                      'sync_failed_random': 0, 'line_bytes': 0, 'overhead_bytes': 0, 'verified_syncs': 0}
         if self.verify:
             self.lit = [set(self.static) for _ in range(P)]
         for x, h in enumerate(self.hosts):
@@ -90,29 +99,29 @@ class Sim(Fleet, LogModel, Verify, Report):
                     self._push(self._grid(self.start + rng.expovariate(c['rate'])), _SYNC, _CONTACT, li, x)
         for li, m in enumerate(self.meshes):
             self._push(self._grid(self.start + m['offset']), _SYNC, _MESH, li, 0)
-        self.n_decisions = self.n_wakes = self.n_miss = 0
+        self.n_decisions = self.n_jobwakes = self.n_miss = 0
         ev = self.ev
         pop = heapq.heappop
         hosts = self.hosts
         events = 0
         while ev:
             t, _, _, kind, a, b = pop(ev)
-            events += 1
             if kind == _HOSTWAKE:
                 if hosts[a].ver == b:
                     self._wake(a, t)
-            elif kind == _VISIT:
+                continue
+            events += 1
+            if kind == _VISIT:
                 self._visit(a, b, t)
             elif kind == _CONTACT:
                 self._contact(a, b, t)
             else:
                 self._mesh(a, t)
         st = self.stats
-        st['events'] = events
+        st['sync_events'] = events
         st['decisions'] = self.n_decisions
-        st['wakes'] = self.n_wakes
+        st['job_wakes'] = self.n_jobwakes
         st['miss_records'] = self.n_miss
-        return self.report()
 
     # -- hosts --
 
@@ -124,7 +133,6 @@ class Sim(Fleet, LogModel, Verify, Report):
             h.ver += 1
             self._push(self._grid(up.next_up(t)), _WAKE, _HOSTWAKE, x, h.ver)
             return
-        self.n_wakes += 1
         if self.sun:
             plan.position = h.pos
         d = h.drift
@@ -134,12 +142,15 @@ class Sim(Fleet, LogModel, Verify, Report):
         sh = self.jshift
         lim = (now + 1) << sh
         jmask = (1 << sh) - 1
+        n = 0
         while hq and hq[0] < lim:
+            n += 1
             nxt = decide(x, hq[0] & jmask, now, t)
             if nxt is None:
                 heapq.heappop(hq)
             else:
                 heapq.heapreplace(hq, nxt)
+        self.n_jobwakes += n
         h.ver += 1
         if hq:
             lt = hq[0] >> sh
@@ -309,7 +320,8 @@ class Sim(Fleet, LogModel, Verify, Report):
         V[p] = U
         V[q] = U[:]
         self.stats['syncs'] += 1
-        self.stats['bytes'] += n + self.overhead
+        self.stats['line_bytes'] += n
+        self.stats['overhead_bytes'] += self.overhead
 
     def _can(self, x, y, t, fail, rng):
         for p in (x, y):
@@ -393,12 +405,21 @@ class Sim(Fleet, LogModel, Verify, Report):
             for x in g:
                 self.V[x] = U[:]
             self.stats['syncs'] += 1
-            self.stats['bytes'] += n + self.overhead * len(g)
+            self.stats['line_bytes'] += n
+            self.stats['overhead_bytes'] += self.overhead * len(g)
         nt = t + m['interval']
         if m['jitter']:
             nt += rng.uniform(-m['jitter'], m['jitter'])
         self._push(max(self._grid(nt), t + self.res), _SYNC, _MESH, li, 0)
 
 
-def simulate(scn, seed=None, verify=False):
-    return Sim(scn, seed, verify).run()
+def simulate(scn, seed=None, verify=False, workers=None):
+    """Run a scenario -> its report. workers: processes to share the jobs
+    among (parallel.py); None: as many as there are CPUs when the run is
+    large enough to gain from them. --verify runs in one."""
+    sim = Sim(scn, seed, verify)
+    if workers is None:
+        workers = 1 if verify else parallel.workers_for(sim)
+    if workers <= 1 or verify or sim.J < 2:
+        return sim.run()
+    return sim.assemble(parallel.run_parts(sim, workers))

@@ -69,7 +69,7 @@ def text(rep):
         ('; companion %d lines / %s' % (f['companion_lines'], _size(f['companion_bytes'])))
         if 'companion_lines' in f else ''))
     c = rep['counts']
-    w('work: %d events, %d wakes, %d decisions' % (c['events'], c['wakes'], c['decisions']))
+    w('work: %d sync events, %d job wakes, %d decisions' % (c['sync_events'], c['job_wakes'], c['decisions']))
     for a in rep['analytic']:
         if not a['applies']:
             w('analytic (any %s): does not apply: %s' % (a['job'], a['why_not']))

@@ -57,76 +57,114 @@ class Report:
         return False
 
     def report(self):
+        return self.assemble([self.part()])
+
+    def part(self):
+        """What this run found, job by job, and the figures of its records:
+        everything the report sums over jobs, kept apart so that runs of
+        disjoint sets of a scenario's jobs over the same world (parallel.py)
+        assemble into the report of one run of them all. Per job: its row,
+        the delays and the all-knew spreads behind the type's figures, its
+        first duplicates; per party: the lines and bytes its records add to
+        its file at the end."""
+        jobs = []
+        dups_kept = 0
+        for j, job in enumerate(self.jobs):
+            row, delays, spread, dups = self._job_row(j, job, 1000 - dups_kept)
+            dups_kept += len(dups)
+            jobs.append((job.id, row, delays, spread, dups))
+        files = []
+        for x in range(self.P):
+            V = self.V[x]
+            files.append((sum(map(getitem, [lg.D for lg in self.logs], V)),
+                          sum(map(getitem, [lg.LB for lg in self.logs], V))))
+        return {'jobs': jobs, 'files': files, 'stats': dict(self.stats)}
+
+    def _job_row(self, j, job, dups_max):
+        single = self.single[j]
+        elig = [x for x in range(self.H) if plan.eligible(job, self.names[x])]
+        ks, cover = self._instances(job, elig)
+        n_inst = len(ks)
+        delays = []
+        dups = []
+        runs = dup_runs = dup_inst = cross = missed = ran_inst = 0
+        spread = []
+        unknown = 0
+        if single:
+            eligible = self.H
+            for k in ks:
+                rs = self.inst.get((j, k))
+                if not rs:
+                    missed += 1
+                    continue
+                ran_inst += 1
+                runs += len(rs)
+                d = self._due(job, k, rs[0][1])
+                delays.append(rs[0][0] - d)
+                if len(rs) > 1:
+                    dup_inst += 1
+                    dup_runs += len(rs) - 1
+                    t1, x1 = rs[0]
+                    cr = [self._cross(x1, t1, x2, t2) for t2, x2 in rs[1:]]
+                    cross += sum(cr)
+                    if len(dups) < dups_max:
+                        dups.append({'job': job.id, 'instance': '%s.%d' % (job.id, k),
+                                     'due': format_time(d),
+                                     'runs': [{'host': self.names[xx], 'at': format_time(tt)} for tt, xx in rs],
+                                     'cross_section': any(cr)})
+                e = self.know.get((j, k))
+                if e is not None and e[1] is not None:
+                    spread.append(e[1] - rs[0][0])
+                else:
+                    unknown += 1
+        else:
+            eligible = len(elig)
+            expected = 0
+            for k in ks:
+                rs = self.inst.get((j, k), ())
+                who = set()
+                for tt, xx in rs:
+                    if xx in who:
+                        dup_runs += 1
+                    else:
+                        who.add(xx)
+                    delays.append(tt - self._due(job, k, xx))
+                runs += len(rs)
+                if cover is None:
+                    expected += eligible
+                    missed += eligible - len(who)
+                else:
+                    expected += len(cover[k])
+                    missed += len(cover[k]) - len(who.intersection(cover[k]))
+        row = {'id': job.id, 'type': job.kind, 'line': job.text(), 'eligible_hosts': eligible,
+               'instances': n_inst, 'runs': runs, 'duplicate_runs': dup_runs,
+               'duplicate_instances': dup_inst, 'cross_section_duplicates': cross,
+               'missed': missed, 'expected_runs': n_inst if single else expected,
+               'delay': _dist(delays)}
+        if job.cal is not None:   # a polar day is a miss recorded 'no sunset'
+            row['miss_records'] = dict(sorted(self.why[j].items()))
+        if single:
+            row['instances_run'] = ran_inst
+            row['all_knew'] = _dist(spread)
+            row['all_knew']['never'] = unknown
+        return row, delays, spread, dups
+
+    def assemble(self, parts):
+        """The report of this fleet's scenario from the parts of runs over
+        disjoint sets of its jobs that together hold them all (one part: one
+        run). The world (syncs, their failures, clock settings) is the same
+        in every run: its figures come from the first part."""
+        found = {}
+        for part in parts:
+            for entry in part['jobs']:
+                found[entry[0]] = entry
         jobs_out = []
         kinds = {}
         dup_list = []
-        for j, job in enumerate(self.jobs):
-            single = self.single[j]
-            elig = [x for x in range(self.H) if plan.eligible(job, self.names[x])]
-            ks, cover = self._instances(job, elig)
-            n_inst = len(ks)
-            delays = []
-            runs = dup_runs = dup_inst = cross = missed = ran_inst = 0
-            spread = []
-            unknown = 0
-            if single:
-                eligible = self.H
-                for k in ks:
-                    rs = self.inst.get((j, k))
-                    if not rs:
-                        missed += 1
-                        continue
-                    ran_inst += 1
-                    runs += len(rs)
-                    d = self._due(job, k, rs[0][1])
-                    delays.append(rs[0][0] - d)
-                    if len(rs) > 1:
-                        dup_inst += 1
-                        dup_runs += len(rs) - 1
-                        t1, x1 = rs[0]
-                        cr = [self._cross(x1, t1, x2, t2) for t2, x2 in rs[1:]]
-                        cross += sum(cr)
-                        if len(dup_list) < 1000:
-                            dup_list.append({'job': job.id, 'instance': '%s.%d' % (job.id, k),
-                                             'due': format_time(d),
-                                             'runs': [{'host': self.names[xx], 'at': format_time(tt)} for tt, xx in rs],
-                                             'cross_section': any(cr)})
-                    e = self.know.get((j, k))
-                    if e is not None and e[1] is not None:
-                        spread.append(e[1] - rs[0][0])
-                    else:
-                        unknown += 1
-            else:
-                eligible = len(elig)
-                expected = 0
-                for k in ks:
-                    rs = self.inst.get((j, k), ())
-                    who = set()
-                    for tt, xx in rs:
-                        if xx in who:
-                            dup_runs += 1
-                        else:
-                            who.add(xx)
-                        delays.append(tt - self._due(job, k, xx))
-                    runs += len(rs)
-                    if cover is None:
-                        expected += eligible
-                        missed += eligible - len(who)
-                    else:
-                        expected += len(cover[k])
-                        missed += len(cover[k]) - len(who.intersection(cover[k]))
-            row = {'id': job.id, 'type': job.kind, 'line': job.text(), 'eligible_hosts': eligible,
-                   'instances': n_inst, 'runs': runs, 'duplicate_runs': dup_runs,
-                   'duplicate_instances': dup_inst, 'cross_section_duplicates': cross,
-                   'missed': missed, 'expected_runs': n_inst if single else expected,
-                   'delay': _dist(delays)}
-            if job.cal is not None:   # a polar day is a miss recorded 'no sunset'
-                row['miss_records'] = dict(sorted(self.why[j].items()))
-            if single:
-                row['instances_run'] = ran_inst
-                row['all_knew'] = _dist(spread)
-                row['all_knew']['never'] = unknown
+        for job in self.jobs:
+            _, row, delays, spread, dups = found[job.id]
             jobs_out.append(row)
+            dup_list.extend(dups[:1000 - len(dup_list)])
             agg = kinds.setdefault(job.kind, {'jobs': 0, 'instances': 0, 'expected_runs': 0, 'runs': 0,
                                               'duplicate_runs': 0, 'duplicate_instances': 0,
                                               'cross_section_duplicates': 0, 'missed': 0, '_d': [], '_s': []})
@@ -141,14 +179,13 @@ class Report:
             s = agg.pop('_s')
             if s:
                 agg['all_knew'] = _dist(s)
-        st = dict(self.stats)
-        files = []
-        for x in range(self.P):
-            V = self.V[x]
-            lines = len(self.static) + sum(map(getitem, [lg.D for lg in self.logs], V))
-            by = self.static_bytes + sum(map(getitem, [lg.LB for lg in self.logs], V))
-            files.append((lines, by))
+        st = dict(parts[0]['stats'])
+        for key in ('line_bytes', 'decisions', 'job_wakes', 'miss_records'):
+            st[key] = sum(part['stats'][key] for part in parts)
+        files = [(len(self.static) + sum(part['files'][x][0] for part in parts),
+                  self.static_bytes + sum(part['files'][x][1] for part in parts)) for x in range(self.P)]
         hf = files[:self.H]
+        nbytes = st['line_bytes'] + st['overhead_bytes']
         out = {
             'scenario': self.scn.get('name', ''),
             'seed': self.seed,
@@ -159,14 +196,14 @@ class Report:
             'duplicates': dup_list,
             'sync': {'ok': st['syncs'], 'failed_down': st['sync_failed_down'],
                      'failed_split': st['sync_failed_split'], 'failed_random': st['sync_failed_random'],
-                     'bytes': st['bytes'], 'overhead_per_party': self.overhead,
-                     'bytes_per_sync': round(st['bytes'] / st['syncs'], 1) if st['syncs'] else 0},
+                     'bytes': nbytes, 'overhead_per_party': self.overhead,
+                     'bytes_per_sync': round(nbytes / st['syncs'], 1) if st['syncs'] else 0},
             'file_at_end': {'host_lines_mean': round(sum(f[0] for f in hf) / len(hf), 1),
                             'host_lines_max': max(f[0] for f in hf),
                             'host_bytes_mean': round(sum(f[1] for f in hf) / len(hf), 1),
                             'host_bytes_max': max(f[1] for f in hf)},
-            'counts': {'events': st['events'], 'wakes': st['wakes'], 'decisions': st['decisions'],
-                       'miss_records': st['miss_records']},
+            'counts': {'sync_events': st['sync_events'], 'job_wakes': st['job_wakes'],
+                       'decisions': st['decisions'], 'miss_records': st['miss_records']},
             'analytic': self.analytic(jobs_out),
         }
         if self.P > self.H:

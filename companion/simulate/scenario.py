@@ -289,6 +289,7 @@ class Fleet:
         text = self.scn.get('jobs', '')
         jobs = []
         lines = []
+        texts = []      # each job's line as the scenario gives it (parallel.py)
         for n, raw in enumerate(str(text).splitlines(), 1):
             try:
                 r = jobline.parse(raw)
@@ -308,9 +309,11 @@ class Fleet:
                 raise UserError('jobs:%d: the same job twice (id %s)' % (n, r.id))
             jobs.append(r)
             lines.append(r.line())
+            texts.append(raw)
         if not jobs:
             raise UserError('scenario has no jobs')
         self.jobs = jobs
+        self.job_texts = texts
         self.J = len(jobs)
         self.single = [j.kind in ('any', 'one') for j in jobs]
         self.sun = any(j.cal is not None and j.cal.sun() for j in jobs)   # plan.position per host
