@@ -95,6 +95,19 @@ def test_jobs_shared_among_processes_give_the_report_of_one():
         shared = S.simulate(copy.deepcopy(MIXED), 3, workers=n)
         assert json.dumps(shared, sort_keys=True) == json.dumps(one, sort_keys=True)
     assert one['duplicates'] and one['sync']['bytes'] > one['sync']['ok'] * one['sync']['overhead_per_party']
+    # on an hourly grid every host fires `any:1` on the hour: which host the
+    # loop wakes first depends on when each wake was planned, which the other
+    # jobs decide; the report lists runs of one instant in host order
+    ties = scn('''
+each 2026-01-01T00:20Z a ; every=1d
+one 2026-01-01T03:40Z b ; every=7d grace=1h
+any:1 2026-01-01T05:00Z tie ; every=1d within=6h tick=1h
+''', [{'ids': 'pump-{01..30}', 'uptime': 'outages 1/w 6h', 'drift_ppm': 20}],
+        end='2026-01-21T00:00Z', resolution='1h',
+        visit=[{'companion': 'laptop', 'hosts': '*', 'interval': '1d', 'jitter': '2h'}])
+    one = S.simulate(copy.deepcopy(ties), 1, workers=1)
+    assert json.dumps(S.simulate(copy.deepcopy(ties), 1, workers=2), sort_keys=True) == json.dumps(one, sort_keys=True)
+    assert any(len(set(r['at'] for r in d['runs'])) < len(d['runs']) for d in one['duplicates'])
 
 
 def test_each_runs_once_per_host_per_instance():

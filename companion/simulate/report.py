@@ -97,6 +97,10 @@ class Report:
                 if not rs:
                     missed += 1
                     continue
+                # runs at one instant in host order: which of two hosts the
+                # loop woke first at the same time depends on when each wake
+                # was planned, which other jobs' wakes decide (parallel.py)
+                rs = sorted(rs)
                 ran_inst += 1
                 runs += len(rs)
                 d = self._due(job, k, rs[0][1])
