@@ -90,10 +90,16 @@ def test_jobs_shared_among_processes_give_the_report_of_one():
     # no decision about a job reads another job's records, so runs over
     # groups of the jobs in worker processes assemble into the same report,
     # duplicates, bytes and files at the end included
-    one = S.simulate(copy.deepcopy(MIXED), 3, workers=1)
+    seen = []
+    one = S.simulate(copy.deepcopy(MIXED), 3, workers=1, progress=seen.append)
     for n in (2, 3):
-        shared = S.simulate(copy.deepcopy(MIXED), 3, workers=n)
+        shared = S.simulate(copy.deepcopy(MIXED), 3, workers=n, progress=seen.append)
         assert json.dumps(shared, sort_keys=True) == json.dumps(one, sort_keys=True)
+    # progress: the share of the simulated time done (every 256 sync events)
+    assert len(seen) >= 3 and all(0 < f < 1 for f in seen)
+    seen = []
+    S.simulate(dict(copy.deepcopy(MIXED), end='2026-01-15T00:00Z'), 3, workers=1, progress=seen.append)
+    assert len(seen) >= 3 and seen == sorted(set(seen))
     assert one['duplicates'] and one['sync']['bytes'] > one['sync']['ok'] * one['sync']['overhead_per_party']
     # on an hourly grid every host fires `any:1` on the hour: which host the
     # loop wakes first depends on when each wake was planned, which the other

@@ -2,6 +2,7 @@
 import copy
 import json
 import sys
+from contextlib import contextmanager
 
 from sporadic.core.timeutil import parse_duration
 from sporadic.core.timefmt import format_duration
@@ -84,12 +85,28 @@ def add_parser(subparsers):
     return s
 
 
+@contextmanager
+def _progress(label):
+    """A progress bar on stderr over the simulated time, when stderr is a
+    terminal (the report goes to stdout) -> the callback, or None."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import Progress, TextColumn, BarColumn, TimeElapsedColumn
+    with Progress(TextColumn('[bold]%s' % label), BarColumn(), TextColumn('{task.percentage:>3.0f} %'),
+                  TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(label, total=1.0)
+        yield lambda done: bar.update(task, completed=done)
+
+
 def command(args):
     scn = load(args.scenario)
     if args.plot and not args.sweep:
         raise UserError('--plot needs --sweep')
     if not args.sweep:
-        rep = simulate(scn, args.seed, args.verify, args.workers)
+        with _progress('simulate') as progress:
+            rep = simulate(scn, args.seed, args.verify, args.workers, progress)
         if args.json:
             sys.stdout.write(json.dumps(rep, sort_keys=True, indent=1) + '\n')
         else:
@@ -99,10 +116,12 @@ def command(args):
     if not eq or not spec:
         raise UserError('--sweep KEY=A..B (or KEY=v1,v2,...)')
     rows = []
-    for v in sweep_values(spec, args.steps):
+    values = sweep_values(spec, args.steps)
+    for i, v in enumerate(values):
         s = copy.deepcopy(scn)   # TOML date-times are not JSON: copy the objects
         _setkey(s, key, v)
-        rows.append((v, simulate(s, args.seed, args.verify, args.workers)))
+        with _progress('simulate %s=%s (%d of %d)' % (key, v, i + 1, len(values))) as progress:
+            rows.append((v, simulate(s, args.seed, args.verify, args.workers, progress)))
     if args.json:
         sys.stdout.write(json.dumps({'sweep': key, 'points': [{'value': v, 'report': r} for v, r in rows]},
                                     sort_keys=True, indent=1) + '\n')

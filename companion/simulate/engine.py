@@ -20,6 +20,7 @@ _VISIT, _CONTACT, _MESH, _HOSTWAKE = 'v', 'c', 'm', 'w'
 
 
 class Sim(Fleet, LogModel, Verify, Report):
+    progress = None     # called with the share of the simulated time done (0..1), now and then
     # -- events --
 
     def _push(self, t, prio, kind, a=0, b=0):
@@ -100,6 +101,8 @@ class Sim(Fleet, LogModel, Verify, Report):
         for li, m in enumerate(self.meshes):
             self._push(self._grid(self.start + m['offset']), _SYNC, _MESH, li, 0)
         self.n_decisions = self.n_jobwakes = self.n_miss = 0
+        progress = self.progress
+        span = float(self.end - self.start)
         ev = self.ev
         pop = heapq.heappop
         hosts = self.hosts
@@ -111,6 +114,8 @@ class Sim(Fleet, LogModel, Verify, Report):
                     self._wake(a, t)
                 continue
             events += 1
+            if progress is not None and not events & 255:
+                progress((t - self.start) / span)
             if kind == _VISIT:
                 self._visit(a, b, t)
             elif kind == _CONTACT:
@@ -413,13 +418,15 @@ class Sim(Fleet, LogModel, Verify, Report):
         self._push(max(self._grid(nt), t + self.res), _SYNC, _MESH, li, 0)
 
 
-def simulate(scn, seed=None, verify=False, workers=None):
+def simulate(scn, seed=None, verify=False, workers=None, progress=None):
     """Run a scenario -> its report. workers: processes to share the jobs
     among (parallel.py); None: as many as there are CPUs when the run is
-    large enough to gain from them. --verify runs in one."""
+    large enough to gain from them. --verify runs in one. progress: called
+    now and then with the share of the simulated time done (0..1)."""
     sim = Sim(scn, seed, verify)
     if workers is None:
         workers = 1 if verify else parallel.workers_for(sim)
     if workers <= 1 or verify or sim.J < 2:
+        sim.progress = progress
         return sim.run()
-    return sim.assemble(parallel.run_parts(sim, workers))
+    return sim.assemble(parallel.run_parts(sim, workers, progress))

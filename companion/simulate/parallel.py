@@ -7,11 +7,12 @@
 # (Report.assemble); tests/test_simulate.py checks the two equal.
 import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, wait
 
 from sporadic.core import plan
 
 DECISIONS_PER_WORKER = 200000   # estimated decisions below which a worker costs more than it saves
+PROGRESS_S = 0.5                # how often the waiting parent reports the workers' progress
 
 
 def _decisions(sim, j):
@@ -52,16 +53,34 @@ def share(sim, n):
     return [sorted(g) for g in groups if g]
 
 
-def _run_part(scn, seed, texts):
+_done = None    # in a worker: the shared array of each group's share of the time simulated
+
+
+def _start_worker(done):
+    global _done
+    _done = done
+
+
+def _run_part(scn, seed, texts, slot):
     from companion.simulate.engine import Sim
-    return Sim(dict(scn, jobs='\n'.join(texts)), seed).run_part()
+    sim = Sim(dict(scn, jobs='\n'.join(texts)), seed)
+    sim.progress = lambda f: _done.__setitem__(slot, f)
+    return sim.run_part()
 
 
-def run_parts(sim, n):
+def run_parts(sim, n, progress=None):
     """Run sim's scenario in n processes, each over a group of its jobs ->
-    their report parts."""
+    their report parts. progress: called now and then with the share of the
+    simulated time the slowest group has done."""
     groups = share(sim, n)
     ctx = multiprocessing.get_context('fork' if 'fork' in multiprocessing.get_all_start_methods() else 'spawn')
-    with ProcessPoolExecutor(len(groups), mp_context=ctx) as pool:
-        futures = [pool.submit(_run_part, sim.scn, sim.seed, [sim.job_texts[j] for j in g]) for g in groups]
+    done = ctx.Array('d', len(groups), lock=False)
+    with ProcessPoolExecutor(len(groups), mp_context=ctx, initializer=_start_worker, initargs=(done,)) as pool:
+        futures = [pool.submit(_run_part, sim.scn, sim.seed, [sim.job_texts[j] for j in g], i)
+                   for i, g in enumerate(groups)]
+        pending = futures
+        while pending:
+            pending = wait(pending, timeout=PROGRESS_S)[1]
+            if progress is not None:
+                progress(min(done))
         return [f.result() for f in futures]
