@@ -301,12 +301,23 @@ class Sim(Fleet, LogModel, Verify, Report):
         # p: the party that lacks records of few origins (D), q the other;
         # a visit's companion lacks only the host's own records. q's markers
         # at U are p's (kept per party) but for D
+        # a party whose last sync was with the other has since changed only
+        # its own entry (its records), and the other's vector only grew
+        partner = self.partner
         p, q = x, y
-        D = list(compress(self.prange, map(gt, V[y], V[x])))
-        if len(D) * 4 > P:
-            D2 = list(compress(self.prange, map(gt, V[x], V[y])))
-            if len(D2) < len(D):
-                p, q, D = y, x, D2
+        if partner[y] == x:
+            D = [y] if V[y][y] > V[x][y] else []
+        elif partner[x] == y:
+            p, q = y, x
+            D = [x] if V[x][x] > V[y][x] else []
+        else:
+            D = list(compress(self.prange, map(gt, V[y], V[x])))
+            if len(D) * 4 > P:
+                D2 = list(compress(self.prange, map(gt, V[x], V[y])))
+                if len(D2) < len(D):
+                    p, q, D = y, x, D2
+        partner[x] = y
+        partner[y] = x
         Vp = V[p]
         Vq = V[q]
         U = Vp[:]       # max(Vp, Vq)
@@ -409,6 +420,7 @@ class Sim(Fleet, LogModel, Verify, Report):
                 self._check_sync(g, U, n)
             for x in g:
                 self.V[x] = U[:]
+                self.partner[x] = -1
             self.stats['syncs'] += 1
             self.stats['line_bytes'] += n
             self.stats['overhead_bytes'] += self.overhead * len(g)

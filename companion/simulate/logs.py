@@ -42,6 +42,7 @@ class LogModel:
         self.prange = range(P)
         self.jrange = range(self.J)
         self.V = [[0] * P for _ in range(P)]
+        self.partner = [-1] * P   # the party each last synced with alone (-1: none, or a mesh round)
         self.sup_b = [-1] * P     # origin -> the b of its sup_d
         self.sup_d = [None] * P   # origin -> {a: bytes superseded in (a, b]}
         self.PMc = [[0] * P for _ in range(P)]   # per party: PM of each origin at its V
