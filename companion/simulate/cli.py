@@ -88,16 +88,18 @@ def add_parser(subparsers):
 @contextmanager
 def _progress(label):
     """A progress bar on stderr over the simulated time, when stderr is a
-    terminal (the report goes to stdout) -> the callback, or None."""
+    terminal (the report goes to stdout) -> the callback, or None. Drawn
+    by the callback, not by a thread of its own: the workers are forked
+    (parallel.py)."""
     if not sys.stderr.isatty():
         yield None
         return
     from rich.console import Console
     from rich.progress import Progress, TextColumn, BarColumn, TimeElapsedColumn
     with Progress(TextColumn('[bold]%s' % label), BarColumn(), TextColumn('{task.percentage:>3.0f} %'),
-                  TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
+                  TimeElapsedColumn(), console=Console(stderr=True), transient=True, auto_refresh=False) as bar:
         task = bar.add_task(label, total=1.0)
-        yield lambda done: bar.update(task, completed=done)
+        yield lambda done: bar.update(task, completed=done, refresh=True)
 
 
 def command(args):

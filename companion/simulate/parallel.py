@@ -73,6 +73,10 @@ def run_parts(sim, n, progress=None):
     their report parts. progress: called now and then with the share of the
     simulated time the slowest group has done."""
     groups = share(sim, n)
+    # fork: spawn and forkserver import the caller's main module again,
+    # which a script without a __main__ guard does not survive. A fork
+    # inherits the caller's threads' locks, so the command's progress bar
+    # runs without a thread (cli.py)
     ctx = multiprocessing.get_context('fork' if 'fork' in multiprocessing.get_all_start_methods() else 'spawn')
     done = ctx.Array('d', len(groups), lock=False)
     with ProcessPoolExecutor(len(groups), mp_context=ctx, initializer=_start_worker, initargs=(done,)) as pool:
