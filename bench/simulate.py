@@ -14,10 +14,13 @@ run) is low for short runs (10 days: 185 s projected, 246 s measured with
     python bench/simulate.py --full          # the budget: 365 days
     python bench/simulate.py --hosts 200 --days 90
 
-Prints wall time, CPU time and simulated host-days per second; the last
-line is JSON with `wall_s`, `cpu_s`, `host_days_per_s` (wall),
-`host_days_per_cpu_s` and `year_cpu_s_projected` (and the counts behind
-them). On the shared 2-core machine CPU time is the steadier figure.
+The jobs are shared among one process per CPU, as `companion simulate`
+does (`--workers 1`: one process, the figure to compare with runs before
+the sharing). Prints wall time, CPU time (with the workers') and simulated
+host-days per second; the last line is JSON with `wall_s`, `cpu_s`,
+`host_days_per_s` (wall), `host_days_per_cpu_s`, `year_cpu_s_projected`,
+`year_wall_s_projected`, `workers` (and the counts behind them). The
+budget is wall time; on a shared machine CPU time is the steadier figure.
 """
 import argparse
 import json
@@ -88,8 +91,8 @@ def main():
     if a.full:
         a.days = 365
     scn = scenario(a.hosts, a.days, a.jobs)
-    t = time.perf_counter()
     workers = a.workers if a.workers is not None else parallel.workers_for(Sim(scn, a.seed))
+    t = time.perf_counter()
     c0 = _cpu()
     rep = simulate(scn, a.seed, workers=workers)
     wall = time.perf_counter() - t
