@@ -56,9 +56,6 @@ class Report:
                 return True
         return False
 
-    def report(self):
-        return self.assemble([self.part()])
-
     def part(self):
         """What this run found, job by job, and the figures of its records:
         everything the report sums over jobs, kept apart so that runs of
