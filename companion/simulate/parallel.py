@@ -27,7 +27,7 @@ def _decisions(sim, j):
     return hosts * instances * (3 if job.kind == 'any' else 2)
 
 
-def cpus():
+def _cpus():
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:
@@ -38,18 +38,19 @@ def workers_for(sim):
     """How many processes a run of sim is worth: one per CPU, at most one per
     DECISIONS_PER_WORKER estimated decisions."""
     work = sum(_decisions(sim, j) for j in range(sim.J))
-    return max(1, min(cpus(), sim.J, work // DECISIONS_PER_WORKER))
+    return max(1, min(_cpus(), sim.J, work // DECISIONS_PER_WORKER))
 
 
 def share(sim, n):
     """The jobs in n groups of about equal work (the largest job first to
     the lightest group), each in the scenario's order."""
+    work = [_decisions(sim, j) for j in range(sim.J)]
     groups = [[] for _ in range(n)]
     load = [0] * n
-    for j in sorted(range(sim.J), key=lambda j: -_decisions(sim, j)):
+    for j in sorted(range(sim.J), key=lambda j: -work[j]):
         g = load.index(min(load))
         groups[g].append(j)
-        load[g] += _decisions(sim, j)
+        load[g] += work[j]
     return [sorted(g) for g in groups if g]
 
 
