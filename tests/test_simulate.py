@@ -116,6 +116,111 @@ any:1 2026-01-01T05:00Z tie ; every=1d within=6h tick=1h
     assert any(len(set(r['at'] for r in d['runs'])) < len(d['runs']) for d in one['duplicates'])
 
 
+# a run each of whose two workers takes minutes: the tests below end it early
+LONG = scn('''
+each 2026-01-01T00:10Z a ; every=1h
+each 2026-01-01T00:20Z b ; every=1h
+each 2026-01-01T00:30Z c ; every=1h
+each 2026-01-01T00:40Z d ; every=1h
+''', [{'ids': 'pump-{001..500}', 'drift_ppm': 20}], end='2027-01-01T00:00Z',
+    visit=[{'companion': 'laptop', 'hosts': '*', 'interval': '1d', 'jitter': '2h'}])
+
+
+def test_a_worker_that_fails_stops_the_others_at_once():
+    import multiprocessing
+    from companion.simulate import parallel
+    sim = S.Sim(copy.deepcopy(LONG), 1)
+    sim.job_texts[0] = 'each 2026-01-01T00:10Z'     # the worker given job 0 refuses it
+    with pytest.raises(parallel.WorkerFailed, match=r'worker [12] of 2 failed:(.|\n)*UserError'):
+        parallel.run_parts(sim, 2)
+    # the other worker, minutes from its end, was stopped and reaped
+    assert multiprocessing.active_children() == []
+
+
+def _simulate_in_two_workers(tmp_path):
+    """`companion simulate` of LONG in two workers -> (the process, the
+    workers' pids), once both are forked (found through /proc)."""
+    import subprocess
+    import time
+    path = tmp_path / 'long.toml'
+    path.write_text(_toml(LONG))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, 'firmware')]))
+    p = subprocess.Popen([sys.executable, '-m', 'companion.cli', 'simulate', str(path), '--workers', '2'],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    workers = []
+    deadline = time.monotonic() + 120
+    while len(workers) < 2 and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)    # waiting for the event (both workers forked), not for a duration
+        try:
+            # read each time: just after Popen the child may not have exec'd yet
+            with open('/proc/%d/cmdline' % p.pid, 'rb') as f:
+                cmdline = f.read()
+            with open('/proc/%d/task/%d/children' % (p.pid, p.pid)) as f:
+                kids = [int(c) for c in f.read().split()]
+        except OSError:
+            kids = []
+        workers = []
+        for c in kids:      # forked workers carry the command's own command line
+            try:
+                with open('/proc/%d/cmdline' % c, 'rb') as f:
+                    if f.read() == cmdline:
+                        workers.append(c)
+            except OSError:
+                pass
+    if len(workers) < 2:
+        p.kill()
+        p.communicate()
+        pytest.fail('the two workers did not start')
+    return p, workers
+
+
+_PROC = pytest.mark.skipif(not os.path.isdir('/proc/self/task'), reason='finds the workers through /proc (Linux)')
+
+
+@pytest.mark.slow
+@_PROC
+def test_a_killed_worker_ends_the_command_with_one_line(tmp_path):
+    import signal
+    p, workers = _simulate_in_two_workers(tmp_path)
+    try:
+        os.kill(workers[0], signal.SIGKILL)     # as the kernel's OOM killer would
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == 2 and out == ''
+    assert err.count('\n') == 1 and err.startswith('companion: simulate: worker ')
+    assert 'died (killed by SIGKILL' in err and '--workers 1' in err
+    assert not os.path.exists('/proc/%d' % workers[1])     # the other one stopped and reaped
+
+
+@pytest.mark.slow
+@_PROC
+def test_workers_stop_when_the_command_is_killed(tmp_path):
+    import signal
+    import time
+    p, workers = _simulate_in_two_workers(tmp_path)
+    os.kill(p.pid, signal.SIGKILL)      # no cleanup runs in the parent
+    p.communicate()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        alive = []
+        for w in workers:
+            try:
+                with open('/proc/%d/stat' % w) as f:
+                    if f.read().rsplit(')', 1)[1].split()[0] != 'Z':
+                        alive.append(w)
+            except OSError:
+                pass
+        if not alive:
+            break
+        time.sleep(0.05)    # waiting for the workers to notice, at their next progress report
+    for w in alive:
+        os.kill(w, signal.SIGKILL)
+    assert not alive, 'workers still running after their parent was killed'
+
+
 def test_each_runs_once_per_host_per_instance():
     s = scn("""
 each 2026-01-01T01:00Z a ; every=1h

@@ -7,9 +7,10 @@
 # (Report.assemble); tests/test_simulate.py checks the two equal.
 import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor, wait
+from multiprocessing import connection
 
 from sporadic.core import plan
+from companion.errors import UserError
 
 DECISIONS_PER_WORKER = 200000   # estimated decisions below which a worker costs more than it saves
 PROGRESS_S = 0.5                # how often the waiting parent reports the workers' progress
@@ -54,25 +55,43 @@ def share(sim, n):
     return [sorted(g) for g in groups if g]
 
 
-_done = None    # in a worker: the shared array of each group's share of the time simulated
+class _Orphaned(Exception):
+    """In a worker: its parent is gone."""
 
 
-def _start_worker(done):
-    global _done
-    _done = done
-
-
-def _run_part(scn, seed, texts, slot):
+def _worker(out, done, scn, seed, texts, slot, parent):
+    """A worker: run the scenario over its jobs and send (True, part), or
+    (False, the traceback) when it fails. It stops when its parent is gone
+    (killed: nobody would read the part)."""
+    import traceback
     from companion.simulate.engine import Sim
-    sim = Sim(dict(scn, jobs='\n'.join(texts)), seed)
-    sim.progress = lambda f: _done.__setitem__(slot, f)
-    return sim.run_part()
+
+    def progress(f):
+        if os.getppid() != parent:
+            raise _Orphaned()
+        done[slot] = f
+    try:
+        sim = Sim(dict(scn, jobs='\n'.join(texts)), seed)
+        sim.progress = progress
+        msg = (True, sim.run_part())
+    except (_Orphaned, KeyboardInterrupt):   # Ctrl-C reaches the whole process group; the parent reports it
+        return
+    except BaseException:
+        msg = (False, traceback.format_exc())
+    out.send(msg)
+    out.close()
+
+
+class WorkerFailed(Exception):
+    """A worker raised: its traceback is the message (a bug)."""
 
 
 def run_parts(sim, n, progress=None):
     """Run sim's scenario in n processes, each over a group of its jobs ->
     their report parts. progress: called now and then with the share of the
-    simulated time the slowest group has done."""
+    simulated time the slowest group has done. The first worker to fail
+    stops the others at once: its exception (WorkerFailed) or, for a
+    worker that died (killed, out of memory), a UserError."""
     groups = share(sim, n)
     # fork: spawn and forkserver import the caller's main module again,
     # which a script without a __main__ guard does not survive. A fork
@@ -80,12 +99,53 @@ def run_parts(sim, n, progress=None):
     # runs without a thread (cli.py)
     ctx = multiprocessing.get_context('fork' if 'fork' in multiprocessing.get_all_start_methods() else 'spawn')
     done = ctx.Array('d', len(groups), lock=False)
-    with ProcessPoolExecutor(len(groups), mp_context=ctx, initializer=_start_worker, initargs=(done,)) as pool:
-        futures = [pool.submit(_run_part, sim.scn, sim.seed, [sim.job_texts[j] for j in g], i)
-                   for i, g in enumerate(groups)]
-        pending = futures
-        while pending:
-            pending = wait(pending, timeout=PROGRESS_S)[1]
-            if progress is not None:
+    procs = []
+    waiting = {}
+    try:
+        for i, g in enumerate(groups):
+            recv, send = ctx.Pipe(duplex=False)
+            texts = [sim.job_texts[j] for j in g]
+            p = ctx.Process(target=_worker, args=(send, done, sim.scn, sim.seed, texts, i, os.getpid()), daemon=True)
+            p.start()
+            send.close()
+            procs.append(p)
+            waiting[recv] = i
+        parts = [None] * len(groups)
+        while waiting:
+            ready = connection.wait(list(waiting), timeout=PROGRESS_S)
+            if not ready and progress is not None:
                 progress(min(done))
-        return [f.result() for f in futures]
+            for c in ready:
+                i = waiting.pop(c)
+                try:
+                    ok, value = c.recv()
+                except EOFError:    # it died before sending its part
+                    ok = None
+                finally:
+                    c.close()
+                if ok is None:
+                    procs[i].join()
+                    raise UserError('simulate: worker %d of %d died (%s); --workers 1 runs the jobs in this '
+                                    'process and uses less memory' % (i + 1, len(groups), _death(procs[i].exitcode)))
+                if not ok:
+                    raise WorkerFailed('worker %d of %d failed:\n%s' % (i + 1, len(groups), value))
+                parts[i] = value
+        if progress is not None:
+            progress(min(done))
+        return parts
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+        for p in procs:
+            p.join()
+        for c in waiting:
+            c.close()
+
+
+def _death(code):
+    if code == -9:
+        return 'killed by SIGKILL, as the kernel does when memory runs out'
+    if code is not None and code < 0:
+        return 'killed by signal %d' % -code
+    return 'exit status %s' % code
