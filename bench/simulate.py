@@ -91,7 +91,7 @@ def main():
     if a.full:
         a.days = 365
     scn = scenario(a.hosts, a.days, a.jobs)
-    workers = a.workers if a.workers is not None else parallel.workers_for(Sim(scn, a.seed))
+    workers = parallel.workers_for(Sim(scn, a.seed), a.workers)   # the count simulate() will use
     t = time.perf_counter()
     c0 = _cpu()
     rep = simulate(scn, a.seed, workers=workers)
@@ -113,7 +113,8 @@ def main():
                       'wall_s': round(wall, 2), 'cpu_s': round(cpu, 2), 'host_days_per_s': round(hd / wall, 1),
                       'host_days_per_cpu_s': round(hd / cpu, 1), 'year_cpu_s_projected': round(cpu * 365 / a.days, 1),
                       'year_wall_s_projected': round(wall * 365 / a.days, 1), 'workers': workers,
-                      'sync_events': c['sync_events'], 'job_wakes': c['job_wakes'], 'decisions': c['decisions'], 'syncs': rep['sync']['ok'],
+                      'sync_events': c['sync_events'], 'job_wakes': c['job_wakes'], 'decisions': c['decisions'],
+                      'syncs': rep['sync']['ok'],
                       'bytes_synced': rep['sync']['bytes']}, sort_keys=True))
 
 

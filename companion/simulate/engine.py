@@ -436,11 +436,8 @@ def simulate(scn, seed=None, verify=False, workers=None, progress=None):
     large enough to gain from them. --verify runs in one. progress: called
     now and then with the share of the simulated time done (0..1)."""
     sim = Sim(scn, seed, verify)
-    if verify or sim.J < 2:
-        workers = 1
-    elif workers is None:
-        workers = parallel.workers_for(sim)
-    if workers <= 1:
+    workers = parallel.workers_for(sim, workers)
+    if workers == 1:
         sim.progress = progress
         return sim.run()
     return sim.assemble(parallel.run_parts(sim, workers, progress))

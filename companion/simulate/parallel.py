@@ -35,9 +35,15 @@ def _cpus():
         return os.cpu_count() or 1
 
 
-def workers_for(sim):
-    """How many processes a run of sim is worth: one per CPU, at most one per
+def workers_for(sim, asked=None):
+    """How many processes a run of sim takes: `asked` if given (--workers),
+    but one for --verify (its literal files live in one process) or a
+    single job; else what the run is worth: one per CPU, at most one per
     DECISIONS_PER_WORKER estimated decisions."""
+    if sim.verify or sim.J < 2:
+        return 1
+    if asked is not None:
+        return max(1, asked)
     work = sum(_decisions(sim, j) for j in range(sim.J))
     return max(1, min(_cpus(), sim.J, work // DECISIONS_PER_WORKER))
 
