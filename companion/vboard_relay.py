@@ -217,7 +217,8 @@ class Relay:
         self._sigint_unanswered = False  # no output since the last SIGINT (see _resend_sigint)
         self._sigint_resends = 0
         self._after_sigint = bytearray()  # bytes written since the last SIGINT (None: too many)
-        self._boots = []
+        self._exits_unasked = []  # when interpreters ended with nothing sent to them (crash loop guard)
+        self._fed = False  # bytes went to the running interpreter since it booted
         self._configured = False  # pty B has the termios the child sets
         # Through the PyPI package the interpreter is CPython running
         # MicroPython as an extension: until the extension is loaded, a caught
@@ -288,7 +289,7 @@ class Relay:
         self._configured = False
         self._mp_loaded = not self._wrapped
         self._sigint_unanswered = False
-        self._boots.append(time.monotonic())
+        self._fed = False
         self.log("boot (%s) pid %d" % (kind, pid))
         # After a raw-REPL soft reboot, enter the raw REPL as a board does and
         # hide the friendly banner the unix port prints first; the Ctrl-A goes
@@ -314,6 +315,7 @@ class Relay:
             self._raw_boot = None
         if self._stop:
             return
+        asked = self._fed or self._reset_requested  # the line sent it something, or the reset button
         signalled = os.WIFSIGNALED(status)
         deadlocked, self._deadlock_kill = self._deadlock_kill, False
         if (not signalled and os.WEXITSTATUS(status) != 0 and self._pid_sigint == pid
@@ -336,11 +338,17 @@ class Relay:
         else:
             kind = "raw" if self._mode == "raw" else "main"
             self._emit(SOFT_REBOOT)
-        recent = [t for t in self._boots if time.monotonic() - t < 2.0]
+        # A main.py that ends the interpreter at once would boot it again and
+        # again as fast as the host can: hold such a loop back. Reboots the
+        # line asked for (Ctrl-D, a reset; a sync makes two) are not one.
+        now = time.monotonic()
+        recent = [t for t in self._exits_unasked if now - t < 2.0]
+        if not asked:
+            recent.append(now)
         if len(recent) >= 5:
             self.log("interpreter keeps exiting; waiting 1 s before booting again")
             time.sleep(1.0)
-        self._boots = recent
+        self._exits_unasked = recent
         self._spawn(kind)
 
     def _kill_child(self, sig=signal.SIGKILL):
@@ -559,6 +567,7 @@ class Relay:
                 if n and self._mb is not None and self._mb in w:
                     try:
                         k = os.write(self._mb, bytes(self._to_dev[:n]))
+                        self._fed = self._fed or k > 0
                         if self.trace:
                             self.log(">dev %r" % bytes(self._to_dev[:k]))
                         if self._sigint_sent:

@@ -253,6 +253,26 @@ def test_soft_reboot_keeps_the_pty_and_skips_main(board):
     wait_for(lambda: read_file(boots) == "2", what="main.py after resume")
 
 
+def test_reboots_the_line_asks_for_are_never_held_back_a_boot_loop_is(board, tmp_path):
+    """A sync soft-reboots a board twice; back-to-back syncs must not look
+    like a main.py that ends the interpreter over and over, which the relay
+    holds back a second (before: every third sync waited that second)."""
+    trace = tmp_path / "trace.txt"
+    vb = board(env={"SPORADIC_VBOARD_TRACE": str(trace)})
+    wait_for(lambda: read_file(os.path.join(vb.flash_dir, "boots.txt")) == "1", what="first boot")
+    link = SerialLink(vb.path)
+    for _ in range(8):
+        link.soft_reset()
+    link.close(resume=False)
+    log = read_file(str(trace))
+    assert log.count("boot (raw)") == 8, log[-400:]
+    assert "keeps exiting" not in log
+
+    looping = tmp_path / "trace-loop.txt"
+    board(main="import sys\nsys.exit(0)\n", env={"SPORADIC_VBOARD_TRACE": str(looping)})
+    wait_for(lambda: "keeps exiting" in (read_file(str(looping)) or ""), what="the boot loop held back")
+
+
 def test_files_round_trip_exactly(board):
     vb = board()
     link = SerialLink(vb.path)
