@@ -1,8 +1,10 @@
 """Merge two 100,000-line job-line files with `companion merge` (the command
 a user or git runs: a new process reading both files and writing the
 result) beside `LC_ALL=C sort -u` of the same two files, in one run,
-alternating the two ROUNDS times and keeping each one's best. JSON last
+alternating them ROUNDS times and keeping each one's best. JSON last
 line: ours_s, sort_u_s, ratio (ours_s / sort_u_s; issue #15 asks <= 5),
+one_process_s and one_process_ratio (the same command with --workers 1, the
+baseline: before the merge split the id space over two CPUs),
 library_s (merging.merge alone, in this process, for the same files), and
 the same two commands' CPU time (user + sys) and cpu_ratio: on a loaded
 machine the wall clock mostly measures the other processes. round_ratios:
@@ -61,7 +63,8 @@ def main():
     make_file(B, a.lines, 2, jobs)
 
     out_ours, out_sort = os.path.join(d, 'ours.txt'), os.path.join(d, 'sortu.txt')
-    ours = sort_u = library = ours_cpu = sort_cpu = float('inf')
+    out_one = os.path.join(d, 'one.txt')
+    ours = sort_u = library = ours_cpu = sort_cpu = one_process = float('inf')
     load = os.getloadavg()[0]
     round_ratios = []
     for _ in range(a.rounds):
@@ -70,6 +73,11 @@ def main():
         ours_round = time.perf_counter() - t
         ours = min(ours, ours_round)
         ours_cpu = min(ours_cpu, _children_cpu() - c)
+
+        t = time.perf_counter()
+        subprocess.run([sys.executable, '-m', 'companion.cli', 'merge', A, B, '-o', out_one, '--workers', '1'],
+                       check=True)
+        one_process = min(one_process, time.perf_counter() - t)
 
         t, c = time.perf_counter(), _children_cpu()
         subprocess.run(['sort', '-u', A, B, '-o', out_sort], check=True, env=dict(os.environ, LC_ALL='C'))
@@ -85,13 +93,17 @@ def main():
     with open(out_ours) as f:
         n = sum(1 for _ in f)
     assert n == len(merged), (n, len(merged))
+    with open(out_ours) as f, open(out_one) as g:
+        assert f.read() == g.read(), 'two workers and one gave different files'
     print('merged %d + %d lines -> %d lines' % (a.lines, a.lines, n))
     print('companion merge: %.3f s   sort -u: %.3f s   (merging.merge alone: %.3f s)' % (ours, sort_u, library))
+    print('companion merge --workers 1: %.3f s (%.2fx)' % (one_process, one_process / sort_u))
     print('CPU time (user + sys): companion merge %.3f s, sort -u %.3f s' % (ours_cpu, sort_cpu))
     print('each round: %s (load %.1f on %d cores)' % (' '.join('%.2fx' % r for r in round_ratios), load,
                                                       os.cpu_count()))
     print(json.dumps({'lines': a.lines, 'ours_s': round(ours, 4), 'sort_u_s': round(sort_u, 4),
-                      'ratio': round(ours / sort_u, 2), 'library_s': round(library, 4),
+                      'ratio': round(ours / sort_u, 2), 'one_process_s': round(one_process, 4),
+                      'one_process_ratio': round(one_process / sort_u, 2), 'library_s': round(library, 4),
                       'ours_cpu_s': round(ours_cpu, 4), 'sort_u_cpu_s': round(sort_cpu, 4),
                       'cpu_ratio': round(ours_cpu / sort_cpu, 2), 'round_ratios': round_ratios,
                       'load_1m': round(load, 2)}))

@@ -19,41 +19,7 @@ from companion.errors import UserError, console
 # a git merge driver starts one `companion merge` per file: it imports neither
 # the fleet (companion.fleet) nor the fleet verbs (build_parser)
 from companion.atomic import atomic_write
-
-
-# the characters str.splitlines() ends a line at, once universal newlines made
-# every '\r\n' and '\r' a '\n'
-_LINE_ENDS = '\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029'
-
-
-def read_lines(path, chunk=1 << 16):
-    """The file's text (UTF-8, bad bytes replaced) as f.read().splitlines()
-    gives it, read chunk characters at a time: a large file never sits in memory
-    whole beside its lines (a 12 MB job file cost ~6,000 page faults), and a
-    chunk this size is reused where it was rather than mapped anew each time
-    (1 MiB chunks: ~3,400 more faults for two 6 MB files)."""
-    lines = []
-    try:
-        with open(path, encoding='utf-8', errors='replace') as f:
-            rest = ''
-            while True:
-                text = f.read(chunk)
-                if not text:
-                    break
-                part = (rest + text).splitlines()
-                rest = part.pop() if text[-1] not in _LINE_ENDS else ''
-                lines += part
-            if rest:
-                lines.append(rest)
-    except OSError as e:
-        raise UserError('%s: %s' % (path, e.strerror or e))
-    return lines
-
-
-def text_chunks(lines, n=2000):
-    """'\n'.join(lines) + '\n', n lines at a time (none for no lines)."""
-    for i in range(0, len(lines), n):
-        yield '\n'.join(lines[i:i + n]) + '\n'
+from companion.mergefiles import read_lines, merged_text
 
 
 def parse_when(text, now=None):
@@ -143,14 +109,14 @@ def _positions(args, hosts, job, placed):
 def cmd_merge(args):
     errors = []
     conflicts = []
-    out = merging.merge(*[(p, read_lines(p)) for p in args.files], errors=errors, conflicts=conflicts)
+    text = merged_text(args.files, errors, conflicts, workers=args.workers)
     for e in errors + conflicts:
         print(e, file=sys.stderr)
     if args.output:
-        atomic_write(args.output, text_chunks(out))
+        atomic_write(args.output, text)
     else:
-        for text in text_chunks(out):
-            sys.stdout.write(text)
+        for part in text:
+            sys.stdout.write(part)
     return 1 if errors else 0
 
 
@@ -284,6 +250,9 @@ def build_parser(core_only=False, verb=None):
     s = sub.add_parser('merge', help='merge job-line files (also a git merge driver)')
     s.add_argument('files', nargs='+', metavar='FILE')
     s.add_argument('-o', '--output')
+    s.add_argument('--workers', type=int, default=None,
+                   help='1: merge in this process (default: the two halves of the id space side by side, '
+                        'given two CPUs)')
     s.set_defaults(func=cmd_merge)
 
     s = sub.add_parser('plan', help='what would run where and when, every host up and synced')

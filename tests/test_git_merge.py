@@ -175,9 +175,9 @@ def test_merge_output_is_the_known_answer_on_a_realistic_three_way_merge(tmp_pat
 
 
 def test_merge_reads_a_file_in_pieces_as_splitlines_reads_it_whole(tmp_path):
-    """cli.read_lines reads a chunk at a time; wherever a chunk ends (inside a
+    """mergefiles.read_lines reads a chunk at a time; wherever a chunk ends (inside a
     CRLF, a UTF-8 sequence, a bad byte), the lines are f.read().splitlines()'s."""
-    from companion.cli import read_lines
+    from companion.mergefiles import read_lines
     rnd = random.Random(5)
     alphabet = ['a', 'b', ' ', '\n', '\r', '\r\n', '\x0b', '\x0c', '\x1c', '\x1e', '\x85', '\u2028', '\u2029',
                 'é', '€', '\U0001f600']
