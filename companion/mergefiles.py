@@ -16,6 +16,7 @@ a half has a bad line (whose message must carry its number in the whole
 file), the files are merged again in this process, as without a fork.
 """
 import os
+import threading
 
 from sporadic.desktop import merging
 
@@ -66,7 +67,9 @@ def merged_text(paths, errors, conflicts, workers=None):
     fork and a second CPU."""
     if workers is None:
         workers = 2 if _cpus() >= 2 else 1
-    if workers >= 2 and hasattr(os, 'fork'):
+    # a fork copies this thread alone: with others running (a caller's
+    # threads holding a lock the child would need), stay in one process
+    if workers >= 2 and hasattr(os, 'fork') and threading.active_count() == 1:
         halves = _merge_halves(paths)
         if halves is not None:
             first, second_text, first_conflicts, second_conflicts = halves

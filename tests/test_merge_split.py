@@ -102,3 +102,26 @@ def test_a_missing_file_is_one_line(tmp_path):
     r = subprocess.run([sys.executable, '-m', 'companion.cli', 'merge', 'a.txt', 'gone.txt'],
                        capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert r.returncode != 0 and r.stderr.count('\n') == 1 and 'gone.txt' in r.stderr, r.stderr
+
+
+def test_with_other_threads_running_it_merges_without_forking(tmp_path, monkeypatch):
+    """A fork copies only the calling thread; a lock another thread holds
+    (the import lock, a logger's) would stay locked in the child forever."""
+    import threading
+    base, ours, theirs = canonical_sides()
+    names = write(tmp_path, {'ours.txt': ours, 'theirs.txt': theirs})
+    paths = [str(tmp_path / n) for n in names]
+    want = mergefiles.merged_text(paths, [], [], workers=1)
+
+    def no_fork():
+        raise AssertionError('forked with another thread running')
+
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        monkeypatch.setattr(os, 'fork', no_fork)
+        assert mergefiles.merged_text(paths, [], [], workers=2) == want
+    finally:
+        stop.set()
+        other.join()
