@@ -20,6 +20,7 @@ import threading
 
 from sporadic.desktop import merging
 
+from companion.cpus import usable_cpus
 from companion.errors import UserError
 
 SPLIT = 'g'          # the first line of the second half, in byte order
@@ -66,7 +67,7 @@ def merged_text(paths, errors, conflicts, workers=None):
     process; by default the two halves run side by side where there is a
     fork and a second CPU."""
     if workers is None:
-        workers = 2 if _cpus() >= 2 else 1
+        workers = 2 if usable_cpus() >= 2 else 1
     # a fork copies this thread alone: with others running (a caller's
     # threads holding a lock the child would need), stay in one process
     if workers >= 2 and hasattr(os, 'fork') and threading.active_count() == 1:
@@ -78,12 +79,6 @@ def merged_text(paths, errors, conflicts, workers=None):
     lines = merging.merge(*[(p, read_lines(p)) for p in paths], errors=errors, conflicts=conflicts)
     return list(text_chunks(lines))
 
-
-def _cpus():
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def _merge_half(paths, second):

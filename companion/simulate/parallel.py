@@ -10,6 +10,7 @@ import os
 from multiprocessing import connection
 
 from sporadic.core import plan
+from companion.cpus import usable_cpus
 from companion.errors import UserError
 
 DECISIONS_PER_WORKER = 200000   # estimated decisions below which a worker costs more than it saves
@@ -28,13 +29,6 @@ def _decisions(sim, j):
     return hosts * instances * (3 if job.kind == 'any' else 2)
 
 
-def _cpus():
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
 def workers_for(sim, asked=None):
     """How many processes a run of sim takes: `asked` if given (--workers),
     but one for --verify (its literal files live in one process) or a
@@ -45,7 +39,7 @@ def workers_for(sim, asked=None):
     if asked is not None:
         return max(1, asked)
     work = sum(_decisions(sim, j) for j in range(sim.J))
-    return max(1, min(_cpus(), sim.J, work // DECISIONS_PER_WORKER))
+    return max(1, min(usable_cpus(), sim.J, work // DECISIONS_PER_WORKER))
 
 
 def share(sim, n):
