@@ -1,6 +1,8 @@
-# The event loop: host wakes (decisions by plan.decide, records by
-# jobline.Result), visits, contacts and mesh rounds, in time order.
+# The event loop: visits, contacts and mesh rounds in time order, each
+# host's wakes (decisions by plan.decide, records by jobline.Result) taken
+# up to a sync before it.
 import heapq
+from array import array
 from math import ceil, floor
 from bisect import bisect_right, insort
 from itertools import compress
@@ -15,8 +17,8 @@ from companion.simulate import parallel
 
 JUMP_S, JUMPS_KEPT = 300, 4   # device/clock.py's: a clock change it records as a jump, and how many
 WAIT, IDLE, RUN, MISS, DECIDE_MAX = plan.WAIT, plan.IDLE, plan.RUN, plan.MISS, plan.DECIDE_MAX
-_SYNC, _WAKE = 0, 1     # event priorities at one instant: syncs before wakes
-_VISIT, _CONTACT, _MESH, _HOSTWAKE = 'v', 'c', 'm', 'w'
+_SYNC = 0
+_VISIT, _CONTACT, _MESH = 'v', 'c', 'm'
 
 
 class Sim(Fleet, LogModel, Verify, Report):
@@ -27,13 +29,6 @@ class Sim(Fleet, LogModel, Verify, Report):
         if t < self.end:
             self.seq += 1
             heapq.heappush(self.ev, (t, prio, self.seq, kind, a, b))
-
-    def _schedule_host(self, x, now_t):
-        h = self.hosts[x]
-        h.ver += 1
-        if h.hq:
-            t = max(self._grid(self.true(x, h.hq[0] >> self.jshift)), now_t)
-            self._push(t, _WAKE, _HOSTWAKE, x, h.ver)
 
     def _apart(self, x, y, t):
         for split, heal, sec in self.parts:
@@ -66,7 +61,6 @@ class Sim(Fleet, LogModel, Verify, Report):
         # (the order of (time, job) pairs; ints compare faster than tuples)
         self.jshift = max(J, 1).bit_length()
         self.inst = {}          # (j, k) -> [[t, x], ...] runs, in order
-        self.know = {}          # (j, k) -> [hosts that know it done, time all knew]
         self.ran = [[] for _ in self.jobs]   # per job: the instances someone ran, sorted
         self.why = [{} for _ in self.jobs]   # per job: miss records by their reason
         self.sizes = {}                      # _write_result's line sizes
@@ -86,8 +80,9 @@ class Sim(Fleet, LogModel, Verify, Report):
         for x, h in enumerate(self.hosts):
             h.mine = [None] * J
             h.known = [-1] * J
+            h.learnt = [array('q') if single else None for single in self.single]
             h.hq = [(-1 << self.jshift) + j for j in range(J)]   # a sorted list is a heap
-            self._schedule_host(x, self.start)
+            h.floor = self.start
         for li, v in enumerate(self.visits):
             for x in v['hosts']:
                 rng = self._rng('visit', li, self.names[x])
@@ -105,14 +100,9 @@ class Sim(Fleet, LogModel, Verify, Report):
         span = float(self.end - self.start)
         ev = self.ev
         pop = heapq.heappop
-        hosts = self.hosts
         events = 0
         while ev:
             t, _, _, kind, a, b = pop(ev)
-            if kind == _HOSTWAKE:
-                if hosts[a].ver == b:
-                    self._wake(a, t)
-                continue
             events += 1
             if progress is not None and not events & 255:
                 progress((t - self.start) / span)
@@ -122,6 +112,9 @@ class Sim(Fleet, LogModel, Verify, Report):
                 self._contact(a, b, t)
             else:
                 self._mesh(a, t)
+        for x in range(H):
+            self._advance(x, self.end)
+        self._all_knew()     # (j, k) -> [hosts that know it done, time all knew]
         st = self.stats
         st['sync_events'] = events
         st['decisions'] = self.n_decisions
@@ -130,50 +123,65 @@ class Sim(Fleet, LogModel, Verify, Report):
 
     # -- hosts --
 
-    def _wake(self, x, t):
-        # the hot path: _schedule_host, local() and true() written out
+    def _advance(self, x, s):
+        """Host x's wakes before true time s: its decisions about every job
+        due at them, in order. What a host decides depends on its clock and
+        its file, and both change only at its syncs (a visit sets the clock
+        after the sync), so its decisions between two syncs need nothing of
+        the rest of the fleet and are taken here, job after job, before each
+        of its syncs (at s: the sync comes first, as on a board that syncs
+        before it wakes) and at the end. A job is due at the first true time
+        on the grid at which the clock reads its next local time, no earlier
+        than the host's last wake or clock setting, and if the host is down
+        then, when it is next up."""
         h = self.hosts[x]
-        up = h.up
-        if up.kind != 'always' and not up.up(t):
-            h.ver += 1
-            self._push(self._grid(up.next_up(t)), _WAKE, _HOSTWAKE, x, h.ver)
+        hq = h.hq
+        if not hq:
             return
+        sh = self.jshift
+        jmask = (1 << sh) - 1
+        d = h.drift
+        ts = h.ts
+        lo = h.floor
+        up = h.up
+        always = up.kind == 'always'
+        grid = self._grid if self.res > 1 else None
+        decide = self._decide
+        replace = heapq.heapreplace
         if self.sun:
             plan.position = h.pos
-        d = h.drift
-        now = t + int(floor(d * (t - h.ts) + 0.5)) if d else t
-        hq = h.hq
-        decide = self._decide
-        sh = self.jshift
-        lim = (now + 1) << sh
-        jmask = (1 << sh) - 1
         n = 0
-        while hq and hq[0] < lim:
-            n += 1
-            nxt = decide(x, hq[0] & jmask, now, t)
-            if nxt is None:
-                heapq.heappop(hq)
-            else:
-                heapq.heapreplace(hq, nxt)
-        self.n_jobwakes += n
-        h.ver += 1
-        if hq:
-            lt = hq[0] >> sh
-            if d:   # true(x, lt): the first true time the clock reads >= lt
-                ts = h.ts
+        while hq:
+            e = hq[0]
+            w = e >> sh
+            if d:   # true(x, w): the first true time the clock reads >= w
+                lt = w
                 w = int(ceil(ts + (lt - ts) / (1.0 + d)))
                 while w + int(floor(d * (w - ts) + 0.5)) < lt:
                     w += 1
                 while w - 1 + int(floor(d * (w - 1 - ts) + 0.5)) >= lt:
                     w -= 1
-                lt = w
-            if self.res > 1 or lt.__class__ is not int:
-                lt = self._grid(lt)
-            if lt <= t:
-                lt = t + 1
-            if lt < self.end:
-                self.seq += 1
-                heapq.heappush(self.ev, (lt, _WAKE, self.seq, _HOSTWAKE, x, h.ver))
+            if grid is not None:
+                w = grid(w)
+            if w < lo:
+                w = lo
+            if w >= s:
+                break
+            if not always:
+                while not up.up(w):
+                    w = self._grid(up.next_up(w))
+                if w >= s:
+                    break
+            n += 1
+            now = w + int(floor(d * (w - ts) + 0.5)) if d else w
+            nxt = decide(x, e & jmask, now, w)
+            if nxt is None:
+                heapq.heappop(hq)
+            else:
+                replace(hq, nxt)
+            lo = w
+        h.floor = lo
+        self.n_jobwakes += n
 
     def _rank(self, j, x):
         """plan.rank of host x for job j among the fleet's hosts, from one
@@ -240,7 +248,7 @@ class Sim(Fleet, LogModel, Verify, Report):
                         r.append((x, i))
                     if k > self.rtop[j]:
                         self.rtop[j] = k
-                    self._learn(x, j, k, t)
+                    self._learn(x, j, k, 2 * t + 1)
             elif act == MISS:
                 why = plan.miss_reason(job, k, None, False, h.jumps)
                 self._write_result(x, j, k, now, MISS_C, 'miss', 1, why)
@@ -275,27 +283,55 @@ class Sim(Fleet, LogModel, Verify, Report):
             return self._write(x, j, k, code, line)
         return self._write(x, j, k, code, None, size)
 
-    def _learn(self, x, j, k, t):
+    def _learn(self, x, j, k, code):
+        """Host x knows instance k of single job j done, and so every one
+        before it: at code = 2t + 1 when it ran k itself at t, 2t when a
+        sync at t showed it (a run at t comes after the syncs at t)."""
         kn = self.hosts[x].known
-        old = kn[j]
-        if k <= old:
-            return
-        kn[j] = k
-        know = self.know
-        ks = self.ran[j]
-        # the instances run in (old, k]: ids are not consecutive for calendar jobs
-        for i in range(bisect_right(ks, old), bisect_right(ks, k)):
-            kk = ks[i]
-            e = know.get((j, kk))
-            if e is None:
-                e = know[(j, kk)] = [0, None]
-            e[0] += 1
-            if e[0] == self.H:
-                e[1] = t
+        if k > kn[j]:
+            kn[j] = k
+            ev = self.hosts[x].learnt[j]
+            ev.append(k)
+            ev.append(code)
+
+    def _all_knew(self):
+        """(j, k) -> [hosts that knew instance k of single job j done after
+        it first ran, the time the last of them learnt it or None while
+        some did not], from each host's learning steps (_learn). A host that
+        learnt a later instance before k first ran (a lagging clock ran k
+        late) does not count for k."""
+        know = {}
+        H = self.H
+        for j in range(self.J):
+            ks = self.ran[j]
+            if not self.single[j] or not ks:
+                continue
+            n = len(ks)
+            first = [min(self.inst[(j, k)])[0] * 2 for k in ks]
+            cnt = [0] * n
+            last = [0] * n
+            for h in self.hosts:
+                ev = h.learnt[j]
+                i = 0
+                for e in range(0, len(ev), 2):
+                    hi = bisect_right(ks, ev[e], i)
+                    c = ev[e + 1]
+                    for m in range(i, hi):
+                        if c > first[m]:
+                            cnt[m] += 1
+                            if c > last[m]:
+                                last[m] = c
+                    i = hi
+            for m in range(n):
+                know[(j, ks[m])] = [cnt[m], last[m] // 2 if cnt[m] == H else None]
+        self.know = know
 
     # -- syncs --
 
     def _sync(self, x, y, t):
+        for p in (x, y):
+            if p < self.H:
+                self._advance(p, t)
         V = self.V
         P = self.P
         # p: the party that lacks records of few origins (D), q the other;
@@ -369,7 +405,7 @@ class Sim(Fleet, LogModel, Verify, Report):
                     if len(h.jumps) > JUMPS_KEPT:
                         h.jumps.pop(0)
                 h.ts = t          # the companion sets the board's clock
-                self._schedule_host(x, t)
+                h.floor = t
         nt = t + v['interval']
         if v['jitter']:
             nt += rng.uniform(-v['jitter'], v['jitter'])
@@ -411,6 +447,9 @@ class Sim(Fleet, LogModel, Verify, Report):
         for key, g in groups.items():
             if len(g) < 2:
                 continue
+            for x in g:
+                if x < self.H:
+                    self._advance(x, t)
             U = list(map(max, *[self.V[x] for x in g]))
             agg = self._union(U)
             n = 0

@@ -170,7 +170,7 @@ class LogModel:
                 for h, i in runs[ks[n]]:
                     u = U[h]
                     if i <= u and logs[h].NXT[i] > u:
-                        learn(x, j, ks[n], t)
+                        learn(x, j, ks[n], 2 * t)
                         n = 0
                         break
                 n -= 1

@@ -194,7 +194,7 @@ def load(path):
 
 
 class _Host:
-    __slots__ = ('name', 'up', 'drift', 'ts', 'mine', 'hq', 'ver', 'rnd', 'known', 'jumps', 'pos')
+    __slots__ = ('name', 'up', 'drift', 'ts', 'mine', 'hq', 'floor', 'rnd', 'known', 'learnt', 'jumps', 'pos')
 
 
 class Fleet:
@@ -268,7 +268,6 @@ class Fleet:
             h.drift = 0.0 if lo == hi == 0 else self._rng('drift', n).uniform(lo, hi) * 1e-6
             h.ts = self.start
             h.rnd = plan.hash_rnd(str(self.seed) + n)
-            h.ver = 0
             h.jumps = []
             h.pos = self._position(g, gi_of[i])
             self.hosts.append(h)
