@@ -18,6 +18,7 @@ from companion.simulate import parallel
 JUMP_S, JUMPS_KEPT = 300, 4   # device/clock.py's: a clock change it records as a jump, and how many
 WAIT, IDLE, RUN, MISS, DECIDE_MAX = plan.WAIT, plan.IDLE, plan.RUN, plan.MISS, plan.DECIDE_MAX
 _SYNC = 0
+NEVER = float('inf')     # a host's next wake when it has no job left
 _VISIT, _CONTACT, _MESH = 'v', 'c', 'm'
 
 
@@ -83,6 +84,7 @@ class Sim(Fleet, LogModel, Verify, Report):
             h.learnt = [array('q') if single else None for single in self.single]
             h.hq = [(-1 << self.jshift) + j for j in range(J)]   # a sorted list is a heap
             h.floor = self.start
+            h.wake = -1     # not yet looked at
         for li, v in enumerate(self.visits):
             for x in v['hosts']:
                 rng = self._rng('visit', li, self.names[x])
@@ -113,7 +115,8 @@ class Sim(Fleet, LogModel, Verify, Report):
             else:
                 self._mesh(a, t)
         for x in range(H):
-            self._advance(x, self.end)
+            if self.hosts[x].wake < self.end:
+                self._advance(x, self.end)
         self._all_knew()     # (j, k) -> [hosts that know it done, time all knew]
         st = self.stats
         st['sync_events'] = events
@@ -133,18 +136,17 @@ class Sim(Fleet, LogModel, Verify, Report):
         before it wakes) and at the end. A job is due at the first true time
         on the grid at which the clock reads its next local time, no earlier
         than the host's last wake or clock setting, and if the host is down
-        then, when it is next up."""
+        then, when it is next up. The host's first wake from s on is kept
+        (h.wake) until its clock is set: a sync before it finds nothing to do."""
         h = self.hosts[x]
         hq = h.hq
-        if not hq:
-            return
         sh = self.jshift
         jmask = (1 << sh) - 1
         d = h.drift
         ts = h.ts
         lo = h.floor
-        up = h.up
-        always = up.kind == 'always'
+        outage = h.up.outage
+        down = until = -1     # the outage at or after the last wake looked at
         grid = self._grid if self.res > 1 else None
         decide = self._decide
         replace = heapq.heapreplace
@@ -165,13 +167,15 @@ class Sim(Fleet, LogModel, Verify, Report):
                 w = grid(w)
             if w < lo:
                 w = lo
-            if w >= s:
-                break
-            if not always:
-                while not up.up(w):
-                    w = self._grid(up.next_up(w))
-                if w >= s:
+            while True:     # down at w: when it is next up
+                if w >= until:
+                    down, until = outage(w)
+                if w < down:
                     break
+                w = self._grid(until)
+            if w >= s:
+                h.wake = w
+                break
             n += 1
             now = w + int(floor(d * (w - ts) + 0.5)) if d else w
             nxt = decide(x, e & jmask, now, w)
@@ -180,6 +184,8 @@ class Sim(Fleet, LogModel, Verify, Report):
             else:
                 replace(hq, nxt)
             lo = w
+        else:
+            h.wake = NEVER
         h.floor = lo
         self.n_jobwakes += n
 
@@ -329,9 +335,11 @@ class Sim(Fleet, LogModel, Verify, Report):
     # -- syncs --
 
     def _sync(self, x, y, t):
-        for p in (x, y):
-            if p < self.H:
-                self._advance(p, t)
+        hosts = self.hosts
+        if x < self.H and hosts[x].wake < t:
+            self._advance(x, t)
+        if y < self.H and hosts[y].wake < t:
+            self._advance(y, t)
         V = self.V
         P = self.P
         # p: the party that lacks records of few origins (D), q the other;
@@ -406,6 +414,7 @@ class Sim(Fleet, LogModel, Verify, Report):
                         h.jumps.pop(0)
                 h.ts = t          # the companion sets the board's clock
                 h.floor = t
+                h.wake = -1
         nt = t + v['interval']
         if v['jitter']:
             nt += rng.uniform(-v['jitter'], v['jitter'])
@@ -448,7 +457,7 @@ class Sim(Fleet, LogModel, Verify, Report):
             if len(g) < 2:
                 continue
             for x in g:
-                if x < self.H:
+                if x < self.H and self.hosts[x].wake < t:
                     self._advance(x, t)
             U = list(map(max, *[self.V[x] for x in g]))
             agg = self._union(U)

@@ -106,6 +106,9 @@ def select(v, names):
     return [n for n in names if n in exact or any(fnmatchcase(n, g) for g in globs)]
 
 
+# An uptime model: up(t), next_up(t) (t when up, else when the outage at t
+# ends) and outage(t) -> (from, until) of the outage that holds t or, when
+# up, the next one (a walk forward in time reads it once an outage).
 class _Always:
     kind = 'always'
 
@@ -114,6 +117,9 @@ class _Always:
 
     def next_up(self, t):
         return t
+
+    def outage(self, t):
+        return math.inf, math.inf
 
 
 class _Duty:
@@ -130,6 +136,10 @@ class _Duty:
     def next_up(self, t):
         r = (t - self.phase) % self.period
         return t if r < self.on else t + self.period - r
+
+    def outage(self, t):
+        r = (t - self.phase) % self.period
+        return t - r + self.on, t - r + self.period
 
 
 class _Outages:
@@ -164,6 +174,11 @@ class _Outages:
         iv = self._find(t)
         return t if iv is None else iv[1]
 
+    def outage(self, t):
+        self._cover(t)
+        i = bisect.bisect_right(self.iv, (t, INF))
+        return self.iv[i - 1] if i and self.iv[i - 1][1] > t else self.iv[i]
+
 
 def _uptime(spec, rng, start, what):
     f = str(spec or 'always').split()
@@ -194,7 +209,7 @@ def load(path):
 
 
 class _Host:
-    __slots__ = ('name', 'up', 'drift', 'ts', 'mine', 'hq', 'floor', 'rnd', 'known', 'learnt', 'jumps', 'pos')
+    __slots__ = ('name', 'up', 'drift', 'ts', 'mine', 'hq', 'floor', 'wake', 'rnd', 'known', 'learnt', 'jumps', 'pos')
 
 
 class Fleet:
