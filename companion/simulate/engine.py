@@ -379,6 +379,8 @@ class Sim(Fleet, LogModel, Verify, Report):
             self._check_sync([x, y], U, n)
         V[p] = U
         V[q] = U[:]
+        self.vgen[p] += 1
+        self.vgen[q] += 1
         self.stats['syncs'] += 1
         self.stats['line_bytes'] += n
         self.stats['overhead_bytes'] += self.overhead
@@ -468,6 +470,7 @@ class Sim(Fleet, LogModel, Verify, Report):
                 self._check_sync(g, U, n)
             for x in g:
                 self.V[x] = U[:]
+                self.vgen[x] += 1
                 self.partner[x] = -1
             self.stats['syncs'] += 1
             self.stats['line_bytes'] += n

@@ -48,16 +48,29 @@ class LogModel:
         self.PMc = [[0] * P for _ in range(P)]   # per party: PM of each origin at its V
         self.Bsum = [0] * P     # bytes of records each party knows (sum over origins of B[V])
         self.runners = [{} for _ in range(self.J)]   # single jobs: k -> [(host, record), ...]
+        self.vgen = [0] * P     # per party: bumped when a sync changes its vector (_done's memo)
+        self.done_memo = [[None] * self.J for _ in range(P)]
         self.rtop = [-1] * self.J
 
     def _done(self, x, j, k):
         """done_k as the host's file shows it (the highest instance another
         host's newest result started or ran), exact for the comparisons
         plan.decide makes (>= k, >= the instance before k: k - 1, or for a
-        calendar job its cal.prev(k)); -1 when below that."""
+        calendar job its cal.prev(k)); -1 when below that. It changes only
+        when the host's file does (a record another host writes is not in it
+        before a sync), so the last answer per host and job is kept for the
+        host's vector version (vgen)."""
         runs = self.runners[j]
         if not runs:
             return -1
+        memo = self.done_memo[x]
+        m = memo[j]
+        if m is not None and m[0] == self.vgen[x] and m[1] == k:
+            return m[2]
+        v = memo[j] = (self.vgen[x], k, self._done_scan(x, j, k, runs))
+        return v[2]
+
+    def _done_scan(self, x, j, k, runs):
         job = self.jobs[j]
         lo = k - 1 if job.cal is None or k < 0 else job.cal.prev(k)
         V = self.V[x]
