@@ -158,10 +158,10 @@ class Sim(Fleet, LogModel, Verify, Report):
             w = e >> sh
             if d:   # true(x, w): the first true time the clock reads >= w
                 lt = w
-                w = int(ceil(ts + (lt - ts) / (1.0 + d)))
-                while w + int(floor(d * (w - ts) + 0.5)) < lt:
+                w = ceil(ts + (lt - ts) / (1.0 + d))     # math's ceil and floor give ints
+                while w + floor(d * (w - ts) + 0.5) < lt:
                     w += 1
-                while w - 1 + int(floor(d * (w - 1 - ts) + 0.5)) >= lt:
+                while w - 1 + floor(d * (w - 1 - ts) + 0.5) >= lt:
                     w -= 1
             if grid is not None:
                 w = grid(w)
@@ -177,7 +177,7 @@ class Sim(Fleet, LogModel, Verify, Report):
                 h.wake = w
                 break
             n += 1
-            now = w + int(floor(d * (w - ts) + 0.5)) if d else w
+            now = w + floor(d * (w - ts) + 0.5) if d else w
             nxt = decide(x, e & jmask, now, w)
             if nxt is None:
                 heapq.heappop(hq)
