@@ -10,7 +10,7 @@ from operator import gt
 
 from sporadic.core import jobline, plan
 from companion.simulate.scenario import Fleet, SYNC_OVERHEAD  # noqa: F401 (the default, for callers)
-from companion.simulate.logs import LogModel, MISS_C, OK_C
+from companion.simulate.logs import LogModel, Raises, MISS_C, OK_C
 from companion.simulate.verify import Verify
 from companion.simulate.report import Report
 from companion.simulate import parallel
@@ -360,6 +360,9 @@ class Sim(Fleet, LogModel, Verify, Report):
                 D2 = list(compress(self.prange, map(gt, V[x], V[y])))
                 if len(D2) < len(D):
                     p, q, D = y, x, D2
+        # q, whose last sync was with p alone, may hold p's vector at a mark
+        mk = self.mark[q]
+        since = (p, mk[1]) if mk is not None and partner[q] == p and mk[0] is self.raises[p] else None
         partner[x] = y
         partner[y] = x
         Vp = V[p]
@@ -373,10 +376,18 @@ class Sim(Fleet, LogModel, Verify, Report):
             U[h] = b = Vq[h]
             bnew += B_all[h][b] - B_all[h][Vp[h]]
             pmu[h] = PM_all[h][b]
-        n = self._recv(q, Vq, U, (bnew, pmu), t)
+        n = self._recv(q, Vq, U, (bnew, pmu), t, since)
         n += self._recv_few(p, Vp, U, D, bnew, t)
         if self.verify:
             self._check_sync([x, y], U, n)
+        # p is raised at D, q anywhere: who holds q's vector at a mark no
+        # longer can tell what it lacks from q's raises
+        rp = self.raises[p]
+        for h in D:
+            rp.raise_(h, Vp[h], U[h], pmu[h])
+        self.raises[q] = Raises()
+        self.mark[q] = (rp, rp.ver)
+        self.mark[p] = None
         V[p] = U
         V[q] = U[:]
         self.vgen[p] += 1
@@ -471,6 +482,8 @@ class Sim(Fleet, LogModel, Verify, Report):
             for x in g:
                 self.V[x] = U[:]
                 self.vgen[x] += 1
+                self.raises[x] = Raises()
+                self.mark[x] = None
                 self.partner[x] = -1
             self.stats['syncs'] += 1
             self.stats['line_bytes'] += n

@@ -2,6 +2,7 @@
 # record logs (exactly the compacted file under merge): writing a record,
 # what a sync moves in bytes, and what a host's file says others did.
 from array import array
+from bisect import bisect_left, insort
 from itertools import compress, repeat
 from operator import getitem, gt, lt
 
@@ -31,6 +32,51 @@ class _Log:
 
 
 
+ORIGIN_BITS = 20      # Raises.keys: version << ORIGIN_BITS | origin
+ORIGIN_MASK = (1 << ORIGIN_BITS) - 1
+
+
+class Raises:
+    """The entries of one party's vector raised by its syncs, one version a
+    raise. A party whose last sync was with this one alone holds this vector
+    as it was at a version (its mark), but for its own entry; an origin's
+    records it lacks include one superseded inside the range (_recv's sel)
+    exactly when the mark is below the first version at which this party
+    held the origin's supersession marker of now: kept per origin in one
+    sorted list, so the origins of sel are a slice of it."""
+    __slots__ = ('ver', 'hist', 'keys', 'key_of')
+
+    def __init__(self):
+        self.ver = 0
+        self.hist = {}      # origin -> (values raised from and to, the version after each raise)
+        self.keys = []      # sorted: first version holding the origin's marker << ORIGIN_BITS | origin
+        self.key_of = {}
+
+    def raise_(self, h, a, b, pm):
+        """Entry h goes from a to b, whose supersession marker is pm."""
+        self.ver += 1
+        e = self.hist.get(h)
+        if e is None:
+            e = self.hist[h] = (array('i', [a]), array('i', [0]))
+        e[0].append(b)
+        e[1].append(self.ver)
+        i = bisect_left(e[0], pm)    # the first value >= pm (b > pm: there is one)
+        k = e[1][i] << ORIGIN_BITS | h
+        old = self.key_of.get(h)
+        keys = self.keys
+        if old is not None:
+            del keys[bisect_left(keys, old)]
+        self.key_of[h] = k
+        if not keys or keys[-1] < k:
+            keys.append(k)
+        else:
+            insort(keys, k)
+
+    def lacking(self, mark):
+        """The origins whose marker is above what a holder at `mark` has."""
+        return [k & ORIGIN_MASK for k in self.keys[bisect_left(self.keys, (mark + 1) << ORIGIN_BITS):]]
+
+
 class LogModel:
     """The record-log half of Sim (mixed in): state set up by init_logs."""
 
@@ -47,6 +93,8 @@ class LogModel:
         self.sup_d = [None] * P   # origin -> {a: bytes superseded in (a, b]}
         self.PMc = [[0] * P for _ in range(P)]   # per party: PM of each origin at its V
         self.Bsum = [0] * P     # bytes of records each party knows (sum over origins of B[V])
+        self.raises = [Raises() for _ in range(P)]   # per party (a new one when a sync raises it anywhere)
+        self.mark = [None] * P    # per party: (the Raises of its last lone partner, its version then)
         self.runners = [{} for _ in range(self.J)]   # single jobs: k -> [(host, record), ...]
         self.vgen = [0] * P     # per party: bumped when a sync changes its vector (_done's memo)
         self.done_memo = [[None] * self.J for _ in range(P)]
@@ -128,21 +176,30 @@ class LogModel:
         and per origin the supersession marker at U."""
         return sum(map(getitem, self.B_all, U)), list(map(getitem, self.PM_all, U))
 
-    def _recv(self, x, old, new, agg, t):
+    def _recv(self, x, old, new, agg, t, since=None):
         """Bytes of the lines party x lacked (set difference of the compacted
         files: only the newest record of a job and origin counts); records
-        what x learned about single-job runs."""
+        what x learned about single-job runs. since: (r, mark) when x holds
+        party r's vector at that version of its Raises but for x's own
+        entry, and new is r's vector but for x's entry."""
         bnew, pmu = agg
         tot = bnew - self.Bsum[x]
         if not tot:
             return 0
         self.Bsum[x] = bnew
-        logs = self.logs
         # an origin with a record superseded inside the range sends only the
         # newest: the bytes superseded in (a, b], memoized per origin for its
         # latest b (receivers of one party's file share b and few a's); the
         # per-origin work stays in list comprehensions and map
-        sel = list(compress(self.prange, map(gt, pmu, old)))
+        if since is None:
+            sel = list(compress(self.prange, map(gt, pmu, old)))
+        else:
+            r = since[0]
+            sel = self.raises[r].lacking(since[1])
+            if x in sel:
+                sel.remove(x)
+            if pmu[r] > old[r]:     # r's own entry is raised by its writes
+                sel.append(r)
         if sel:
             sup_b = self.sup_b
             sup_d = self.sup_d
