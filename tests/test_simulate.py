@@ -1,5 +1,6 @@
 """companion simulate: seeded, reproducible, on the real core (docs/simulate.md)."""
 import copy
+import gc
 import io
 import json
 import math
@@ -71,6 +72,16 @@ def test_reproducible_byte_identical(tmp_path):
             outs.append(f.getvalue())
     assert outs[0] == outs[2] and outs[1] == outs[3]
     assert json.loads(outs[1])['seed'] == 7
+
+
+def test_a_run_leaves_no_reference_cycles():
+    # a run turns the cyclic collector off (engine.py): whatever it drops
+    # must be freed by reference counting, or a year's run would keep it
+    gc.collect()
+    S.simulate(MIXED, 1, workers=1)
+    S.simulate(MIXED, 2, verify=True)
+    assert gc.collect() == 0
+    assert gc.isenabled()
 
 
 def test_verify_against_merge():
