@@ -4,13 +4,12 @@
 import gc
 import heapq
 from array import array
-from math import ceil, floor
 from bisect import bisect_right, insort
 from itertools import compress
 from operator import gt
 
 from sporadic.core import jobline, plan
-from companion.simulate.scenario import Fleet, SYNC_OVERHEAD  # noqa: F401 (the default, for callers)
+from companion.simulate.scenario import Fleet, SYNC_OVERHEAD, local_time, true_time  # noqa: F401 (SYNC_OVERHEAD: the default, for callers)
 from companion.simulate.logs import LogModel, Raises, MISS_C, OK_C
 from companion.simulate.verify import Verify
 from companion.simulate.report import Report
@@ -163,14 +162,7 @@ class Sim(Fleet, LogModel, Verify, Report):
         n = 0
         while hq:
             e = hq[0]
-            w = e >> sh
-            if d:   # true(x, w): the first true time the clock reads >= w
-                lt = w
-                w = ceil(ts + (lt - ts) / (1.0 + d))     # math's ceil and floor give ints
-                while w + floor(d * (w - ts) + 0.5) < lt:
-                    w += 1
-                while w - 1 + floor(d * (w - 1 - ts) + 0.5) >= lt:
-                    w -= 1
+            w = true_time(d, ts, e >> sh)
             if grid is not None:
                 w = grid(w)
             if w < lo:
@@ -185,8 +177,7 @@ class Sim(Fleet, LogModel, Verify, Report):
                 h.wake = w
                 break
             n += 1
-            now = w + floor(d * (w - ts) + 0.5) if d else w
-            nxt = decide(x, e & jmask, now, w)
+            nxt = decide(x, e & jmask, local_time(d, ts, w), w)
             if nxt is None:
                 heapq.heappop(hq)
             else:

@@ -106,23 +106,22 @@ def select(v, names):
     return [n for n in names if n in exact or any(fnmatchcase(n, g) for g in globs)]
 
 
-# An uptime model: up(t), next_up(t) (t when up, else when the outage at t
-# ends) and outage(t) -> (from, until) of the outage that holds t or, when
-# up, the next one (a walk forward in time reads it once an outage).
-class _Always:
-    kind = 'always'
-
+class _Uptime:
+    """An uptime model: outage(t) -> (from, until) of the outage that holds
+    t or, when the host is up at t, the next one (a walk forward in time
+    reads it once an outage); up(t) follows from it."""
     def up(self, t):
-        return True
+        return t < self.outage(t)[0]
 
-    def next_up(self, t):
-        return t
+
+class _Always(_Uptime):
+    kind = 'always'
 
     def outage(self, t):
         return math.inf, math.inf
 
 
-class _Duty:
+class _Duty(_Uptime):
     kind = 'duty'
 
     def __init__(self, period, on, phase):
@@ -130,19 +129,12 @@ class _Duty:
         self.on = int(round(on * period))
         self.phase = phase
 
-    def up(self, t):
-        return (t - self.phase) % self.period < self.on
-
-    def next_up(self, t):
-        r = (t - self.phase) % self.period
-        return t if r < self.on else t + self.period - r
-
     def outage(self, t):
         r = (t - self.phase) % self.period
         return t - r + self.on, t - r + self.period
 
 
-class _Outages:
+class _Outages(_Uptime):
     kind = 'outages'
 
     def __init__(self, rate, mean, rng, start):
@@ -159,20 +151,6 @@ class _Outages:
             s, e = int(s), int(math.ceil(e))
             self.iv.append((s, e))
             self.t = e
-
-    def _find(self, t):
-        self._cover(t)
-        i = bisect.bisect_right(self.iv, (t, INF)) - 1
-        if i >= 0 and self.iv[i][0] <= t < self.iv[i][1]:
-            return self.iv[i]
-        return None
-
-    def up(self, t):
-        return self._find(t) is None
-
-    def next_up(self, t):
-        iv = self._find(t)
-        return t if iv is None else iv[1]
 
     def outage(self, t):
         self._cover(t)
@@ -206,6 +184,24 @@ def load(path):
     except tomllib.TOMLDecodeError as e:
         raise UserError('%s: %s' % (path, e))
 
+
+
+# A host's clock: it reads true time t as local_time(drift, ts, t), ts being
+# when it was last set (drift 0: exact). math's floor and ceil give ints.
+def local_time(d, ts, t):
+    return t + math.floor(d * (t - ts) + 0.5) if d else t
+
+
+def true_time(d, ts, lt):
+    """The first true time at which the clock reads >= lt."""
+    if not d:
+        return lt
+    t = math.ceil(ts + (lt - ts) / (1.0 + d))
+    while local_time(d, ts, t) < lt:
+        t += 1
+    while local_time(d, ts, t - 1) >= lt:
+        t -= 1
+    return t
 
 
 class _Host:
@@ -387,24 +383,7 @@ class Fleet:
 
     def local(self, x, t):
         h = self.hosts[x]
-        if not h.drift:
-            return t
-        return t + int(math.floor(h.drift * (t - h.ts) + 0.5))
-
-    def true(self, x, lt):
-        """The first true time at which host x's clock reads >= lt."""
-        h = self.hosts[x]
-        d = h.drift
-        if not d:
-            return lt
-        ts = h.ts
-        floor = math.floor
-        t = int(math.ceil(ts + (lt - ts) / (1.0 + d)))
-        while t + int(floor(d * (t - ts) + 0.5)) < lt:         # local(t) < lt
-            t += 1
-        while t - 1 + int(floor(d * (t - 1 - ts) + 0.5)) >= lt:   # local(t - 1) >= lt
-            t -= 1
-        return t
+        return local_time(h.drift, h.ts, t)
 
     def _grid(self, t):
         """Round a time up to the resolution grid."""
