@@ -17,7 +17,6 @@ from companion.simulate import parallel
 
 JUMP_S, JUMPS_KEPT = 300, 4   # device/clock.py's: a clock change it records as a jump, and how many
 WAIT, IDLE, RUN, MISS, DECIDE_MAX = plan.WAIT, plan.IDLE, plan.RUN, plan.MISS, plan.DECIDE_MAX
-_SYNC = 0
 NEVER = float('inf')     # a host's next wake when it has no job left
 _VISIT, _CONTACT, _MESH = 'v', 'c', 'm'
 
@@ -26,10 +25,10 @@ class Sim(Fleet, LogModel, Verify, Report):
     progress = None     # called with the share of the simulated time done (0..1), now and then
     # -- events --
 
-    def _push(self, t, prio, kind, a=0, b=0):
+    def _push(self, t, kind, a=0, b=0):
         if t < self.end:
             self.seq += 1
-            heapq.heappush(self.ev, (t, prio, self.seq, kind, a, b))
+            heapq.heappush(self.ev, (t, self.seq, kind, a, b))
 
     def _apart(self, x, y, t):
         for split, heal, sec in self.parts:
@@ -96,14 +95,14 @@ class Sim(Fleet, LogModel, Verify, Report):
             for x in v['hosts']:
                 rng = self._rng('visit', li, self.names[x])
                 t = self.start + (rng.random() * v['interval'] if v['phase'] == 'random' else 0)
-                self._push(self._grid(t), _SYNC, _VISIT, li, x)
+                self._push(self._grid(t), _VISIT, li, x)
         for li, c in enumerate(self.contacts):
             if c['rate'] > 0:
                 for x in c['a']:
                     rng = self._rng('contact', li, self.names[x])
-                    self._push(self._grid(self.start + rng.expovariate(c['rate'])), _SYNC, _CONTACT, li, x)
+                    self._push(self._grid(self.start + rng.expovariate(c['rate'])), _CONTACT, li, x)
         for li, m in enumerate(self.meshes):
-            self._push(self._grid(self.start + m['offset']), _SYNC, _MESH, li, 0)
+            self._push(self._grid(self.start + m['offset']), _MESH, li, 0)
         self.n_decisions = self.n_jobwakes = self.n_miss = 0
         progress = self.progress
         span = float(self.end - self.start)
@@ -111,7 +110,7 @@ class Sim(Fleet, LogModel, Verify, Report):
         pop = heapq.heappop
         events = 0
         while ev:
-            t, _, _, kind, a, b = pop(ev)
+            t, _, kind, a, b = pop(ev)
             events += 1
             if progress is not None and not events & 255:
                 progress((t - self.start) / span)
@@ -430,7 +429,7 @@ class Sim(Fleet, LogModel, Verify, Report):
         nt = t + v['interval']
         if v['jitter']:
             nt += rng.uniform(-v['jitter'], v['jitter'])
-        self._push(max(self._grid(nt), t + self.res), _SYNC, _VISIT, li, x)
+        self._push(max(self._grid(nt), t + self.res), _VISIT, li, x)
 
     def _contact(self, li, x, t):
         c = self.contacts[li]
@@ -446,7 +445,7 @@ class Sim(Fleet, LogModel, Verify, Report):
                 break
         if y is not None and y != x and self._can(x, y, t, c['fail'], rng):
             self._sync(x, y, t)
-        self._push(max(self._grid(t + rng.expovariate(c['rate'])), t + self.res), _SYNC, _CONTACT, li, x)
+        self._push(max(self._grid(t + rng.expovariate(c['rate'])), t + self.res), _CONTACT, li, x)
 
     def _mesh(self, li, t):
         m = self.meshes[li]
@@ -490,7 +489,7 @@ class Sim(Fleet, LogModel, Verify, Report):
         nt = t + m['interval']
         if m['jitter']:
             nt += rng.uniform(-m['jitter'], m['jitter'])
-        self._push(max(self._grid(nt), t + self.res), _SYNC, _MESH, li, 0)
+        self._push(max(self._grid(nt), t + self.res), _MESH, li, 0)
 
 
 def simulate(scn, seed=None, verify=False, workers=None, progress=None):

@@ -97,7 +97,7 @@ class LogModel:
         self.mark = [None] * P    # per party: (the Raises of its last lone partner, its version then)
         self.runners = [{} for _ in range(self.J)]   # single jobs: k -> [(host, record), ...]
         self.vgen = [0] * P     # per party: bumped when a sync changes its vector (_done's memo)
-        self.done_memo = [[None] * self.J for _ in range(P)]
+        self.done_memo = [[None] * self.J for _ in range(self.H)]
         self.rtop = [-1] * self.J
 
     def _done(self, x, j, k):
