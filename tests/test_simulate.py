@@ -9,6 +9,7 @@ import sys
 from contextlib import redirect_stdout
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, 'firmware'))
@@ -16,6 +17,7 @@ sys.path.insert(0, ROOT)
 
 from companion import simulate as S  # noqa: E402
 from companion.errors import UserError  # noqa: E402
+from companion.simulate import logs  # noqa: E402
 from sporadic.core import jobline, plan  # noqa: E402
 from sporadic.core import timefmt
 from sporadic.desktop import merging
@@ -95,6 +97,75 @@ def test_verify_against_merge():
     fast['counts'].pop('verified_syncs', None)
     rep['counts'].pop('verified_syncs')
     assert json.dumps(fast, sort_keys=True) == json.dumps(rep, sort_keys=True)
+
+
+def test_verify_a_companion_raised_past_its_first_thousand_versions():
+    # a host that last synced with the companion lacks what the companion
+    # got since; the lines superseded inside that (sent only as their
+    # newest) are summed over the companion's raises since the host's mark
+    # (logs.Raises): checked against merging.merge at every sync while the
+    # raises pass the tree's first size (1,024 versions), with visits 10 min
+    # to 3 h apart so a host's range spans zero to several of another's
+    s = scn('''
+each 2026-01-01T00:20Z a ; every=2h
+each 2026-01-01T00:50Z b ; every=1d on=pump-1
+any:0.05 2026-01-01T01:00Z c ; every=3h within=2h tick=10m
+one 2026-01-01T02:40Z d ; every=5h grace=20m
+''', [{'ids': 'pump-{01..30}', 'uptime': 'outages 2/d 2h', 'drift_ppm': 40}],
+        end='2026-01-05T00:00Z',
+        visit=[{'companion': 'laptop', 'hosts': '*', 'interval': '90m', 'jitter': '80m', 'fail': 0.1}])
+    sim = S.Sim(copy.deepcopy(s), 1, True)
+    rep = sim.run()
+    assert sim.raises[sim.names.index('laptop')].ver > 1024
+    assert rep['counts']['verified_syncs'] > 1024
+    fast = S.simulate(copy.deepcopy(s), 1, workers=1)
+    rep['counts'].pop('verified_syncs')
+    assert json.dumps(fast, sort_keys=True) == json.dumps(rep, sort_keys=True)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 2 ** 32))
+def test_raises_spare_what_a_holder_at_any_mark_is_spared(seed):
+    # logs.Raises.spared(mark): the bytes of records that a holder of the
+    # vector at `mark` lacks but that are superseded inside what it lacks,
+    # summed per origin by their definition (a later record of the same job
+    # in the range), at every power of two and at random marks, across the
+    # tree's doublings (2,100 raises)
+    import random
+    rng = random.Random(seed)
+
+    class Model(logs.LogModel):
+        P = H = 7
+        J = 4
+        verify = False
+    m = Model()
+    m.init_logs()
+    rs = logs.Raises()
+    now = [0] * m.P      # the vector the raises bring: party 6's, origins 0..5
+    at = [now[:]]        # the vector at each version
+    while rs.ver < 2100:
+        h = rng.randrange(6)
+        for _ in range(rng.randrange(4)):
+            m._write(h, rng.randrange(m.J), 0, logs.OK_C, None, rng.randrange(20, 90))
+        end = len(m.logs[h].RJ) - 1
+        if end > now[h]:
+            rs.raise_(h, now[h], end, m.logs[h])
+            now[h] = end
+            at.append(now[:])
+
+    def spared(mark):
+        tot = 0
+        for h in range(6):
+            lg = m.logs[h]
+            later = set()
+            for i in range(now[h], at[mark][h], -1):
+                if lg.RJ[i] in later:
+                    tot += lg.RZ[i]
+                later.add(lg.RJ[i])
+        return tot
+    assert rs.ver == len(at) - 1 > 2048
+    for mark in [0, 1, 1023, 1024, 1025, 2047, 2048, 2049, rs.ver - 1, rs.ver] + rng.sample(range(rs.ver), 20):
+        assert rs.spared(mark) == spared(mark), mark
 
 
 def test_jobs_shared_among_processes_give_the_report_of_one():

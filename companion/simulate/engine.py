@@ -381,8 +381,9 @@ class Sim(Fleet, LogModel, Verify, Report):
         # p is raised at D, q anywhere: who holds q's vector at a mark no
         # longer can tell what it lacks from q's raises
         rp = self.raises[p]
+        logs = self.logs
         for h in D:
-            rp.raise_(h, Vp[h], U[h], pmu[h])
+            rp.raise_(h, Vp[h], U[h], logs[h])
         self.raises[q] = Raises()
         self.mark[q] = (rp, rp.ver)
         self.mark[p] = None

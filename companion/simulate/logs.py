@@ -2,7 +2,7 @@
 # record logs (exactly the compacted file under merge): writing a record,
 # what a sync moves in bytes, and what a host's file says others did.
 from array import array
-from bisect import bisect_left, insort
+from bisect import bisect_left
 from itertools import compress, repeat
 from operator import getitem, gt, lt
 
@@ -15,7 +15,7 @@ class _Log:
     Index 0 is a sentinel; a party that knows n records of origin h knows
     exactly records 1..n (knowledge of an origin is always a prefix: merge is
     a union of full states, and each record has one author)."""
-    __slots__ = ('RJ', 'RK', 'RO', 'RZ', 'NXT', 'B', 'PM', 'LB', 'D', 'last', 'lines')
+    __slots__ = ('RJ', 'RK', 'RO', 'RZ', 'NXT', 'PRV', 'B', 'PM', 'LB', 'D', 'last', 'lines')
 
     def __init__(self, verify):
         self.RJ = array('i', [0])     # job index
@@ -23,6 +23,7 @@ class _Log:
         self.RO = array('b', [0])     # outcome code
         self.RZ = array('i', [0])     # line size in bytes (with newline)
         self.NXT = array('i', [INF])  # next record of the same job (supersedes this one)
+        self.PRV = array('i', [0])    # previous record of the same job (this one supersedes it), 0: none
         self.B = array('q', [0])      # bytes of records 1..i
         self.PM = array('i', [0])     # max over 1..i of the previous record of the same job
         self.LB = array('q', [0])     # bytes of this origin's lines live in the file after 1..i
@@ -32,49 +33,79 @@ class _Log:
 
 
 
-ORIGIN_BITS = 20      # Raises.keys: version << ORIGIN_BITS | origin
-ORIGIN_MASK = (1 << ORIGIN_BITS) - 1
-
-
 class Raises:
     """The entries of one party's vector raised by its syncs, one version a
     raise. A party whose last sync was with this one alone holds this vector
-    as it was at a version (its mark), but for its own entry; an origin's
-    records it lacks include one superseded inside the range (_recv's sel)
-    exactly when the mark is below the first version at which this party
-    held the origin's supersession marker of now: kept per origin in one
-    sorted list, so the origins of sel are a slice of it."""
-    __slots__ = ('ver', 'hist', 'keys', 'key_of')
+    as it was at a version (its mark), but for its own entry. What it lacks
+    counts the newest record of each job only: a record superseded by one
+    the holder also lacks is not sent. Such a pair (a record and the one
+    that supersedes it) reaches this party by raises, the superseding one
+    last; at that raise the superseded record's bytes are added at the
+    version that brought it (0: before this Raises). The bytes a holder at
+    a mark is spared are then the sum over the versions after its mark (a
+    Fenwick tree over versions), O(log raises) whatever the fleet's size."""
+    __slots__ = ('ver', 'hist', 'tree', 'total')
 
     def __init__(self):
         self.ver = 0
         self.hist = {}      # origin -> (values raised from and to, the version after each raise)
-        self.keys = []      # sorted: first version holding the origin's marker << ORIGIN_BITS | origin
-        self.key_of = {}
+        self.tree = [0] * 1025   # Fenwick tree over versions 1..1024, doubled as needed
+        self.total = 0
 
-    def raise_(self, h, a, b, pm):
-        """Entry h goes from a to b, whose supersession marker is pm."""
-        self.ver += 1
+    def raise_(self, h, a, b, lg):
+        """Entry h goes from a to b; lg is origin h's log."""
+        self.ver = v = self.ver + 1
+        tree = self.tree
+        n = len(tree) - 1
+        if v > n:       # double: nodes above n cover only empty versions, but the last covers all
+            tree.extend([0] * n)
+            n += n
+            tree[n] = self.total
         e = self.hist.get(h)
         if e is None:
             e = self.hist[h] = (array('i', [a]), array('i', [0]))
-        e[0].append(b)
-        e[1].append(self.ver)
-        i = bisect_left(e[0], pm)    # the first value >= pm (b > pm: there is one)
-        k = e[1][i] << ORIGIN_BITS | h
-        old = self.key_of.get(h)
-        keys = self.keys
-        if old is not None:
-            del keys[bisect_left(keys, old)]
-        self.key_of[h] = k
-        if not keys or keys[-1] < k:
-            keys.append(k)
-        else:
-            insort(keys, k)
+        vals, vers = e
+        lo = vals[-2] if len(vals) > 1 else a     # the last raise brought (lo, a]
+        RZ = lg.RZ
+        here = last = 0
+        older = None
+        for p in lg.PRV[a + 1:b + 1]:
+            if p > a:
+                here += RZ[p]
+            elif p > lo:
+                last += RZ[p]
+            elif p and p > vals[0]:     # brought by an earlier raise of this Raises
+                if older is None:
+                    older = {}
+                w = vers[bisect_left(vals, p)]
+                older[w] = older.get(w, 0) + RZ[p]
+        vals.append(b)
+        vers.append(v)
+        if here:
+            self._add(v, here)
+        if last:
+            self._add(vers[-2], last)
+        if older:
+            for w, z in older.items():
+                self._add(w, z)
 
-    def lacking(self, mark):
-        """The origins whose marker is above what a holder at `mark` has."""
-        return [k & ORIGIN_MASK for k in self.keys[bisect_left(self.keys, (mark + 1) << ORIGIN_BITS):]]
+    def _add(self, i, z):
+        self.total += z
+        tree = self.tree
+        n = len(tree) - 1
+        while i <= n:
+            tree[i] += z
+            i += i & -i
+
+    def spared(self, mark):
+        """Bytes of the records superseded inside what a holder at `mark` lacks."""
+        s = self.total
+        tree = self.tree
+        i = mark
+        while i:
+            s -= tree[i]
+            i &= i - 1
+        return s
 
 
 class LogModel:
@@ -150,6 +181,7 @@ class LogModel:
         lg.RO.append(code)
         lg.RZ.append(size)
         lg.NXT.append(INF)
+        lg.PRV.append(p)
         lg.B.append(lg.B[-1] + size)
         pm = lg.PM[-1]
         if p > pm:
@@ -193,25 +225,25 @@ class LogModel:
         # per-origin work stays in list comprehensions and map
         if since is None:
             sel = list(compress(self.prange, map(gt, pmu, old)))
+            if sel:
+                sup_b = self.sup_b
+                sup_d = self.sup_d
+                olds = [old[h] for h in sel]
+                for h in [h for h in sel if sup_b[h] != new[h]]:
+                    sup_b[h] = new[h]
+                    sup_d[h] = {}
+                vals = list(map(dict.get, [sup_d[h] for h in sel], olds))
+                if None in vals:
+                    for i in [i for i, v in enumerate(vals) if v is None]:
+                        vals[i] = self._sup(sel[i], olds[i], new[sel[i]])
+                tot -= sum(vals)
         else:
-            r = since[0]
-            sel = self.raises[r].lacking(since[1])
-            if x in sel:
-                sel.remove(x)
+            # r raised no entry of x's after the mark: x's records newer
+            # than the mark are nowhere else, since x has not synced since
+            r, mark = since
+            tot -= self.raises[r].spared(mark)
             if pmu[r] > old[r]:     # r's own entry is raised by its writes
-                sel.append(r)
-        if sel:
-            sup_b = self.sup_b
-            sup_d = self.sup_d
-            olds = [old[h] for h in sel]
-            for h in [h for h in sel if sup_b[h] != new[h]]:
-                sup_b[h] = new[h]
-                sup_d[h] = {}
-            vals = list(map(dict.get, [sup_d[h] for h in sel], olds))
-            if None in vals:
-                for i in [i for i, v in enumerate(vals) if v is None]:
-                    vals[i] = self._sup(sel[i], olds[i], new[sel[i]])
-            tot -= sum(vals)
+                tot -= self._sup(r, old[r], new[r])
         self.PMc[x] = pmu[:]
         if x < self.H:
             self._learn_union(x, new, t)
