@@ -471,7 +471,7 @@ class Sim(Fleet, LogModel, Verify, Report):
             for x in g:
                 if x < self.H and self.hosts[x].wake < t:
                     self._advance(x, t)
-            U = list(map(max, *[self.V[x] for x in g]))
+            U = array('i', map(max, *[self.V[x] for x in g]))
             agg = self._union(U)
             n = 0
             for x in g:

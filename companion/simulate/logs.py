@@ -118,11 +118,13 @@ class LogModel:
         self.PM_all = [lg.PM for lg in self.logs]
         self.prange = range(P)
         self.jrange = range(self.J)
-        self.V = [[0] * P for _ in range(P)]
+        # vectors as arrays: a copy is a memcpy, not a reference count touched
+        # on each of P int objects spread over the heap
+        self.V = [array('i', [0]) * P for _ in range(P)]
         self.partner = [-1] * P   # the party each last synced with alone (-1: none, or a mesh round)
         self.sup_b = [-1] * P     # origin -> the b of its sup_d
         self.sup_d = [None] * P   # origin -> {a: bytes superseded in (a, b]}
-        self.PMc = [[0] * P for _ in range(P)]   # per party: PM of each origin at its V
+        self.PMc = [array('i', [0]) * P for _ in range(P)]   # per party: PM of each origin at its V
         self.Bsum = [0] * P     # bytes of records each party knows (sum over origins of B[V])
         self.raises = [Raises() for _ in range(P)]   # per party (a new one when a sync raises it anywhere)
         self.mark = [None] * P    # per party: (the Raises of its last lone partner, its version then)
@@ -206,7 +208,7 @@ class LogModel:
     def _union(self, U):
         """What every receiver of U needs, computed once: the bytes known,
         and per origin the supersession marker at U."""
-        return sum(map(getitem, self.B_all, U)), list(map(getitem, self.PM_all, U))
+        return sum(map(getitem, self.B_all, U)), array('i', map(getitem, self.PM_all, U))
 
     def _recv(self, x, old, new, agg, t, since=None):
         """Bytes of the lines party x lacked (set difference of the compacted
