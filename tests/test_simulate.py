@@ -104,7 +104,7 @@ def test_verify_a_companion_raised_past_its_first_thousand_versions():
     # got since; the lines superseded inside that (sent only as their
     # newest) are summed over the companion's raises since the host's mark
     # (logs.Raises): checked against merging.merge at every sync while the
-    # raises pass the tree's first size (1,024 versions), with visits 10 min
+    # raises pass 1,024 versions (the tree doubles as they come), with visits 10 min
     # to 3 h apart so a host's range spans zero to several of another's
     s = scn('''
 each 2026-01-01T00:20Z a ; every=2h
@@ -143,11 +143,13 @@ def test_raises_spare_what_a_holder_at_any_mark_is_spared(seed):
     rs = logs.Raises()
     now = [0] * m.P      # the vector the raises bring: party 6's, origins 0..5
     at = [now[:]]        # the vector at each version
+    jobs = [[None] for _ in range(6)]    # per origin: the job of each record
     while rs.ver < 2100:
         h = rng.randrange(6)
         for _ in range(rng.randrange(4)):
-            m._write(h, rng.randrange(m.J), 0, logs.OK_C, None, rng.randrange(20, 90))
-        end = len(m.logs[h].RJ) - 1
+            jobs[h].append(rng.randrange(m.J))
+            m._write(h, jobs[h][-1], 0, logs.OK_C, None, rng.randrange(20, 90))
+        end = len(jobs[h]) - 1
         if end > now[h]:
             rs.raise_(h, now[h], end, m.logs[h])
             now[h] = end
@@ -159,9 +161,9 @@ def test_raises_spare_what_a_holder_at_any_mark_is_spared(seed):
             lg = m.logs[h]
             later = set()
             for i in range(now[h], at[mark][h], -1):
-                if lg.RJ[i] in later:
+                if jobs[h][i] in later:
                     tot += lg.RZ[i]
-                later.add(lg.RJ[i])
+                later.add(jobs[h][i])
         return tot
     assert rs.ver == len(at) - 1 > 2048
     for mark in [0, 1, 1023, 1024, 1025, 2047, 2048, 2049, rs.ver - 1, rs.ver] + rng.sample(range(rs.ver), 20):

@@ -273,19 +273,22 @@ class Sim(Fleet, LogModel, Verify, Report):
 
     def _write_result(self, x, j, k, now, code, outcome, att, why):
         """Write host x's result line (jobline.Result) of job j, instance k.
-        Only its size counts on the fast path, and the size of a line depends
-        on its fields' lengths only: jobline.Result formats each size once
-        (per host, job, outcome, attempt, reason and digits of k and now);
-        --verify formats every line and checks the size."""
-        key = (x, j, code, att, why, len(str(k)), len(str(now)))
-        size = self.sizes.get(key)
-        if size is None or self.verify:
+        Only its size counts on the fast path: the line's fields but k and
+        now are the same for a host, job, outcome, attempt and reason, and
+        those two are written as decimal integers, so jobline.Result formats
+        one line per such key and a size is that line's less its digits of
+        k and now, plus this one's; --verify formats every line and checks
+        the size."""
+        key = (x, j, code, att, why)
+        digits = len(str(k)) + len(str(now))
+        base = self.sizes.get(key)
+        if base is None or self.verify:
             line = jobline.Result(self.jobs[j].id, self.hosts[x].name, k, now, outcome, att, '-', why).line()
-            if size is not None and size != len(line) + 1:
-                raise AssertionError('line size of %r: %d, memo %d' % (line, len(line) + 1, size))
-            self.sizes[key] = len(line) + 1
+            if base is not None and base + digits != len(line) + 1:
+                raise AssertionError('line size of %r: %d, memo %d' % (line, len(line) + 1, base + digits))
+            self.sizes[key] = len(line) + 1 - digits
             return self._write(x, j, k, code, line)
-        return self._write(x, j, k, code, None, size)
+        return self._write(x, j, k, code, None, base + digits)
 
     def _learn(self, x, j, k, code):
         """Host x knows instance k of single job j done, and so every one

@@ -3,8 +3,8 @@
 # what a sync moves in bytes, and what a host's file says others did.
 from array import array
 from bisect import bisect_left
-from itertools import compress, repeat
-from operator import getitem, gt, lt
+from itertools import accumulate, compress, repeat
+from operator import getitem, gt, lt, not_, sub
 
 INF = 2 ** 31 - 1
 MISS_C, OK_C, RUN_C = 2, 3, 0   # outcome codes (rank order of jobline outcomes)
@@ -15,10 +15,9 @@ class _Log:
     Index 0 is a sentinel; a party that knows n records of origin h knows
     exactly records 1..n (knowledge of an origin is always a prefix: merge is
     a union of full states, and each record has one author)."""
-    __slots__ = ('RJ', 'RK', 'RO', 'RZ', 'NXT', 'PRV', 'B', 'PM', 'LB', 'D', 'last', 'lines')
+    __slots__ = ('RK', 'RO', 'RZ', 'NXT', 'PRV', 'B', 'PM', 'last', 'lines')
 
     def __init__(self, verify):
-        self.RJ = array('i', [0])     # job index
         self.RK = array('i', [0])     # instance
         self.RO = array('b', [0])     # outcome code
         self.RZ = array('i', [0])     # line size in bytes (with newline)
@@ -26,8 +25,6 @@ class _Log:
         self.PRV = array('i', [0])    # previous record of the same job (this one supersedes it), 0: none
         self.B = array('q', [0])      # bytes of records 1..i
         self.PM = array('i', [0])     # max over 1..i of the previous record of the same job
-        self.LB = array('q', [0])     # bytes of this origin's lines live in the file after 1..i
-        self.D = array('i', [0])      # this origin's lines live in the file after 1..i
         self.last = {}
         self.lines = [None] if verify else None
 
@@ -49,7 +46,7 @@ class Raises:
     def __init__(self):
         self.ver = 0
         self.hist = {}      # origin -> (values raised from and to, the version after each raise)
-        self.tree = [0] * 1025   # Fenwick tree over versions 1..1024, doubled as needed
+        self.tree = [0, 0]  # Fenwick tree over versions 1..n, doubled as needed (a sync makes one a party)
         self.total = 0
 
     def raise_(self, h, a, b, lg):
@@ -174,11 +171,10 @@ class LogModel:
         """Append a record of job j, instance k to party x's log -> its index
         (the line, or on the fast path its size only)."""
         lg = self.logs[x]
-        i = len(lg.RJ)
+        i = len(lg.RK)
         if size is None:
             size = len(line) + 1
         p = lg.last.get(j, 0)
-        lg.RJ.append(j)
         lg.RK.append(k)
         lg.RO.append(code)
         lg.RZ.append(size)
@@ -193,17 +189,21 @@ class LogModel:
         self.Bsum[x] += size
         if p:
             lg.NXT[p] = i
-            lg.LB.append(lg.LB[-1] + size - lg.RZ[p])
-            lg.D.append(lg.D[-1])
-        else:
-            lg.LB.append(lg.LB[-1] + size)
-            lg.D.append(lg.D[-1] + 1)
         lg.last[j] = i
         self.V[x][x] = i
         if self.verify:
             lg.lines.append(line)
             self.lit[x].add(line)
         return i
+
+    def live(self, h):
+        """Origin h's lines live in a file that knows its records 1..i, and
+        their bytes, for every i (its records less those superseded)."""
+        lg = self.logs[h]
+        prv = lg.PRV[1:]
+        lines = array('i', accumulate(map(not_, prv), initial=0))
+        size = array('q', accumulate(map(sub, lg.RZ[1:], map(lg.RZ.__getitem__, prv)), initial=0))
+        return lines, size
 
     def _union(self, U):
         """What every receiver of U needs, computed once: the bytes known,

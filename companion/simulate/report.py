@@ -70,11 +70,10 @@ class Report:
             row, delays, spread, dups = self._job_row(j, job, 1000 - dups_kept)
             dups_kept += len(dups)
             jobs.append((job.id, row, delays, spread, dups))
-        files = []
-        for x in range(self.P):
-            V = self.V[x]
-            files.append((sum(map(getitem, [lg.D for lg in self.logs], V)),
-                          sum(map(getitem, [lg.LB for lg in self.logs], V))))
+        live = [self.live(h) for h in range(self.P)]
+        lines = [n for n, _ in live]
+        sizes = [z for _, z in live]
+        files = [(sum(map(getitem, lines, V)), sum(map(getitem, sizes, V))) for V in self.V]
         return {'jobs': jobs, 'files': files, 'stats': dict(self.stats)}
 
     def _job_row(self, j, job, dups_max):

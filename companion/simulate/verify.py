@@ -12,10 +12,7 @@ class Verify:
         out = list(self.static)
         for h in range(self.P):
             lg = self.logs[h]
-            last = {}
-            for i in range(1, V[h] + 1):
-                last[lg.RJ[i]] = lg.lines[i]
-            out.extend(last.values())
+            out.extend(lg.lines[i] for i in range(1, V[h] + 1) if lg.NXT[i] > V[h])
         return sorted(out)
 
     def _check_sync(self, parties, U, n):
