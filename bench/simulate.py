@@ -8,7 +8,7 @@ default runs 30 of them. A day costs less in the first month (the weekly
 and monthly jobs have not all come due, the files are still filling up)
 and about the same after it, so `year_cpu_s_projected` (365/days of this
 run) is low for short runs (one process, 2026-12-04: 30 days project
-155 s, --full measured 189 s); --full runs the year.
+91 s, --full measured 97 s); --full runs the year.
 
     python bench/simulate.py                 # 1,000 hosts x 100 jobs x 30 days
     python bench/simulate.py --full          # the budget: 365 days
