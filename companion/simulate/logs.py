@@ -46,7 +46,7 @@ class Raises:
     def __init__(self):
         self.ver = 0
         self.hist = {}      # origin -> (values raised from and to, the version after each raise)
-        self.tree = [0, 0]  # Fenwick tree over versions 1..n, doubled as needed (a sync makes one a party)
+        self.tree = [0, 0]  # Fenwick tree over versions 1..n, doubled as needed (most stay small)
         self.total = 0
 
     def raise_(self, h, a, b, lg):
@@ -222,10 +222,10 @@ class LogModel:
             return 0
         self.Bsum[x] = bnew
         # an origin with a record superseded inside the range sends only the
-        # newest: the bytes superseded in (a, b], memoized per origin for its
-        # latest b (receivers of one party's file share b and few a's); the
-        # per-origin work stays in list comprehensions and map
+        # newest: less the bytes superseded in (a, b]
         if since is None:
+            # per origin, memoized for its latest b (receivers of one party's
+            # file share b and few a's), in list comprehensions and map
             sel = list(compress(self.prange, map(gt, pmu, old)))
             if sel:
                 sup_b = self.sup_b
@@ -240,8 +240,9 @@ class LogModel:
                         vals[i] = self._sup(sel[i], olds[i], new[sel[i]])
                 tot -= sum(vals)
         else:
-            # r raised no entry of x's after the mark: x's records newer
-            # than the mark are nowhere else, since x has not synced since
+            # all origins at once from r's raises since the mark (Raises);
+            # none of them raised x's own entry: x's records newer than the
+            # mark are nowhere else, since x has not synced since
             r, mark = since
             tot -= self.raises[r].spared(mark)
             if pmu[r] > old[r]:     # r's own entry is raised by its writes
