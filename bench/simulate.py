@@ -13,6 +13,8 @@ run) is low for short runs (one process, 2026-12-04: 30 days project
     python bench/simulate.py                 # 1,000 hosts x 100 jobs x 30 days
     python bench/simulate.py --full          # the budget: 365 days
     python bench/simulate.py --hosts 200 --days 90
+    python bench/simulate.py --full --toml year.toml   # the scenario as a file, for
+    companion simulate year.toml                       # the command a user runs
 
 The jobs are shared among one process per CPU, as `companion simulate`
 does (`--workers 1`: one process, the figure to compare with runs before
@@ -72,6 +74,19 @@ def scenario(hosts, days, jobs=100):
     }
 
 
+def to_toml(scn):
+    """The scenario as a TOML file `companion simulate` reads."""
+    out = []
+    for k in ('name', 'start', 'end'):
+        out.append('%s = %s' % (k, json.dumps(scn[k])))
+    out.append('jobs = """\n%s"""' % scn['jobs'])
+    for table in ('hosts', 'visit'):
+        for row in scn[table]:
+            out.append('\n[[%s]]' % table)
+            out.extend('%s = %s' % (k, json.dumps(v)) for k, v in row.items())
+    return '\n'.join(out) + '\n'
+
+
 def _cpu():
     """CPU seconds of this process and of its finished children (the workers)."""
     t = os.times()
@@ -87,10 +102,16 @@ def main():
     p.add_argument('--seed', type=int, default=1)
     p.add_argument('--workers', type=int, default=None,
                    help='processes to share the jobs among (default: one per CPU)')
+    p.add_argument('--toml', metavar='OUT', help='write the scenario to OUT (for `companion simulate OUT`) and stop')
     a = p.parse_args()
     if a.full:
         a.days = 365
     scn = scenario(a.hosts, a.days, a.jobs)
+    if a.toml:
+        with open(a.toml, 'w') as f:
+            f.write(to_toml(scn))
+        print('wrote %s: companion simulate %s --seed %d' % (a.toml, a.toml, a.seed))
+        return
     workers = parallel.workers_for(Sim(scn, a.seed), a.workers)   # the count simulate() will use
     t = time.perf_counter()
     c0 = _cpu()
