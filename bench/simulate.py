@@ -34,7 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..'))
 sys.path.insert(0, os.path.join(HERE, '..', 'firmware'))
 
-from companion.simulate import Sim, simulate, parallel  # noqa: E402
+from companion.simulate import Sim, simulate, parallel, dumps  # noqa: E402
 from sporadic.core.timeutil import parse_time
 from sporadic.core.timefmt import format_time  # noqa: E402
 
@@ -74,19 +74,6 @@ def scenario(hosts, days, jobs=100):
     }
 
 
-def to_toml(scn):
-    """The scenario as a TOML file `companion simulate` reads."""
-    out = []
-    for k in ('name', 'start', 'end'):
-        out.append('%s = %s' % (k, json.dumps(scn[k])))
-    out.append('jobs = """\n%s"""' % scn['jobs'])
-    for table in ('hosts', 'visit'):
-        for row in scn[table]:
-            out.append('\n[[%s]]' % table)
-            out.extend('%s = %s' % (k, json.dumps(v)) for k, v in row.items())
-    return '\n'.join(out) + '\n'
-
-
 def _cpu():
     """CPU seconds of this process and of its finished children (the workers)."""
     t = os.times()
@@ -109,7 +96,7 @@ def main():
     scn = scenario(a.hosts, a.days, a.jobs)
     if a.toml:
         with open(a.toml, 'w') as f:
-            f.write(to_toml(scn))
+            f.write(dumps(scn))
         print('wrote %s: companion simulate %s --seed %d' % (a.toml, a.toml, a.seed))
         return
     workers = parallel.workers_for(Sim(scn, a.seed), a.workers)   # the count simulate() will use

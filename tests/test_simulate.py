@@ -61,9 +61,9 @@ def test_reproducible_byte_identical(tmp_path):
     c = json.dumps(S.simulate(copy.deepcopy(MIXED), 8), sort_keys=True)
     assert a != c
     # and through the command, text and JSON
-    import tomllib  # noqa: F401  (the scenario format)
     p = tmp_path / 's.toml'
-    p.write_text(_toml(MIXED))
+    p.write_text(S.dumps(MIXED))
+    assert S.load(str(p)) == MIXED      # scenario.dumps writes what load reads back
     outs = []
     for _ in range(2):
         for js in (False, True):
@@ -227,7 +227,7 @@ def _simulate_in_two_workers(tmp_path):
     import subprocess
     import time
     path = tmp_path / 'long.toml'
-    path.write_text(_toml(LONG))
+    path.write_text(S.dumps(LONG))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, 'firmware')]))
     p = subprocess.Popen([sys.executable, '-m', 'companion.cli', 'simulate', str(path), '--workers', '2'],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -484,7 +484,7 @@ def test_errors_are_user_errors():
 
 def test_sweep_and_plot_message(tmp_path):
     p = tmp_path / 's.toml'
-    p.write_text(_toml(_one('5m', days=1)))
+    p.write_text(S.dumps(_one('5m', days=1)))
     f = io.StringIO()
     with redirect_stdout(f):
         S.command(_args(str(p), sweep='mesh.interval=5m,45m', json=True))
@@ -509,7 +509,7 @@ def test_sweep_of_a_scenario_with_toml_date_times(tmp_path):
     whose start and end are TOML's native date-times (not strings): the
     sweep copies the scenario once a point and must not go through JSON."""
     import subprocess
-    text = _toml(_one('5m', days=1))
+    text = S.dumps(_one('5m', days=1))
     text = text.replace('start = "2026-01-01T00:00Z"', 'start = 2026-01-01T00:00:00Z')
     text = text.replace('end = "2026-01-02T00:00Z"', 'end = 2026-01-02T00:00:00Z')
     assert 'start = 2026-01-01T00:00:00Z' in text and 'end = 2026-01-02T00:00:00Z' in text
@@ -540,25 +540,3 @@ def _args(path, seed=None, json=False, sweep=None, plot=None, steps=6, verify=Fa
     import argparse
     return argparse.Namespace(scenario=path, seed=seed, json=json, sweep=sweep, plot=plot, steps=steps,
                               verify=verify, workers=workers)
-
-
-def _toml(d):
-    def val(v):
-        if isinstance(v, str):
-            return json.dumps(v)
-        if isinstance(v, bool):
-            return 'true' if v else 'false'
-        if isinstance(v, list):
-            return '[' + ', '.join(val(x) for x in v) + ']'
-        return repr(v)
-    out = []
-    for k, v in d.items():
-        if not (isinstance(v, list) and v and isinstance(v[0], dict)):
-            out.append('%s = %s' % (k, val(v)))
-    for k, v in d.items():
-        if isinstance(v, list) and v and isinstance(v[0], dict):
-            for t in v:
-                out.append('[[%s]]' % k)
-                for kk, vv in t.items():
-                    out.append('%s = %s' % (kk, val(vv)))
-    return '\n'.join(out) + '\n'

@@ -14,7 +14,7 @@
 #   parallel.py  the jobs shared among processes; the parts assembled
 #   output.py    the report as text; the sweep's plot
 #   cli.py       the verb and --sweep
-from companion.simulate.scenario import expand, select, load, _time  # noqa: F401
+from companion.simulate.scenario import expand, select, load, dumps, _time  # noqa: F401
 from companion.simulate.engine import Sim, SYNC_OVERHEAD, simulate  # noqa: F401
 from companion.simulate.report import predict_any  # noqa: F401
 from companion.simulate.cli import add_parser, command, main, sweep_values  # noqa: F401

@@ -185,6 +185,31 @@ def load(path):
         raise UserError('%s: %s' % (path, e))
 
 
+def dumps(scn):
+    """A scenario (load's dict: strings, numbers, booleans, lists and lists
+    of tables) as TOML text that load reads back equal."""
+    import json
+
+    def val(v):
+        if isinstance(v, str):
+            return json.dumps(v)     # a JSON string is a TOML basic string
+        if isinstance(v, bool):
+            return 'true' if v else 'false'
+        if isinstance(v, list):
+            return '[' + ', '.join(val(x) for x in v) + ']'
+        return repr(v)
+
+    def tables(v):
+        return isinstance(v, list) and v and isinstance(v[0], dict)
+    out = ['%s = %s' % (k, val(v)) for k, v in scn.items() if not tables(v)]
+    for k, v in scn.items():
+        if tables(v):
+            for row in v:
+                out.append('[[%s]]' % k)
+                out.extend('%s = %s' % (kk, val(vv)) for kk, vv in row.items())
+    return '\n'.join(out) + '\n'
+
+
 
 # A host's clock: it reads true time t as local_time(drift, ts, t), ts being
 # when it was last set (drift 0: exact). math's floor and ceil give ints.
