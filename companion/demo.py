@@ -53,24 +53,31 @@ def run_demo(workdir=None, scale=600, run_seconds=12, insecure=False, out=print,
         for name, vb, path in boards:
             info = syncer.deploy(fleet, path, name, board='unix', progress=False)
             out('   %-7s %d files, %d bytes' % (name, info['files'], info['bytes']))
-        out('3. adding one job of each type (times relative to the demo clock, %s)' % format_time(clock.now()))
+        t_added = clock.now()
+        out('3. adding one job of each type (times relative to the demo clock, %s)' % format_time(t_added))
         for line in JOBS:
             j = add_job(fleet, line, now=clock.now())
             out('   %s  %s' % (j.id, j.text()))
         out('4. first sync: boards get the jobs and the time')
         for name, vb, path in boards:
             rep = syncer.sync(fleet, path, progress=False, now=clock.now())
-            out('   %-7s sent %d lines, %d bytes on the wire' % (name, rep['lines_sent'], rep['bytes']))
+            out('   %-7s companion -> board %d lines, %d bytes on the wire' % (name, rep['lines_sent'], rep['bytes']))
         visits = max(1, int(run_seconds / 1.5))
-        out('5. the boards run on their own clocks for %d s (%d simulated minutes); the companion comes by'
+        out('5. the boards run on their own clocks for %d s (about %d simulated minutes); the companion comes by'
             ' %d times: what one board did reaches the others on their next sync' % (
                 run_seconds, run_seconds * scale // 60, visits))
         for rnd in range(1, visits + 1):
             time.sleep(run_seconds / visits)
             for name, vb, path in boards:
                 rep = syncer.sync(fleet, path, progress=False, now=clock.now())
-                out('   visit %d %-7s got %2d lines (%d new results), gave %2d lines, %5d bytes on the wire' % (
-                    rnd, name, rep['lines_received'], rep['new_results'], rep['lines_sent'], rep['bytes']))
+                out('   visit %d %-7s board -> companion %2d lines (%d new results), companion -> board %2d lines,'
+                    ' %5d bytes on the wire' % (rnd, name, rep['lines_received'], rep['new_results'],
+                                                rep['lines_sent'], rep['bytes']))
+        end = clock.now()
+        out("6. the boards' clocks ran from %s to %s: %d simulated minutes in %.0f s (x%d; starting and deploying"
+            ' took the first %d). A time below is the board clock of the run' % (
+                format_time(clock.t0)[11:16], format_time(end)[11:16], (end - clock.t0) // 60,
+                time.monotonic() - clock.r0, scale, (t_added - clock.t0) // 60))
         show_results(fleet, out)
         out('done in %.0f s. fleet folder: %s' % (time.monotonic() - started, fleet.dir))
         return fleet
@@ -82,23 +89,27 @@ def run_demo(workdir=None, scale=600, run_seconds=12, insecure=False, out=print,
 
 
 def show_results(fleet, out=print):
-    from companion.fleetcmd import result_rows, duplicates
+    """The table of who ran what (every outcome; a start without one) and under
+    it every single-run instance more than one board ran, from the same
+    record (fleetcmd.duplicates: the results history, not the compacted
+    jobs.txt)."""
+    from companion.fleetcmd import result_rows, shown_rows, duplicates, duplicate_text, DUPLICATE_NOTE
     from rich.table import Table
     jobs = {j.id: j for j in fleet.jobs()}
+    d = duplicates(fleet)
     t = Table(title='who ran what')
     for c in ('time', 'type', 'instance', 'host', 'outcome', 'output'):
         t.add_column(c, no_wrap=True)
-    for r in result_rows(fleet):
-        if r['outcome'] == 'run':
-            continue
+    for r in shown_rows(result_rows(fleet)):
         j = jobs.get(r['job'])
-        t.add_row(r['time'][11:16], j.kind if j else '?', r['instance'], r['host'], r['outcome'], r['output'][:28])
+        t.add_row(r['time'][11:16], j.kind if j else '?', r['instance'], r['host'],
+                  r['outcome'] + (' (dup)' if r['instance'] in d else ''), r['output'][:28])
     console().print(t)
-    d = duplicates(fleet)
-    out('single-run instances that ran on more than one board: %s' % (', '.join(d) if d else 'none'))
+    out('single-run instances that ran on more than one board: %s' % ('none' if not d else len(d)))
+    for i, dd in d.items():
+        out('  ' + duplicate_text(i, dd))
     if d:
-        out('(reported, never hidden: an `any` job fires on each board with its probability until news of a'
-            ' run arrives, so syncs slower than 1/P let two boards fire; `companion simulate` gives the odds)')
+        out(DUPLICATE_NOTE)
 
 
 def cmd_demo(args):

@@ -2,7 +2,8 @@
 
     FLEET/fleet.json          name, mode (signed | insecure)
     FLEET/jobs.txt            the merged job-line file (canonical, sorted, compacted)
-    FLEET/results.txt         every result ever received (sorted, never compacted)
+    FLEET/results.txt         every result ever received (sorted, never compacted),
+                              and the line of each any/one job among them
     FLEET/devices/ID.json     what the companion knows of a board: port, board,
                               last sync, clock drift, counters
     FLEET/keys/               the fleet key pair (keys.py), keys/peer (the fleet
@@ -184,7 +185,10 @@ class Fleet:
         return out
 
     def add_results(self, lines):
-        """Append result lines to the history (deduplicated, sorted); returns new ones."""
+        """Append result lines to the history (deduplicated, sorted); returns new ones.
+        The history also keeps the job line of each single-run (any/one) job it
+        holds results of: its duplicates stay on record once the job is
+        cancelled (record_lines)."""
         have = set(_lines(self.path(RESULTS)))
         new = []
         for l in lines:
@@ -192,8 +196,19 @@ class Fleet:
                 have.add(l)
                 new.append(l)
         if new:
+            ids = {l[:jobline.ID_LEN] for l in new}
+            for l in self.lines():
+                if l[:jobline.ID_LEN] in ids and l[jobline.ID_LEN + 1:jobline.ID_LEN + 5] in ('any ', 'any:', 'one '):
+                    have.add(l)
             atomic_write(self.path(RESULTS), ''.join(l + '\n' for l in sorted(have)))
         return new
+
+    def record_lines(self):
+        """The whole record, sorted: jobs.txt (where a result stays only while
+        it is its host's newest for the job) merged with the results history
+        (every result received, the lines of its single-run jobs)."""
+        import heapq
+        return heapq.merge(self.lines(), _lines(self.path(RESULTS)))
 
     # -- devices ------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ import time
 from sporadic.core import groups, jobline, leader, plan
 from sporadic.desktop import merging
 from sporadic.core.timefmt import format_time
+from sporadic.core.timeutil import parse_duration
 from companion.errors import UserError, console
 from companion.fleet import Fleet, add_job, cancel_job, verify_result
 from companion.provision import DEFAULT_SYNC_PORT
@@ -114,31 +115,96 @@ def cmd_jobs(args):
     return 0
 
 
+OUTCOME_WORDS = {'err': 'error', 'miss': 'missed', 'run': 'started'}   # `run`: started, no outcome yet
+
+
 def result_rows(fleet):
     """The results history as dicts; 'verified' tells whether the board's MAC checked."""
     rows = []
     for r in fleet.results():
         rows.append({'job': r.id, 'instance': r.instance(), 'host': r.host, 'at': r.at,
-                     'time': format_time(r.at), 'outcome': 'error' if r.outcome == 'err' else
-                     ('missed' if r.outcome == 'miss' else r.outcome),
+                     'time': format_time(r.at), 'outcome': OUTCOME_WORDS.get(r.outcome, r.outcome),
                      'attempt': r.attempt, 'output': r.output, 'verified': verify_result(fleet, r)})
     rows.sort(key=lambda x: (x['at'], x['job'], x['host']))
     return rows
 
 
 def duplicates(fleet):
-    """Instances of single-run jobs (any/one) that more than one host started
-    or ran: the board's own rule (leader.duplicates), {'ID.K': [hosts]}."""
+    """Instances of single-run jobs (any/one) that more than one board started
+    or ran, from the whole record (Fleet.record_lines: a compaction folds
+    old runs out of jobs.txt, the results history keeps them), by the
+    board's own rule (leader.duplicate_runs):
+    {'ID.K': {'job', 'type', 'hosts', 'runs': [{'host', 'at', 'time',
+    'outcome', 'last_sync'}]}}. last_sync: the host's newest sync with this
+    companion before it ran, its section's news (None: none on record)."""
+    syncs = {}
     out = {}
-    for d in leader.duplicates(fleet.lines()):
-        inst, hosts = d.split(': ', 1)
-        out[inst] = hosts.split()
+    for inst, kind, rs in leader.duplicate_runs(fleet.record_lines()):
+        runs = []
+        for host, at, outcome in rs:
+            if host not in syncs:
+                d = fleet.device(host) or {}
+                syncs[host] = sorted(d.get('syncs') or ([d['last_sync']] if d.get('last_sync') else []))
+            before = [t for t in syncs[host] if t <= at]
+            runs.append({'host': host, 'at': at, 'time': format_time(at), 'outcome': outcome,
+                         'last_sync': before[-1] if before else None})
+        out[inst] = {'job': inst.split('.')[0], 'type': kind, 'hosts': sorted(r['host'] for r in runs),
+                     'runs': runs}
     return out
+
+
+def duplicate_text(inst, d):
+    """One line for a duplicate: who ran it when, after which sync."""
+    return '%s (%s) ran on %s' % (inst, d['type'], '; '.join(
+        '%s at %s (%s, last synced %s)' % (r['host'], r['time'], r['outcome'],
+                                         format_time(r['last_sync']) if r['last_sync'] else 'never')
+        for r in d['runs']))
+
+
+def shown_rows(rows):
+    """The rows a user reads: every outcome, and a `run` (started) record only
+    where its board has reported no outcome of that instance (yet)."""
+    settled = {(r['instance'], r['host']) for r in rows if r['outcome'] != 'started'}
+    return [r for r in rows if r['outcome'] != 'started' or (r['instance'], r['host']) not in settled]
+
+
+def since_time(text, now=None):
+    """--since: a UTC time (2026-12-01T06:00Z) or a duration ago (2d, 90m)."""
+    from sporadic.core.timeutil import parse_time
+    now = int(time.time()) if now is None else now
+    try:
+        return now - parse_duration(text)
+    except ValueError:
+        pass
+    try:
+        return parse_time(text)
+    except ValueError:
+        raise UserError('--since %s: give a UTC time (2026-12-01T06:00Z) or a duration ago (2d, 90m)' % text)
+
+
+def result_filter(args):
+    """The rows --host, --job (an id or an instance ID.K) and --since keep."""
+    since = since_time(args.since) if args.since else None
+    for j in args.job or []:
+        if not jobline.is_id(j.split('.')[0]):
+            raise UserError('--job %s: not a job id (8 characters of 0-9a-v) or instance (ID.K)' % j)
+
+    def keep(r):
+        return ((not args.host or r['host'] in args.host) and
+                (not args.job or r['job'] in args.job or r['instance'] in args.job) and
+                (since is None or r['at'] >= since))
+    return keep
 
 
 def cmd_results(args):
     f = fleet_of(args)
-    rows = [r for r in result_rows(f) if r['outcome'] != 'run']
+    keep = result_filter(args)
+    dups = duplicates(f)
+    rows = [r for r in shown_rows(result_rows(f)) if keep(r)]
+    for r in rows:
+        d = dups.get(r['instance'])
+        r['duplicate'] = d['hosts'] if d else []
+    dups = {i: d for i, d in dups.items() if any(keep(dict(r, job=d['job'], instance=i)) for r in d['runs'])}
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
@@ -148,8 +214,16 @@ def cmd_results(args):
         t.add_column(c)
     for r in rows:
         flag = '' if r['verified'] is not False else ' [UNVERIFIED]'
+        if r['duplicate']:
+            flag += ' [DUPLICATE]'
         t.add_row(r['time'], r['instance'], r['host'], r['outcome'] + flag, r['output'])
-    console().print(t)
+    c = console()
+    c.print(t)
+    if dups:
+        c.print('duplicates (single-run instances that ran on more than one board):', markup=False)
+        for i, d in dups.items():
+            c.print('  ' + duplicate_text(i, d), markup=False)
+        c.print(DUPLICATE_NOTE, markup=False)
     return 0
 
 
@@ -171,9 +245,9 @@ def pending_for(fleet, host, now):
     return n[0]
 
 
-def status_rows(fleet, now=None):
+def status_rows(fleet, now=None, dups=None):
     now = int(time.time()) if now is None else now
-    dups = duplicates(fleet)
+    dups = duplicates(fleet) if dups is None else dups
     rows = []
     results = fleet.results()
     for d in fleet.devices():
@@ -188,7 +262,7 @@ def status_rows(fleet, now=None):
             'failed': sum(1 for r in mine if r.outcome == 'err'),
             'missed': sum(1 for r in mine if r.outcome == 'miss'),
             'ok': sum(1 for r in mine if r.outcome == 'ok'),
-            'duplicates': sorted(i for i, hs in dups.items() if d['id'] in hs),
+            'duplicates': sorted(i for i, dd in dups.items() if d['id'] in dd['hosts']),
             'unverified_records': len(unverified),
             'quarantined': st.get('quarantined'),
             'trust': (st.get('trust') or {}).get('mode'),
@@ -201,11 +275,12 @@ def status_rows(fleet, now=None):
 
 def cmd_status(args):
     f = fleet_of(args)
-    rows = status_rows(f)
+    dups = duplicates(f)
+    rows = status_rows(f, dups=dups)
     insecure = f.insecure
     if args.json:
         print(json.dumps({'fleet': f.meta['name'], 'mode': f.meta.get('mode'), 'devices': rows,
-                          'duplicates': duplicates(f)}, indent=1))
+                          'duplicates': dups}, indent=1))
         return 0
     from rich.table import Table
     c = console()
@@ -230,12 +305,17 @@ def cmd_status(args):
             c.print('[yellow]%s[/] %s' % (r['id'], r['clock_refused']), markup=True)
         for note in r['recovered']:   # what its store's open found (docs/device.md#stamps)
             c.print('[yellow]%s[/] store: %s' % (r['id'], note), markup=True)
-    dups = duplicates(f)
     if dups:
         c.print('[yellow]duplicates detected[/] (single-run instances that ran on more than one board):')
-        for i, hs in dups.items():
-            c.print('  %s ran on %s' % (i, ', '.join(hs)))
+        for i, d in dups.items():
+            c.print('  ' + duplicate_text(i, d), markup=False)
+        c.print(DUPLICATE_NOTE, markup=False)
     return 0
+
+
+DUPLICATE_NOTE = ('(reported, never hidden: a board runs an `any`/`one` instance when no news of a run has '
+                  'reached it; boards that did not sync in between are separate sections and each may run it. '
+                  '`companion simulate` gives the odds for a sync schedule)')
 
 
 # -- deploy / sync -----------------------------------------------------------------
@@ -408,8 +488,11 @@ def add_parsers(sub):
     s.add_argument('--json', action='store_true')
     s.set_defaults(func=cmd_jobs)
 
-    s = sub.add_parser('results', help='what ran where')
+    s = sub.add_parser('results', help='what ran where (and every duplicate of a single-run job)')
     s.add_argument('--json', action='store_true')
+    s.add_argument('--host', action='append', metavar='ID', help='only this board (repeatable)')
+    s.add_argument('--job', action='append', metavar='ID[.K]', help='only this job or instance (repeatable)')
+    s.add_argument('--since', metavar='TIME', help='only results from this UTC time, or this long ago (2d)')
     s.set_defaults(func=cmd_results)
 
     s = sub.add_parser('status', help='each device: last sync, drift, pending, failed, missed, duplicates')

@@ -183,6 +183,7 @@ def fresh_heap(link):
         reset()
 
 
+SYNCS_KEPT = 1000  # sync times a devices/ID.json keeps (about 11 KB)
 GET_LINES = 128   # lines in one G answer at most (about 9 KB on the board)
 
 
@@ -279,7 +280,9 @@ def _sync(fleet, port, link, now, base=0, seen=None):
     info = fleet.device(dev_id) or {'id': dev_id}
     wire = link.bytes_sent + link.bytes_received - base
     info.update({'port': port, 'last_sync': now, 'drift': drift, 'status': status, 'complete': True,
-                 'bytes_last_sync': wire})
+                 'bytes_last_sync': wire,
+                 # the sections it ran in: a duplicate names each run's last sync (fleetcmd.duplicates)
+                 'syncs': (info.get('syncs') or [])[1 - SYNCS_KEPT:] + [now]})
     fleet.save_device(info)
     refused = ['%s (%s)' % (l[:80], why) for l, why in stats.get('refused_remote', [])]
     return {'id': dev_id, 'drift': drift or 0, 'lines_sent': stats['lines_out'],

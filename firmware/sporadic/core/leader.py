@@ -225,29 +225,75 @@ def _assign(jid, jtext, done_k, asg, known, me, alive, now, ahead, out):
     out.append(jobtext.Assign(jid, h, k, now, me).line())
 
 
-def duplicates(lines):
-    """Single-run instances that more than one host started or ran (two
-    sections each ran it, or a takeover raced): ['ID.K: h1 h2', ...]."""
-    single = {}
-    runs = {}
+def duplicate_runs(lines):
+    """The single-run instances (`any`/`one`) that more than one host started
+    or ran (two sections each ran it, or a takeover raced), from sorted lines:
+    a board's store, or the companion's store merged with its results
+    history (the whole record: compaction keeps one result per job and host,
+    the history keeps every one). -> [(instance 'ID.K', kind, runs)], runs
+    [[host, at, outcome], ...] in (at, host) order: per host its first `at`
+    and its furthest outcome (run < err < ok; a `miss` is no run). A group's
+    job line sorts before its results; a group without one (a cancelled
+    job's results on a board) is not judged."""
+    out = []
+    gid = None
+    kind = None
+    runs = None          # 'K' -> {host: [host, at, outcome]} of the current single-run job
     for line in lines:
         if line[0] == '.':
             continue
         jid = line[:jobline.ID_LEN]
-        kind = line[jobline.ID_LEN + 1:jobline.ID_LEN + 3]
-        if kind == 'r ':
+        if jid != gid:
+            _dups_of(gid, kind, runs, out)
+            gid = jid
+            kind = None
+            runs = None
+        t = line[jobline.ID_LEN + 1:jobline.ID_LEN + 3]
+        if t == 'an' or t == 'on':       # 'ID any...' / 'ID one ...' ('ID a ' is an assignment)
+            kind = 'any' if t == 'an' else 'one'
+            if runs is None:
+                runs = {}
+        elif t == 'r ' and runs is not None:
             f = line.split(None, 6)
-            if len(f) >= 6 and not f[5].startswith('miss'):
-                key = jid + '.' + f[3]
-                hs = runs.get(key)
-                if hs is None:
-                    runs[key] = [f[2]]
-                elif f[2] not in hs:
-                    hs.append(f[2])
-        elif kind in ('an', 'on'):
-            single[jid] = True
+            if len(f) < 6 or f[5].startswith('miss'):
+                continue
+            per = runs.get(f[3])
+            if per is None:
+                per = runs[f[3]] = {}
+            at = int(f[4])
+            out_ = f[5].rstrip('0123456789')
+            r = per.get(f[2])
+            if r is None:
+                per[f[2]] = [f[2], at, out_]
+            else:
+                if at < r[1]:
+                    r[1] = at
+                if _RUN_RANK.get(out_, 0) > _RUN_RANK.get(r[2], 0):
+                    r[2] = out_
+    _dups_of(gid, kind, runs, out)
+    return out
+
+
+_RUN_RANK = {'run': 0, 'err': 1, 'ok': 2}
+
+
+def _dups_of(jid, kind, runs, out):
+    # one job's instances with more than one host, in K order
+    if not runs:
+        return
+    ks = [int(k) for k in runs if len(runs[k]) > 1]
+    ks.sort()
+    for k in ks:
+        rs = list(runs[str(k)].values())
+        rs.sort(key=lambda r: (r[1], r[0]))
+        out.append((jid + '.' + str(k), kind, rs))
+
+
+def duplicates(lines):
+    """duplicate_runs as text, for a board's `net?` status: ['ID.K: h1 h2', ...]."""
     out = []
-    for key in sorted(runs):
-        if len(runs[key]) > 1 and key[:jobline.ID_LEN] in single:
-            out.append(key + ': ' + ' '.join(sorted(runs[key])))
+    for inst, kind, rs in duplicate_runs(lines):
+        hs = [r[0] for r in rs]
+        hs.sort()
+        out.append(inst + ': ' + ' '.join(hs))
     return out

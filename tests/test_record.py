@@ -1,0 +1,196 @@
+"""A record the user can trust (issue #28): duplicates from the whole record
+(the board's rule, core/leader.py duplicate_runs, over the fleet's job file
+merged with its results history), however much was compacted since; the
+demo's footer agrees with its table."""
+import random
+import re
+
+import pytest
+
+from sporadic.core import jobline, leader
+from companion.fleet import Fleet, add_job
+
+
+T0 = 1796083200  # 2026-12-01T00:00Z
+
+
+def result(jid, host, k, at, outcome='ok', out='x'):
+    return jobline.Result(jid, host, k, at, outcome, output=out).line()
+
+
+def test_core_rule_reads_every_run_of_a_single_run_job_and_nothing_else():
+    lines = sorted([
+        'aaaaaaaa any:0.5 2026-12-01T00:00Z log a ; every=1h',
+        result('aaaaaaaa', 'p2', 0, T0 + 70, 'run'),
+        result('aaaaaaaa', 'p2', 0, T0 + 72),
+        result('aaaaaaaa', 'p1', 0, T0 + 60, 'err'),
+        result('aaaaaaaa', 'p3', 0, T0 + 99, 'miss'),      # a miss is no run
+        result('aaaaaaaa', 'p1', 1, T0 + 3600),
+        'bbbbbbbb each 2026-12-01T00:00Z log b ; every=1h',  # every board runs it: no duplicate
+        result('bbbbbbbb', 'p1', 0, T0), result('bbbbbbbb', 'p2', 0, T0),
+        'cccccccc cancel',                                  # no job line: not judged
+        result('cccccccc', 'p1', 0, T0), result('cccccccc', 'p2', 0, T0),
+        'dddddddd one 2026-12-01T00:00Z log d ; every=1h',
+        result('dddddddd', 'p2', 10, T0 + 36000), result('dddddddd', 'p1', 10, T0 + 36005),
+        result('dddddddd', 'p1', 2, T0 + 7200), result('dddddddd', 'p2', 2, T0 + 7300, 'run'),
+    ])
+    assert leader.duplicate_runs(lines) == [
+        ('aaaaaaaa.0', 'any', [['p1', T0 + 60, 'err'], ['p2', T0 + 70, 'ok']]),
+        ('dddddddd.2', 'one', [['p1', T0 + 7200, 'ok'], ['p2', T0 + 7300, 'run']]),
+        ('dddddddd.10', 'one', [['p2', T0 + 36000, 'ok'], ['p1', T0 + 36005, 'ok']]),
+    ]
+    assert leader.duplicates(lines) == ['aaaaaaaa.0: p1 p2', 'dddddddd.2: p1 p2', 'dddddddd.10: p1 p2']
+
+
+def _history(fleet, seed):
+    """Seeded runs of single-run and per-board jobs on three boards, received
+    as a sync receives them (Fleet.receive compacts jobs.txt; add_results
+    keeps the history), some instances run by two or three boards."""
+    rnd = random.Random(seed)
+    hosts = ['gate-1', 'pump-1', 'pump-2']
+    jobs = [add_job(fleet, line, now=T0 + i) for i, line in enumerate((
+        'any:0.02 2026-12-01T00:05Z log up ; every=1h within=30m',
+        'one 2026-12-01T00:05Z log backup ; every=2h within=1h',
+        'each 2026-12-01T00:05Z log hi ; every=30m within=10m'))]
+    expect = set()
+    for k in range(rnd.randint(3, 8)):
+        sent = []
+        for j in jobs:
+            ran = [h for h in hosts if rnd.random() < 0.45]
+            for h in hosts:
+                if h in ran:
+                    at = j.t0 + k * j.every + rnd.randint(0, 600)
+                    sent += [result(j.id, h, k, at, 'run'), result(j.id, h, k, at + 1, rnd.choice(['ok', 'err']))]
+                elif rnd.random() < 0.2:
+                    sent.append(result(j.id, h, k, j.t0 + k * j.every + j.within, 'miss', 'asleep'))
+            if j.kind != 'each' and len(ran) > 1:
+                expect.add('%s.%d' % (j.id, k))
+        rnd.shuffle(sent)
+        fleet.receive(sent, 'seed')
+        fleet.add_results(sent)
+    return expect
+
+
+def _table_and_footer(text):
+    """The demo's table -> {instance: {hosts}} of runs (not misses) of
+    single-run jobs; its footer -> the instances it names."""
+    ran = {}
+    footer = None
+    named = set()
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.split('│')[1:-1]]
+        if len(cells) == 6 and cells[1] in ('any', 'one') and not cells[4].startswith('missed'):
+            ran.setdefault(cells[2], set()).add(cells[3])
+        m = re.match(r'single-run instances that ran on more than one board: (\w+)', line)
+        if m:
+            footer = m.group(1)
+        m = re.match(r'  (\w{8}\.\d+) \((any|one)\) ran on ', line)
+        if m:
+            named.add(m.group(1))
+    assert footer is not None, text
+    assert footer == ('none' if not named else str(len(named))), text
+    return {i for i, hs in ran.items() if len(hs) > 1}, named
+
+
+@pytest.mark.parametrize('seed', range(20))
+def test_demo_footer_matches_its_table(tmp_path, capsys, seed):
+    from companion.demo import show_results
+    fleet = Fleet(str(tmp_path / 'fleet'))
+    fleet.init('demo', insecure=True)
+    expect = _history(fleet, seed)
+    capsys.readouterr()
+    show_results(fleet)
+    table, footer = _table_and_footer(capsys.readouterr().out)
+    assert table == footer == expect
+
+
+def test_a_cancelled_single_run_job_keeps_its_duplicates_on_record(tmp_path):
+    from companion.fleet import cancel_job
+    from companion.fleetcmd import duplicates
+    fleet = Fleet(str(tmp_path / 'fleet'))
+    fleet.init('f', insecure=True)
+    j = add_job(fleet, 'any:1 2026-12-01T00:05Z log up ; every=1h', now=T0)
+    sent = [result(j.id, 'p1', 0, T0 + 300), result(j.id, 'p2', 0, T0 + 310)]
+    fleet.receive(sent)
+    fleet.add_results(sent)
+    cancel_job(fleet, j.id)
+    assert not any(l.startswith(j.id + ' r ') for l in fleet.lines())
+    d = duplicates(fleet)
+    assert list(d) == [j.id + '.0'] and d[j.id + '.0']['hosts'] == ['p1', 'p2']
+    assert d[j.id + '.0']['type'] == 'any'
+
+
+# -- a partition, boards set up with the product's own commands -------------------
+
+def _ran(vb, jid, k):
+    """The board's flash holds an outcome of jid.k (its jobs.txt or its logs)."""
+    import os
+    pat = re.compile(r'^%s r %s %d \d+ (ok|err)' % (jid, vb.board_id, k))
+    for name in ('jobs.txt', 'log.txt', 'in.txt', 'out.txt'):
+        try:
+            with open(os.path.join(vb.flash_dir, name)) as f:
+                if any(pat.match(l) for l in f):
+                    return True
+        except FileNotFoundError:
+            pass
+    return False
+
+
+@pytest.mark.slow
+def test_partition_duplicates_stay_on_record_after_compaction(world):
+    """Two boards, each its own section (no sync between them): each runs an
+    `any` and a `one` instance, and the next ones; then they rejoin (syncs)
+    and compact: `status` and `results` name both duplicates with their
+    boards, times and last syncs, and go on naming them after every later
+    sync, although jobs.txt no longer holds those runs."""
+    from tests.devutil import wait_for
+    c = world.companion
+    c('init')
+    a, b = world.board('pump-1'), world.board('pump-2')
+    for vb in (a, b):
+        c('deploy', vb.path, '--id', vb.board_id, '-q')
+    j_any = c('add', 'any:1 +5m log up ; every=1h within=30m tick=1m').strip()
+    j_one = c('add', 'one +5m log backup ; every=1h within=50m grace=10m').strip()
+    for vb in (a, b):
+        c.sync(vb.path)
+    fleet = Fleet(c.dir)
+    first_sync = {h: fleet.device(h)['last_sync'] for h in ('pump-1', 'pump-2')}
+    # the partition: no sync; each board runs .0 and .1 of both jobs on its own
+    for vb in (a, b):
+        for j in (j_any, j_one):
+            wait_for(lambda: _ran(vb, j, 1), timeout=60, what='%s to run %s.1' % (vb.board_id, j))
+    dups0 = {j_any + '.0', j_one + '.0'}
+
+    def check():
+        st = c.json('status')
+        assert dups0 <= set(st['duplicates']), st['duplicates']
+        for i in dups0:
+            d = st['duplicates'][i]
+            assert d['hosts'] == ['pump-1', 'pump-2'] and d['type'] == ('any' if i.startswith(j_any) else 'one')
+            for r in d['runs']:
+                assert r['last_sync'] is not None and r['last_sync'] <= r['at'] and r['outcome'] == 'ok', d
+        assert {dev['id']: dups0 <= set(dev['duplicates']) for dev in st['devices']} == {
+            'pump-1': True, 'pump-2': True}
+        rows = [r for r in c.json('results') if r['instance'] in dups0]
+        assert sorted((r['instance'], r['host']) for r in rows) == sorted(
+            (i, h) for i in dups0 for h in ('pump-1', 'pump-2'))
+        assert all(r['duplicate'] == ['pump-1', 'pump-2'] for r in rows), rows
+        text = c('status') + c('results')
+        for i in dups0:
+            assert re.search(r'%s \((any|one)\) ran on pump-\d at .*; pump-\d at ' % re.escape(i), text), text
+        return st
+
+    # rejoin: each board meets the companion, the companion's news reaches both
+    for vb in (a, b, a):
+        c.sync(vb.path)
+    # compacted: jobs.txt keeps each host's newest result only, no run of .0
+    assert not [l for l in fleet.lines() if re.match(r'(%s|%s) r \S+ 0 ' % (j_any, j_one), l)]
+    st = check()
+    runs = {r['host']: r['last_sync'] for r in st['duplicates'][j_any + '.0']['runs']}
+    assert runs == first_sync, (runs, first_sync)     # each ran after its own sync: two sections
+    # every later sync: still on record
+    for k in (2, 3):
+        for vb in (a, b):
+            wait_for(lambda: _ran(vb, j_any, k), timeout=60, what='%s to run %s.%d' % (vb.board_id, j_any, k))
+            c.sync(vb.path)
+            check()
