@@ -172,6 +172,14 @@ def _text(value):
     return value
 
 
+# A board's job state beside its firmware and /cfg.json (device/store.py,
+# trust.py, wake.py): what `deploy --force` clears when it moves a board from
+# another fleet; the outbox folder with it.
+STATE_FILES = ['/jobs.txt', '/jobs.ok', '/jobs.tmp', '/jobs.new', '/jobs.bad', '/log.txt', '/in.txt',
+               '/in.ok', '/quar.txt', '/trust.json', '/wake.idx']
+OUTBOX_DIR = '/out'
+
+
 def config_files(board_id, secret=None, pubkey=None, extra=None):
     """/cfg.json: the identity, the per-device secret (hex), the companion's
     public key (as given: PEM text, or a dict such as {"n": hex, "e": 65537})

@@ -344,13 +344,17 @@ def cmd_deploy(args):
                         '(/dev/ttyUSB0, COM3), not the network address %s' % args.port)
     try:
         info = syncer.deploy(f, args.port, args.id, board=args.board, network=net,
-                             compile=not args.no_compile, progress=not args.quiet, position=pos)
+                             compile=not args.no_compile, progress=not args.quiet, position=pos,
+                             force=args.force)
     except LinkError as e:
         raise UserError(deploy_failure(args.port, e)) from e
     print('deployed %s to %s (%d files, %d bytes%s%s)' % (
         info['id'], args.port, info['files'], info['bytes'],
         '; sporadic is frozen in its firmware' if info['frozen'] else '',
         '; syncs on port %d' % info['network'] if info['network'] else ''))
+    if info.get('moved_from'):
+        print('moved %s from its other fleet (%s): its jobs and results of that fleet were cleared'
+              % (info['id'], info['moved_from']))
     if info['note']:
         print(info['note'], file=sys.stderr)
     return 0
@@ -506,6 +510,8 @@ def add_parsers(sub):
     add_network_args(s)
     add_position_args(s)
     s.add_argument('--no-compile', action='store_true', help='copy .py sources instead of .mpy')
+    s.add_argument('--force', action='store_true',
+                   help='move a board deployed from another fleet into this one (clears its jobs and results)')
     s.add_argument('-q', '--quiet', action='store_true')
     s.set_defaults(func=cmd_deploy)
 

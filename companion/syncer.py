@@ -85,8 +85,86 @@ def detect_board(link):
     raise UserError('unknown board platform %r (%s): pass --board' % (plat, machine))
 
 
+# -- which fleet a board belongs to -------------------------------------------------
+
+def fleet_ids(fleet):
+    """(keyids, peer id): the keyids of this fleet's public keys (current and
+    retired; none in an insecure fleet) and hmac.key_id of its fleet key: what
+    a board of this fleet answers to `F` (syncsrv.fleet_ids)."""
+    from sporadic.core import hmac, rsa
+    from companion import fleet as fleet_folder
+    kids = set()
+    if not fleet.insecure:
+        from companion import keys
+        kids = {rsa.keyid(p) for p in keys.trusted_pubs(fleet.dir)}
+    key = fleet_folder.read_fleet_key(fleet)
+    return kids, hmac.key_id(key) if key else None
+
+
+def board_fleet(cfg):
+    """A board's /cfg.json (a dict) -> its `F` answer "KEYID PEERID ID" (the
+    board's syncsrv.fleet_ids, computed here from the file deploy reads)."""
+    from sporadic.core import hmac, rsa
+    kid = '-'
+    if cfg.get('pubkey'):
+        try:
+            kid = rsa.keyid(cfg['pubkey'])
+        except Exception:
+            kid = '?'
+    peer = hmac.key_id(cfg['fleet_key']) if cfg.get('fleet_key') else '-'
+    return '%s %s %s' % (kid, peer, cfg.get('id') or '-')
+
+
+class ForeignBoard(UserError):
+    """The board belongs to another fleet: nothing was exchanged or written."""
+
+
+def check_fleet(fleet, answer, port, moving=False):
+    """Raise ForeignBoard when a board's `F` answer names another fleet than
+    this one's (neither its key nor its fleet key is this fleet's). A board
+    naming no fleet (never deployed, or firmware without `F`) passes."""
+    f = answer.split()
+    if answer.startswith('!') or len(f) < 3 or (f[0] == '-' and f[1] == '-'):
+        return None
+    kids, peer = fleet_ids(fleet)
+    if (f[1] != '-' and f[1] == peer) or (f[0] != '-' and f[0] in kids):
+        return None
+    theirs = ('key %s' % f[0]) if f[0] not in ('-', '?') else ('fleet key %s' % f[1])
+    ours = ('key %s' % keyid_of(fleet)) if kids else ('fleet key %s' % peer)
+    if moving:
+        return theirs
+    raise ForeignBoard('%s on %s belongs to another fleet (%s), not to %s (%s): sync it from the fleet '
+                       'folder that deployed it, or move it here with `companion deploy %s --force` '
+                       '(its jobs and results of the other fleet are cleared)'
+                       % (f[2], port, theirs, fleet.meta['name'], ours, port))
+
+
+def keyid_of(fleet):
+    from companion import keys
+    return keys.keyid(fleet.dir)
+
+
+def read_board_cfg(link):
+    """The board's /cfg.json as a dict ({}: none, or not JSON)."""
+    try:
+        cfg = json.loads(link.get_file('/cfg.json'))
+    except (FileNotFoundError, ValueError):
+        return {}
+    return cfg if isinstance(cfg, dict) else {}
+
+
+def clear_state(link):
+    """Remove a board's job state (files.STATE_FILES, the outbox folder):
+    `deploy --force` moving it from another fleet."""
+    link.exec('import os\n'
+              'for p in %r:\n try: os.remove(p)\n except OSError: pass\n'
+              'try:\n for n in os.listdir(%r): os.remove(%r + "/" + n)\n'
+              ' os.rmdir(%r)\nexcept OSError: pass\n'
+              % (files.STATE_FILES, files.OUTBOX_DIR, files.OUTBOX_DIR, files.OUTBOX_DIR))
+
+
 def deploy(fleet, port, dev_id=None, board=None, network=None, compile=True, progress=True, link=None,
-           position=None):
+           position=None, force=False):
     """Put firmware, board module and the board's provisioning
     (companion/provision.py: identity, secret, public key, fleet key, replay
     floor, network, position) on a board. A board already deployed keeps its job state
@@ -97,6 +175,7 @@ def deploy(fleet, port, dev_id=None, board=None, network=None, compile=True, pro
     link = link or links.open_link(port, secret_for(fleet))
     try:
         fresh_heap(link)
+        moved = check_fleet(fleet, board_fleet(read_board_cfg(link)), port, moving=force)
         board = board or detect_board(link)
         if dev_id is None:
             raw = link.exec(ID_PROBE).strip()
@@ -106,6 +185,8 @@ def deploy(fleet, port, dev_id=None, board=None, network=None, compile=True, pro
         todo = files.firmware_files(board, compile, frozen) + prov.config_files()
         total = sum(len(d) for _, d in todo)
         with progress_bar(link, 'deploy %s' % dev_id, progress):
+            if moved:
+                clear_state(link)
             fed = None
             for path, data in todo:
                 if fed is None or time.monotonic() - fed > FEED_S:
@@ -119,7 +200,7 @@ def deploy(fleet, port, dev_id=None, board=None, network=None, compile=True, pro
                      and not p.endswith('__init__.py')]
             link.exec('import os\nfor p in %r:\n try: os.remove(p)\n except OSError: pass\n' % stale)
         prov.commit(port)
-        return {'id': dev_id, 'files': len(todo), 'bytes': total, 'frozen': frozen,
+        return {'id': dev_id, 'files': len(todo), 'bytes': total, 'frozen': frozen, 'moved_from': moved,
                 'note': files.small_heap_note(board, frozen), 'network': prov.extra.get('sync_port')}
     finally:
         if own:
@@ -206,6 +287,8 @@ def memory_hint(error, heap):
 
 def _sync(fleet, port, link, now, base=0, seen=None):
     fresh_heap(link)
+    # 0. which fleet the board belongs to, before anything is exchanged
+    check_fleet(fleet, link.call('F'), port)
     now = int(time.time()) if now is None else now
     # 1. the board's clock, from the companion's, over the board's own line
     answer = _check(link.call('T %d' % now), 'the time').split()

@@ -194,3 +194,65 @@ def test_partition_duplicates_stay_on_record_after_compaction(world):
             wait_for(lambda: _ran(vb, j_any, k), timeout=60, what='%s to run %s.%d' % (vb.board_id, j_any, k))
             c.sync(vb.path)
             check()
+
+
+# -- a board of another fleet -----------------------------------------------------
+
+def _snapshot(*folders):
+    """Every file under the folders: {path: bytes} (what `unchanged` means)."""
+    import os
+    out = {}
+    for d in folders:
+        for root, _, names in os.walk(d):
+            for n in names:
+                p = os.path.join(root, n)
+                with open(p, 'rb') as f:
+                    out[p] = f.read()
+    return out
+
+
+@pytest.mark.slow
+def test_a_board_of_another_fleet_is_refused_before_anything_moves(tmp_path):
+    """A board deployed from fleet A meets fleet B: `sync` and `deploy` from B
+    end in one line naming both fleets' keys and what to do, exit 2; B's
+    folder and the board's flash are unchanged. `deploy --force` moves it:
+    A's jobs leave the board, and B's syncs refuse nothing."""
+    import os
+    from tests.devutil import CLI
+    a, b = CLI(str(tmp_path / 'fleet-a')), CLI(str(tmp_path / 'fleet-b'))
+    try:
+        a('init')
+        b('init')
+        flash = str(tmp_path / 'flash')
+        vb = a.vboard('--id', 'pump-1', '--flash', flash)
+        a('deploy', vb.path, '--id', 'pump-1', '-q')
+        ja = a('add', 'each +1h log from-a ; every=1d').strip()
+        a('sync', vb.path, '-q')
+        assert ja in open(os.path.join(flash, 'jobs.txt')).read()
+        key_a, key_b = a('keys').split()[0], b('keys').split()[0]
+        assert key_a != key_b
+        before = _snapshot(b.dir, flash)
+        for argv in (('sync', vb.path, '-q'), ('deploy', vb.path, '--id', 'pump-1', '-q')):
+            p = b.run(*argv, ok=False)
+            assert p.returncode == 2, (argv, p.stdout, p.stderr)
+            assert p.stderr.count('\n') == 1 and 'Traceback' not in p.stderr, p.stderr
+            assert 'another fleet' in p.stderr and key_a in p.stderr and key_b in p.stderr, p.stderr
+            assert '--force' in p.stderr, p.stderr
+            assert _snapshot(b.dir, flash) == before, argv
+        assert not os.listdir(os.path.join(b.dir, 'devices'))
+        # moved on purpose
+        out = b('deploy', vb.path, '--id', 'pump-1', '-q', '--force')
+        assert 'moved pump-1' in out and key_a in out, out
+        jb = b('add', 'each +1h log from-b ; every=1d').strip()
+        out = b('sync', vb.path, '-q')
+        assert 'refused' not in out and 'flagged' not in out, out
+        held = open(os.path.join(flash, 'jobs.txt')).read()
+        assert jb in held and ja not in held
+        st = b.json('status') if hasattr(b, 'json') else None
+        assert st is None or not st['devices'][0]['quarantined']
+        # and A now meets a board of B
+        p = a.run('sync', vb.path, '-q', ok=False)
+        assert p.returncode == 2 and key_b in p.stderr and key_a in p.stderr, p.stderr
+    finally:
+        a.stop_boards()
+        b.stop_boards()

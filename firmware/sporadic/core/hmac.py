@@ -9,6 +9,7 @@ imports this same module to check what boards sign).
     check_hex(key, msg, mac)     compare(mac_hex(key, msg, len(mac)), mac), len >= 16
     mac_result(secret, text) / check_result(secret, text, mac)    a record's MAC
     check_line(secret, line)     the MAC field of a result line checks
+    key_id(key)                  8 hex naming a secret key without revealing it
 
 key and msg: bytes or str (str is UTF-8 encoded).
 """
@@ -103,3 +104,9 @@ def check_line(secret, line):
     mac = f[6]
     f[6] = '-'
     return check_result(secret, ' '.join(f), mac)
+
+
+def key_id(key):
+    """8 hex digits naming a secret key (a fleet's board-to-board key) without
+    revealing it: which fleet a board belongs to (syncsrv `F`, companion/syncer.py)."""
+    return mac_hex(key, 'sporadic key id', 8)

@@ -4,6 +4,9 @@
 # few requests around it (docs/sync.md):
 #
 #   I            -> JSON status (id, clock, counts, store health)
+#   F            -> "KEYID PEERID ID": the fleet this board belongs to (the
+#                   keyid of its public key, hmac.key_id of its fleet key,
+#                   '-' where it has none), asked before anything is exchanged
 #   T EPOCH      -> "ID BEFORE HEAP" : the companion's clock over its own
 #                   line; BEFORE is this board's clock before (or '-' if
 #                   unknown), HEAP its heap in bytes (the companion sizes its
@@ -68,6 +71,27 @@ def _host_id():
             return json.load(f).get('id') or '-'
     except (OSError, ValueError):
         return '-'
+
+
+def fleet_ids():
+    import json
+    try:
+        with open('/cfg.json') as f:
+            c = json.load(f)
+    except (OSError, ValueError):
+        return '- - -'
+    kid = '-'
+    if c.get('pubkey'):
+        try:
+            from sporadic.core import rsa
+            kid = rsa.keyid(c['pubkey'])
+        except Exception:
+            kid = '?'
+    peer = '-'
+    if c.get('fleet_key'):
+        from sporadic.core import hmac
+        peer = hmac.key_id(c['fleet_key'])
+    return '%s %s %s' % (kid, peer, c.get('id') or '-')
 
 
 def status():
@@ -144,6 +168,8 @@ def h(req):
         if req == 'I':
             import json
             return json.dumps(status())
+        if req == 'F':
+            return fleet_ids()
         if c == 'T ':
             if clock.state == 'unknown' and clock.source == '':
                 clock.init()
