@@ -109,11 +109,16 @@ def _positions(args, hosts, job, placed):
 def cmd_merge(args):
     errors = []
     conflicts = []
+    if args.workers is not None and args.workers < 1:
+        raise UserError('--workers %d: want 1 or more' % args.workers)
     text = merged_text(args.files, errors, conflicts, workers=args.workers)
     for e in errors + conflicts:
         print(e, file=sys.stderr)
     if args.output:
-        atomic_write(args.output, text)
+        try:
+            atomic_write(args.output, text)
+        except OSError as e:
+            raise UserError('cannot write %s: %s' % (args.output, e.strerror or e)) from None
     else:
         for part in text:
             sys.stdout.write(part)
@@ -142,6 +147,8 @@ def cmd_plan(args):
             raise UserError(str(e))
     from companion.provision import position_config
     position_config(args.lat, args.lon)
+    if args.limit < 1:
+        raise UserError('--limit %d: want 1 or more rows' % args.limit)
     t_from = parse_when(args.from_)
     t_until = parse_when(args.until)
     if t_until <= t_from:
@@ -235,6 +242,7 @@ def build_parser(core_only=False, verb=None):
     importing the verb modules (a git merge driver starts one per file),
     and of those only `verb`'s options in full."""
     p = Parser(prog='companion', description='sporadic: jobs for sometimes-connected MicroPython boards')
+    p.add_argument('--version', action='version', version='companion %s' % version())
     p.add_argument('--debug', action='store_true',
                    help='on an error, show the traceback instead of one line')
     p.add_argument('--fleet', default=os.environ.get('SPORADIC_FLEET', '.'),
@@ -278,6 +286,15 @@ def build_parser(core_only=False, verb=None):
     return p
 
 
+def version():
+    """The installed sporadic distribution's version (pyproject.toml)."""
+    try:
+        from importlib.metadata import version as v
+        return v('sporadic')
+    except Exception:   # a checkout that was never installed
+        return 'unknown (not installed)'
+
+
 def one_line(text):
     return ' '.join(str(text).split())
 
@@ -306,6 +323,15 @@ def main(argv=None):
             raise
         print('companion: interrupted', file=sys.stderr)
         return 130
+    except OSError as e:
+        if debug:
+            raise
+        if e.filename is not None:   # a file or folder the user named or holds: not a bug
+            print('companion: %s: %s' % (e.filename, one_line(e.strerror or e)), file=sys.stderr)
+            return 2
+        print('companion: internal error (a bug, please report it): %s: %s; run with --debug for the traceback'
+              % (type(e).__name__, one_line(e)), file=sys.stderr)
+        return 70
     except Exception as e:
         if debug:
             raise

@@ -113,6 +113,9 @@ def show_results(fleet, out=print):
 
 
 def cmd_demo(args):
+    from companion.errors import UserError
+    if args.scale < 1 or args.seconds < 1:
+        raise UserError('--scale and --seconds want 1 or more (got %d and %d)' % (args.scale, args.seconds))
     run_demo(workdir=args.dir, scale=args.scale, run_seconds=args.seconds, insecure=args.insecure,
              keep=args.keep)
     return 0

@@ -336,6 +336,13 @@ def cmd_deploy(args):
     from companion import links, provision, syncer
     from companion.transport import LinkError
     f = fleet_of(args)
+    if args.board:
+        syncer.known_board(args.board)
+    if args.id is not None:
+        try:
+            jobline.check_host(args.id)
+        except jobline.ParseError as e:
+            raise UserError(str(e)) from None
     net = provision.network_config(args.sync_port, args.peer, args.wifi)
     pos = provision.position_config(args.lat, args.lon)
     args.port = board_port(args)
@@ -438,6 +445,10 @@ def cmd_serve(args):
     board cannot be reached): each authenticates with its own secret."""
     from companion import syncer, transport_tcp
     f = fleet_of(args)
+    if not 0 <= args.port < 65536:
+        raise UserError('--port %d: want a port number 1..65535 (0: one the system chooses)' % args.port)
+    if args.seconds is not None and args.seconds <= 0:
+        raise UserError('--for %g: want a number of seconds above 0' % args.seconds)
     try:
         server = syncer.fleet_server(f, args.port, args.bind, log=print)
     except OSError as e:

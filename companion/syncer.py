@@ -41,7 +41,8 @@ def progress_bar(link, label, enabled=True):
 
 BOARD_PROBE = ("import sys, os\n"
                "m = getattr(os.uname(), 'machine', '') if hasattr(os, 'uname') else ''\n"
-               "print(sys.platform + '|' + m)\n")
+               "m = getattr(sys.implementation, '_machine', m) or m\n"
+               "print(sys.platform + '|' + m + '|' + str(getattr(sys.implementation, '_mpy', '')))\n")
 ID_PROBE = ("import os\n"
             "i = os.getenv('SPORADIC_ID') if hasattr(os, 'getenv') else None\n"
             "if not i:\n"
@@ -72,8 +73,15 @@ FEED = ("try:\n"
 FEED_S = 1.0   # seconds of deploy between two feeds
 
 
-def detect_board(link):
-    plat, _, machine = link.exec(BOARD_PROBE).strip().partition('|')
+def probe_board(link):
+    """(sys.platform, machine, sys.implementation._mpy or None) of what answers."""
+    f = link.exec(BOARD_PROBE).strip().split('|')
+    f += [''] * (3 - len(f))
+    return f[0], f[1], int(f[2]) if f[2].isdigit() else None
+
+
+def board_of(plat, machine):
+    """The board folder name for what a port reports, or None."""
     if plat == 'linux' or plat == 'darwin':
         return 'unix'
     if plat == 'esp32':
@@ -82,7 +90,54 @@ def detect_board(link):
         return 'esp8266'
     if plat == 'rp2':  # _machine: 'Raspberry Pi Pico W with RP2040' / 'Raspberry Pi Pico with RP2040'
         return 'rp2-pico-w' if 'Pico W' in machine else 'rp2-pico'
-    raise UserError('unknown board platform %r (%s): pass --board' % (plat, machine))
+    return None
+
+
+def detect_board(link):
+    plat, machine, _ = probe_board(link)
+    name = board_of(plat, machine)
+    if name is None:
+        raise UserError('unknown board platform %r (%s): pass --board' % (plat, machine))
+    return name
+
+
+# sys.implementation._mpy >> 10 & 15: the native code architecture (py/persistentcode.h)
+MPY_ARCHS = ('', 'x86', 'x64', 'armv6', 'armv6m', 'armv7m', 'armv7em', 'armv7emsp', 'armv7emdp',
+             'xtensa', 'xtensawin', 'rv32imc')
+
+
+def known_board(name):
+    """board.json of --board NAME; an unknown name is one line listing the known ones."""
+    names = files.boards().names()
+    if name not in names:
+        raise UserError('unknown board %r (known: %s)' % (name, ', '.join(names)))
+    return files.board_data(name)
+
+
+def check_board(link, name, port):
+    """--board NAME against what answers on the port (sys.platform, machine,
+    the native architecture of sys.implementation._mpy) and the board's facts
+    (boards/NAME/board.json: port, machine, mpy_arch): a mismatch is refused
+    before anything is written."""
+    data = known_board(name)
+    plat, machine, mpy = probe_board(link)
+    seen = board_of(plat, machine)
+    want_plat = 'linux' if data.get('port') == 'unix' else data.get('port')
+    arch = MPY_ARCHS[(mpy >> 10) & 15] if mpy is not None and (mpy >> 10) & 15 < len(MPY_ARCHS) else ''
+    why = None
+    if plat != want_plat and not (data.get('port') == 'unix' and plat == 'darwin'):
+        why = 'its sys.platform is %r, a %s board\'s is %r' % (plat, name, want_plat)
+    elif seen is not None and seen != name:
+        why = 'it says it is %r, which is board %s' % (machine, seen)
+    elif data.get('machine') and machine and data['machine'] != machine:
+        why = 'it says it is %r, a %s says %r' % (machine, name, data['machine'])
+    elif data.get('mpy_arch') and arch and arch != data['mpy_arch']:
+        why = 'its native code is %s, a %s\'s is %s' % (arch, name, data['mpy_arch'])
+    if why:
+        todo = ('deploy with --board %s, or without --board (the board is asked)' % seen if seen else
+                'choose the --board it is (known: %s)' % ', '.join(files.boards().names()))
+        raise UserError('%s does not answer as --board %s (%s): %s; nothing was written' % (port, name, why, todo))
+    return name
 
 
 # -- which fleet a board belongs to -------------------------------------------------
@@ -176,7 +231,7 @@ def deploy(fleet, port, dev_id=None, board=None, network=None, compile=True, pro
     try:
         fresh_heap(link)
         moved = check_fleet(fleet, board_fleet(read_board_cfg(link)), port, moving=force)
-        board = board or detect_board(link)
+        board = check_board(link, board, port) if board else detect_board(link)
         if dev_id is None:
             raw = link.exec(ID_PROBE).strip()
             dev_id = raw if '-' in raw else '%s-%s' % (board, raw)

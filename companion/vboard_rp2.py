@@ -49,6 +49,7 @@ import sys
 import time
 import tty
 
+from companion.errors import UserError
 from companion.vboard_process import BoardProcess, descendants, drain_wakeup, take_signals
 
 __all__ = ["RP2VBoard", "RP2Relay", "emulator_dir", "add_arguments", "run_args", "missing"]
@@ -400,13 +401,13 @@ def run_args(args):
     flash = args.flash or ("vboard-%s.flash" % (args.board_id or BOARD))
     firmware = args.firmware or os.environ.get("SPORADIC_RP2_UF2")
     if firmware is None and not os.path.exists(flash):
-        raise SystemExit("companion: the flash file %s is new: give the firmware, --firmware RPI_PICO.uf2 "
-                         "(micropython.org/download/RPI_PICO) or SPORADIC_RP2_UF2" % flash)
+        raise UserError("the flash file %s is new: give the firmware, --firmware RPI_PICO.uf2 "
+                        "(micropython.org/download/RPI_PICO) or SPORADIC_RP2_UF2" % flash)
     why = missing(firmware, args.bootrom)
     if why:
-        raise SystemExit("companion: %s" % why)
+        raise UserError(why)
     if args.image and not os.path.isfile(args.image):
-        raise SystemExit("companion: image %s not found" % args.image)
+        raise UserError("image %s not found" % args.image)
 
     trace = os.environ.get("SPORADIC_VBOARD_TRACE")  # debugging: a file to log every byte to
 
@@ -421,7 +422,7 @@ def run_args(args):
     try:
         argv = emulator_argv(flash, firmware, args.bootrom, args.image, args.unpaced, args.stats, args.verbose)
     except (RP2VBoardError, OSError) as e:
-        raise SystemExit("companion: %s" % e)
+        raise UserError(str(e))
     relay = RP2Relay(argv, log=log)
     relay.trace = bool(trace)
     if args.with_parent:
@@ -429,7 +430,7 @@ def run_args(args):
     path = relay.open()
     if not relay.power_on():
         relay.close()
-        raise SystemExit(relay.exit_status or 1)  # the emulator said why, in one line
+        raise SystemExit(2)  # the emulator said why, in one line (a user error: exit 2, README)
     take_signals(relay, stats=True)
     sys.stdout.write(path + "\n")
     sys.stdout.flush()

@@ -49,6 +49,8 @@ def _add_arguments(p):
 
 
 def _run_args(args):
+    if args.clock_scale is not None and not args.clock_scale > 0:
+        raise UserError("--clock-scale %g: want a speed-up above 0 (1: real time)" % args.clock_scale)
     if args.board != "unix":
         from companion.vboard_rp2 import run_args
 
@@ -80,6 +82,8 @@ def _run_args(args):
                       image=args.image, flash_size=args.flash_size)
     except VBoardError as e:
         raise UserError(str(e)) from e
+    except OSError as e:   # a flash folder or image that cannot be made
+        raise UserError("vboard flash %s: %s" % (e.filename or flash or args.image, e.strerror or e)) from e
     relay.trace = bool(trace)
     if args.with_parent:
         relay.parent_pid = os.getppid()

@@ -256,3 +256,100 @@ def test_a_board_of_another_fleet_is_refused_before_anything_moves(tmp_path):
     finally:
         a.stop_boards()
         b.stop_boards()
+
+
+# -- deploy --board: what answers is checked before anything is written -----------
+
+@pytest.mark.slow
+def test_deploy_refuses_a_board_name_that_does_not_answer(tmp_path):
+    import os
+    from tests.devutil import CLI
+    c = CLI(str(tmp_path / 'fleet'))
+    try:
+        c('init')
+        flash = str(tmp_path / 'flash')
+        vb = c.vboard('--id', 'pump-1', '--flash', flash)
+        before = _snapshot(c.dir, flash)
+        for board, says in (('esp32', "sys.platform is 'linux'"), ('rp2-pico', "sys.platform is 'linux'"),
+                            ('nosuch', 'unknown board')):
+            p = c.run('deploy', vb.path, '--id', 'pump-1', '--board', board, '-q', ok=False)
+            assert p.returncode == 2 and p.stderr.count('\n') == 1, (board, p.stdout, p.stderr)
+            assert says in p.stderr and 'Traceback' not in p.stderr, p.stderr
+            assert ('known: esp32, esp32s3, esp8266, rp2-pico, rp2-pico-w, unix' in p.stderr) == (board == 'nosuch')
+            assert _snapshot(c.dir, flash) == before, board
+        assert not os.listdir(os.path.join(c.dir, 'devices'))
+        out = c('deploy', vb.path, '--id', 'pump-1', '--board', 'unix', '-q')
+        assert 'deployed pump-1' in out
+    finally:
+        c.stop_boards()
+
+
+# -- every user error: one line, exit 2 --------------------------------------------
+
+def _bad_args(tmp):
+    """verb -> command lines a user gets wrong (every verb of the parser)."""
+    no = str(tmp / 'no' / 'such')
+    return {
+        'check': [['check', no + '.txt']],
+        'merge': [['merge', no + '.txt'], ['merge', 'F/jobs.txt', '-o', no + '/out.txt'],
+                  ['merge', 'F/jobs.txt', '--workers', '0']],
+        'plan': [['plan', no], ['plan', 'F/jobs.txt', '--until', '+1d'],
+                 ['plan', 'F/jobs.txt', '--hosts', 'a', '--until', 'soon'],
+                 ['plan', 'F/jobs.txt', '--hosts', 'a', '--until', '+1d', '--limit', '0']],
+        'keys': [['keys', 'turn']],
+        'init': [['init']],                                       # F is a fleet already
+        'add': [['add', ''], ['add', 'each +30x log x'], ['add', 'sometimes +1m log x']],
+        'cancel': [['cancel', 'xx'], ['cancel', 'aaaaaaaa']],
+        'jobs': [['--fleet', no, 'jobs']],
+        'results': [['results', '--since', 'yesterday'], ['results', '--job', 'zz']],
+        'status': [['--fleet', no, 'status']],
+        'deploy': [['deploy', no], ['deploy', '127.0.0.1:1'], ['deploy', no, '--board', 'nosuch'],
+                   ['deploy', no, '--lat', '100', '--lon', '0'], ['deploy', no, '--id', 'a b'],
+                   ['deploy', no, '--sync-port', '0'], ['deploy', no, '--peer', 'nocolon']],
+        'net': [['net', '127.0.0.1:1', '--timeout', '1']],
+        'sync': [['sync', no], ['sync', '127.0.0.1:1']],
+        'serve': [['serve', '--port', '99999'], ['serve', '--bind', '999.1.1.1'], ['serve', '--for', '-1']],
+        'vboard': [['vboard', '--heap', 'zz'], ['vboard', '--env', 'X'], ['vboard', '--clock-scale', '-1'],
+                   ['vboard', '--flash', '/proc/sporadic-no'], ['vboard', '--board', 'nosuch'],
+                   ['vboard', '--board', 'rp2-pico', '--flash', no + '.flash']],
+        'image': [['image', '--board', 'nosuch', '--id', 'x', '-o', 'x.img'],
+                  ['image', '--board', 'unix', '--id', 'x', '-o', no + '/x.img']],
+        'flash': [['flash', '--board', 'nosuch', no], ['flash', '--board', 'esp32', no]],
+        'simulate': [['simulate', no + '.toml']],
+        'demo': [['demo', '--seconds', '-1'], ['demo', '--scale', '0']],
+    }
+
+
+def test_every_verb_with_bad_arguments_says_one_line_and_exits_2(tmp_path, capsys, monkeypatch):
+    from companion import cli
+    monkeypatch.delenv('SPORADIC_DEBUG', raising=False)
+    monkeypatch.delenv('SPORADIC_RP2_UF2', raising=False)
+    monkeypatch.chdir(tmp_path)
+    fleet = str(tmp_path / 'F')
+    assert cli.main(['--fleet', fleet, 'init', '--insecure']) == 0
+    cases = _bad_args(tmp_path)
+    verbs = set(cli.build_parser()._subparsers._group_actions[0].choices)
+    assert verbs == set(cases), 'a verb without bad-argument cases: %s' % (verbs ^ set(cases))
+    for verb, argvs in cases.items():
+        for argv in argvs:
+            argv = [a.replace('F/', fleet + '/') for a in argv]
+            capsys.readouterr()
+            rc = cli.main(argv if argv[0] == '--fleet' else ['--fleet', fleet] + argv)
+            out, err = capsys.readouterr()
+            assert rc == 2, (argv, rc, out, err)
+            assert err.startswith('companion: ') and err.count('\n') == 1, (argv, err)
+            assert 'Traceback' not in out + err and 'internal error' not in err, (argv, err)
+    assert not (tmp_path / 'no').exists()      # nothing was made on the way
+
+
+def test_version_and_the_vboard_entry():
+    import subprocess
+    import sys
+    from tests.mpy import ROOT
+    p = subprocess.run([sys.executable, '-m', 'companion.cli', '--version'], capture_output=True, text=True,
+                       cwd=ROOT)
+    assert p.returncode == 0 and re.match(r'companion \d+\.\d+', p.stdout), (p.stdout, p.stderr)
+    for argv in (['--clock-scale', '0'], ['--heap', 'zz'], ['--board', 'rp2-pico', '--flash', '/proc/none.flash']):
+        p = subprocess.run([sys.executable, '-m', 'companion.vboardcmd'] + argv, capture_output=True, text=True,
+                           cwd=ROOT, env=dict(__import__('os').environ, SPORADIC_RP2_UF2=''), timeout=60)
+        assert p.returncode == 2 and p.stderr.count('\n') == 1 and 'Traceback' not in p.stderr, (argv, p.stderr)
