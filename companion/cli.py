@@ -58,6 +58,29 @@ def zone_warnings(path, lines, now):
     return out
 
 
+def action_errors(path, lines, fleet_dir):
+    """'FILE:LINE: no board of this fleet ... has an action ...' for each job whose
+    action no board of the fleet at fleet_dir runs (fleet.action_problem); none
+    when fleet_dir is not a fleet folder (no boards to ask)."""
+    from companion.fleet import Fleet, action_table, action_problem
+    fleet = Fleet(fleet_dir)
+    if not fleet.exists():
+        return []
+    table = None
+    out = []
+    for n, line in enumerate(lines, 1):
+        try:
+            r = jobline.parse(line)
+        except jobline.ParseError:
+            continue   # reported as an error
+        if isinstance(r, jobline.Job):
+            table = action_table(fleet) if table is None else table
+            why = action_problem(r, table)
+            if why:
+                out.append('%s:%d: %s' % (path, n, why))
+    return out
+
+
 def cmd_check(args):
     errors = []
     warnings = []
@@ -68,6 +91,7 @@ def cmd_check(args):
         for _ in merging.canonical_lines(lines, path, errors):
             n += 1
         warnings += zone_warnings(path, lines, now)
+        errors += action_errors(path, lines, args.fleet)
     for e in errors + warnings:
         print(e)
     if not args.quiet:

@@ -9,6 +9,7 @@ merge the core's (sporadic.desktop.merging), the MAC check the core's
     fleet_server(fleet, port, ...)  the server boards that wake up sync to
 """
 import json
+import os
 import time
 from contextlib import contextmanager
 
@@ -16,6 +17,7 @@ from sporadic.core import jobline, recon
 from sporadic.core import recondrv
 from companion.errors import UserError
 from companion import files, links
+from companion import fleet as fleet_folder
 from companion.fleet import device_secret, secret_for, verify_result
 from companion.transport import LinkError, NotSporadic
 
@@ -238,6 +240,17 @@ def deploy(fleet, port, dev_id=None, board=None, network=None, compile=True, pro
         prov = provision.prepare(fleet, dev_id, board, network, position=position)
         frozen = link.exec(FROZEN_PROBE).strip().endswith('F')
         todo = files.firmware_files(board, compile, frozen) + prov.config_files()
+        # the user's actions: the fleet's actions.py goes onto the board; else
+        # the board's own is read, so that `add` and `check` know its actions
+        user = fleet_folder.fleet_actions(fleet)
+        if os.path.isfile(fleet.path(fleet_folder.USER_ACTIONS)):
+            with open(fleet.path(fleet_folder.USER_ACTIONS), 'rb') as f:
+                todo.append(('/actions.py', f.read()))
+        else:
+            try:
+                user = fleet_folder.action_names(link.get_file('/actions.py').decode('utf-8', 'replace'))
+            except FileNotFoundError:
+                user = set()
         total = sum(len(d) for _, d in todo)
         with progress_bar(link, 'deploy %s' % dev_id, progress):
             if moved:
@@ -255,6 +268,9 @@ def deploy(fleet, port, dev_id=None, board=None, network=None, compile=True, pro
                      and not p.endswith('__init__.py')]
             link.exec('import os\nfor p in %r:\n try: os.remove(p)\n except OSError: pass\n' % stale)
         prov.commit(port)
+        info = fleet.device(dev_id) or {'id': dev_id}
+        info['user_actions'] = sorted(user)
+        fleet.save_device(info)
         return {'id': dev_id, 'files': len(todo), 'bytes': total, 'frozen': frozen, 'moved_from': moved,
                 'note': files.small_heap_note(board, frozen), 'network': prov.extra.get('sync_port')}
     finally:

@@ -104,7 +104,7 @@ def test_check_and_add_warn_where_the_zones_table_and_the_boards_rule_disagree(t
     # companion add says the same (the job is added)
     fleet = str(tmp_path / 'fleet')
     assert run_cli(capsys, '--fleet', fleet, 'init')[0] == 0
-    rc, out, err = run_cli(capsys, '--fleet', fleet, 'add', 'each +1m b ; at="0 6 * * *" tz=Africa/Casablanca')
+    rc, out, err = run_cli(capsys, '--fleet', fleet, 'add', 'each +1m log b ; at="0 6 * * *" tz=Africa/Casablanca')
     assert rc == 0 and jobline.is_id(out.strip())
     assert err.startswith('warning: tz=Africa/Casablanca: from ') and len(err.splitlines()) == 1
 
@@ -113,7 +113,7 @@ def test_add_jobs_and_plan_show_the_zone(tmp_path, capsys):
     fleet = str(tmp_path / 'fleet')
     assert run_cli(capsys, '--fleet', fleet, 'init')[0] == 0
     rc, out, err = run_cli(capsys, '--fleet', fleet, 'add',
-                           'each 2026-01-01T00:00Z pump on 30 ; at="0 6 * * 1-5" tz=Europe/Berlin within=1h')
+                           'each 2026-01-01T00:00Z pin 5 on ; at="0 6 * * 1-5" tz=Europe/Berlin within=1h')
     assert rc == 0 and 'past its window' not in err
     jid = out.strip()
     rc, out, _ = run_cli(capsys, '--fleet', fleet, 'jobs', '--json')

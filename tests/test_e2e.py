@@ -90,7 +90,7 @@ def test_deploy_sync_run_results_and_redeploy(world):
     now = world.clock.now()
     # windows are wide (a virtual board boots in ~2 s real = 20 min of its clock)
     j_ok = c('add', 'each +5m log hello ; every=1h within=30m').strip()
-    j_err = c('add', 'each +5m nosuch thing ; within=1h').strip()
+    j_err = c('add', 'each +5m pin x on ; within=1h').strip()     # fails on the board: no pin x
     j_miss = c('add', 'each %s log late ; within=10m' % format_time(now - 7200)).strip()
     assert all(len(j) == 8 for j in (j_ok, j_err, j_miss))
     out = c.sync(vb.path)
@@ -105,7 +105,7 @@ def test_deploy_sync_run_results_and_redeploy(world):
     r = got[j_ok]
     assert (r['instance'], r['host'], r['outcome'], r['output']) == ('%s.0' % j_ok, 'pump-1', 'ok', 'hello')
     assert now + 300 <= r['at'] <= now + 300 + 1800     # inside its window, on the board's clock
-    assert got[j_err]['outcome'] == 'error' and 'nosuch' in got[j_err]['output']
+    assert got[j_err]['outcome'] == 'error' and 'pin must be a number' in got[j_err]['output']
     assert got[j_miss]['outcome'] == 'missed' and got[j_miss]['instance'] == '%s.0' % j_miss
 
     st = c.json('status')

@@ -41,7 +41,7 @@ def astral_sunset(lat, lon, day):
 def test_an_imaged_boards_position_reaches_plan_through_the_host_list(tmp_path, capsys):
     fleet = str(tmp_path / 'fleet')
     assert run_cli(capsys, '--fleet', fleet, 'init')[0] == 0
-    rc, out, err = run_cli(capsys, '--fleet', fleet, 'add', 'each 2026-12-01T00:00Z relay on 1 ; at=sunset+20m')
+    rc, out, err = run_cli(capsys, '--fleet', fleet, 'add', 'each 2026-12-01T00:00Z pin 1 on ; at=sunset+20m')
     assert rc == 0, err
     jid = out.strip()
     img = str(tmp_path / 'fs.bin')

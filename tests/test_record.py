@@ -353,3 +353,54 @@ def test_version_and_the_vboard_entry():
         p = subprocess.run([sys.executable, '-m', 'companion.vboardcmd'] + argv, capture_output=True, text=True,
                            cwd=ROOT, env=dict(__import__('os').environ, SPORADIC_RP2_UF2=''), timeout=60)
         assert p.returncode == 2 and p.stderr.count('\n') == 1 and 'Traceback' not in p.stderr, (argv, p.stderr)
+
+
+# -- actions are checked where the job is written ----------------------------------
+
+def test_add_and_check_refuse_an_action_no_board_runs(tmp_path, capsys):
+    from companion import cli
+    fleet = str(tmp_path / 'F')
+    assert cli.main(['--fleet', fleet, 'init', '--insecure']) == 0
+    jobs = tmp_path / 'F' / 'jobs.txt'
+    before = jobs.read_text()
+    capsys.readouterr()
+    assert cli.main(['--fleet', fleet, 'add', 'each +30s frobnicate 1']) == 2
+    err = capsys.readouterr().err
+    assert err.count('\n') == 1 and "action 'frobnicate'" in err, err
+    assert 'they run: led, log, pin, pulse, reset, sleep' in err, err
+    assert jobs.read_text() == before
+    # check knows the same table: FILE:LINE per job, exit 1 (a lint)
+    f = tmp_path / 'mine.txt'
+    f.write_text('each 2026-12-01T00:00Z log hi\neach 2026-12-01T00:00Z frobnicate 1\n')
+    assert cli.main(['--fleet', fleet, 'check', str(f)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith('%s:2: ' % f) and 'frobnicate' in out and out.count('\n') == 1, out
+    # an action of the user's own, in the fleet's actions.py (deploy puts it on every board)
+    (tmp_path / 'F' / 'actions.py').write_text('def frobnicate(n):\n    return n\n\ndef _helper():\n    pass\n')
+    assert cli.main(['--fleet', fleet, 'check', str(f)]) == 0
+    assert cli.main(['--fleet', fleet, 'add', 'each +30s frobnicate 1']) == 0
+    capsys.readouterr()
+    assert cli.main(['--fleet', fleet, 'add', 'each +30s _helper']) == 2
+
+
+@pytest.mark.slow
+def test_deploy_learns_a_boards_own_actions(tmp_path):
+    """A board with its own /actions.py: deploy reads it, `add` takes its
+    actions and refuses others, naming the board and what it runs."""
+    import os
+    from tests.devutil import CLI
+    c = CLI(str(tmp_path / 'fleet'))
+    try:
+        c('init')
+        flash = str(tmp_path / 'flash')
+        os.makedirs(flash)
+        with open(os.path.join(flash, 'actions.py'), 'w') as f:
+            f.write('def water(ms):\n    return "watered " + ms\n')
+        vb = c.vboard('--id', 'pump-1', '--flash', flash)
+        c('deploy', vb.path, '--id', 'pump-1', '-q')
+        assert len(c('add', 'each +1m water 30').strip()) == 8
+        p = c.run('add', 'each +1m frobnicate 1', ok=False)
+        assert p.returncode == 2 and p.stderr.count('\n') == 1, p.stderr
+        assert '(pump-1)' in p.stderr and 'water' in p.stderr and "'frobnicate'" in p.stderr, p.stderr
+    finally:
+        c.stop_boards()

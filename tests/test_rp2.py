@@ -317,12 +317,9 @@ def test_a_hung_action_is_reset_by_the_watchdog_and_not_run_again(world):
     c = world.companion
     c('init')
     vb = world.pico()
+    (world.tmp / 'fleet' / 'actions.py').write_text(HANG)   # the fleet's actions: deploy puts them on
     c('deploy', vb.path, '--id', 'pico-1', '-q')      # the board is told by its os.uname().machine
     assert json.loads(flash_files(vb.flash)['/cfg.json'])['board'] == 'rp2-pico'
-    src = world.tmp / 'actions.py'
-    src.write_text(HANG)
-    p = mpremote(vb.path, 'cp', str(src), ':actions.py')
-    assert p.returncode == 0, p.stderr
     j_hang = c('add', 'each +10s hang ; within=10m').strip()
     j_after = c('add', 'each +20s log after ; within=10m').strip()
     c.sync(vb.path)
@@ -370,10 +367,10 @@ def test_a_sync_arrives_while_the_board_prints(world):
     c = world.companion
     c('init')
     vb = world.pico()
-    c('deploy', vb.path, '--id', 'pico-1', '--board', 'rp2-pico', '-q')
     src = world.tmp / 'actions.py'
     src.write_text(CHATTER)
     assert mpremote(vb.path, 'cp', str(src), ':actions.py').returncode == 0
+    c('deploy', vb.path, '--id', 'pico-1', '--board', 'rp2-pico', '-q')   # reads the board's /actions.py
     j_talk = c('add', 'each +8s chatter ; within=10m').strip()
     c.sync(vb.path)
     marker = ('%s r pico-1 0 ' % j_talk).encode()
