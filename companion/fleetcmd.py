@@ -70,6 +70,7 @@ def job_states(fleet, now=None):
         if isinstance(r, jobline.Result):
             latest[(r.id, r.host)] = r
     devices = [d['id'] for d in fleet.devices()]
+    nxt = {h: next_for(fleet, h, now) for h in devices}
     out = []
     for j in fleet.jobs():
         per = {}
@@ -81,11 +82,33 @@ def job_states(fleet, now=None):
                 per[h] = {'outcome': 'not eligible'}
             else:
                 per[h] = {'outcome': 'pending'}
+            per[h]['next'] = nxt[h].get(j.id)
         k = plan.newest(j, now)
         out.append({'job': j.id, 'line': j.text(), 'type': j.kind, 'current_instance': k,
                     'next_due': _next_due(j, k, now), 'devices': per})
     for jid in fleet.cancelled():
         out.append({'job': jid, 'line': None, 'type': 'cancelled', 'devices': {}})
+    return out
+
+
+def next_for(fleet, host, now):
+    """{job id: {'instance', 'at', 'time', 'what'}}: what board `host` does next
+    about each job and when, decided by the core planner (plan.decide) on the
+    fleet's copy of its file, as the board would if it synced now: `run` or
+    `miss` (now), `wait` (at its due time, or its turn for an `any`/`one`);
+    nothing for a job it will never run again."""
+    rnd = plan.hash_rnd(host)
+    out = {}
+
+    def visit(jid, text, cancelled, mine, done_k, asg, hosts):
+        if text is None or cancelled:
+            return
+        j = jobline.parse(text)
+        rnk = plan.rank(j.id, host, hosts) if j.kind == 'one' else None
+        what, k, at = plan.decide(j, host, now, mine, done_k, rnk, rnd)[:3]
+        if what != plan.IDLE and k >= 0:
+            out[jid] = {'instance': '%s.%d' % (jid, k), 'at': at, 'time': format_time(at), 'what': what}
+    groups.scan(fleet.lines(), host, None, visit)
     return out
 
 
@@ -97,6 +120,14 @@ def _next_due(j, k, now):
     return plan.due(j, nk) if nk >= 0 else None
 
 
+def _next_text(n):
+    if not n:
+        return ''
+    if n['what'] == plan.WAIT:
+        return ', next %s at %s' % (n['instance'], n['time'])
+    return ', %s %s now' % ('runs' if n['what'] == plan.RUN else 'records a miss of', n['instance'])
+
+
 def cmd_jobs(args):
     f = fleet_of(args)
     rows = job_states(f)
@@ -104,14 +135,18 @@ def cmd_jobs(args):
         print(json.dumps(rows, indent=1))
         return 0
     from rich.table import Table
-    t = Table(title='jobs in %s' % f.meta['name'])
+    t = Table(title='jobs in %s (per board: its last result; what it does next, as planned on the fleet\'s copy)'
+              % f.meta['name'])
     t.add_column('id')
     t.add_column('job')
     t.add_column('devices')
     for r in rows:
-        devs = ', '.join('%s: %s' % (h, v.get('instance', '') + ' ' + v['outcome']) for h, v in sorted(r['devices'].items()))
+        devs = '; '.join('%s: %s%s' % (h, (v.get('instance', '') + ' ' + v['outcome']).strip(), _next_text(v.get('next')))
+                         for h, v in sorted(r['devices'].items()))
         t.add_row(r['job'], r['line'] or '(cancelled)', devs)
     console().print(t)
+    if not f.devices():
+        print('no board deployed yet: `companion deploy PORT` then `companion sync PORT`')
     return 0
 
 
@@ -219,6 +254,10 @@ def cmd_results(args):
         t.add_row(r['time'], r['instance'], r['host'], r['outcome'] + flag, r['output'])
     c = console()
     c.print(t)
+    if not rows:
+        c.print('no results%s yet: a board reports what it ran at its next sync (`companion sync PORT`); '
+                '`companion jobs` shows when each board runs each job next'
+                % (' matching' if args.host or args.job or args.since else ''), markup=False)
     if dups:
         c.print('duplicates (single-run instances that ran on more than one board):', markup=False)
         for i, d in dups.items():

@@ -398,9 +398,42 @@ def test_deploy_learns_a_boards_own_actions(tmp_path):
             f.write('def water(ms):\n    return "watered " + ms\n')
         vb = c.vboard('--id', 'pump-1', '--flash', flash)
         c('deploy', vb.path, '--id', 'pump-1', '-q')
-        assert len(c('add', 'each +1m water 30').strip()) == 8
+        t = int(__import__('time').time())
+        j = c('add', 'each +1m water 30').strip()
+        assert len(j) == 8
+        # jobs: the board's next run of it, as the planner decides on the fleet's copy
+        (row,) = [r for r in c.json('jobs') if r['job'] == j]
+        nxt = row['devices']['pump-1']['next']
+        assert nxt['what'] == 'wait' and nxt['instance'] == j + '.0' and t + 60 <= nxt['at'] <= t + 62, nxt
+        assert 'next %s.0 at ' % j in c('jobs')
+        assert 'no results yet' in c('results')
         p = c.run('add', 'each +1m frobnicate 1', ok=False)
         assert p.returncode == 2 and p.stderr.count('\n') == 1, p.stderr
         assert '(pump-1)' in p.stderr and 'water' in p.stderr and "'frobnicate'" in p.stderr, p.stderr
     finally:
         c.stop_boards()
+
+
+def test_results_filters(tmp_path, capsys):
+    from companion import cli
+    fleet = Fleet(str(tmp_path / 'F'))
+    fleet.init('f', insecure=True)
+    j1 = add_job(fleet, 'each 2026-12-01T00:05Z log a ; every=1h', now=T0)
+    j2 = add_job(fleet, 'each 2026-12-01T00:05Z log b ; every=1h', now=T0 + 1)
+    got = [result(j.id, h, k, T0 + 300 + k * 3600) for j in (j1, j2) for h in ('p1', 'p2') for k in (0, 1, 2)]
+    fleet.add_results(got)
+
+    def rows(*argv):
+        capsys.readouterr()
+        assert cli.main(['--fleet', fleet.dir, 'results', '--json'] + list(argv)) == 0
+        return {(r['job'], r['host'], r['instance']) for r in __import__('json').loads(capsys.readouterr().out)}
+    assert len(rows()) == 12
+    assert rows('--host', 'p2') == {(j.id, 'p2', '%s.%d' % (j.id, k)) for j in (j1, j2) for k in (0, 1, 2)}
+    assert rows('--job', j1.id, '--host', 'p1') == {(j1.id, 'p1', '%s.%d' % (j1.id, k)) for k in (0, 1, 2)}
+    assert rows('--job', j2.id + '.1') == {(j2.id, h, j2.id + '.1') for h in ('p1', 'p2')}
+    assert rows('--since', '2026-12-01T02:00Z', '--host', 'p1', '--host', 'p2', '--job', j1.id) == {
+        (j1.id, h, j1.id + '.2') for h in ('p1', 'p2')}
+    assert rows('--since', '1d') == set()          # a day before now: long after these
+    capsys.readouterr()
+    assert cli.main(['--fleet', fleet.dir, 'results', '--host', 'nobody']) == 0
+    assert 'no results matching yet' in capsys.readouterr().out
