@@ -63,21 +63,21 @@ def run_demo(workdir=None, scale=600, run_seconds=12, insecure=False, out=print,
             rep = syncer.sync(fleet, path, progress=False, now=clock.now())
             out('   %-7s companion -> board %d lines, %d bytes on the wire' % (name, rep['lines_sent'], rep['bytes']))
         visits = max(1, int(run_seconds / 1.5))
-        out('5. the boards run on their own clocks for %d s (about %d simulated minutes); the companion comes by'
-            ' %d times: what one board did reaches the others on their next sync' % (
-                run_seconds, run_seconds * scale // 60, visits))
+        out('5. the boards run on their own clocks for %d s; the companion comes by %d times: what one board'
+            ' did reaches the others on their next sync' % (run_seconds, visits))
         for rnd in range(1, visits + 1):
             time.sleep(run_seconds / visits)
             for name, vb, path in boards:
                 rep = syncer.sync(fleet, path, progress=False, now=clock.now())
-                out('   visit %d %-7s board -> companion %2d lines (%d new results), companion -> board %2d lines,'
+                out('   visit %d %-7s board -> companion %2d lines (%d new result records), companion -> board %2d lines,'
                     ' %5d bytes on the wire' % (rnd, name, rep['lines_received'], rep['new_results'],
                                                 rep['lines_sent'], rep['bytes']))
         end = clock.now()
-        out("6. the boards' clocks ran from %s to %s: %d simulated minutes in %.0f s (x%d; starting and deploying"
-            ' took the first %d). A time below is the board clock of the run' % (
+        out('6. the demo clock ran from %s to %s: %d simulated minutes in %.0f s at x%d (starting and deploying'
+            ' took the first %d; the boards took its time at the first sync, the syncs took the rest beside'
+            ' the %d s). Each time below is the board clock at the run' % (
                 format_time(clock.t0)[11:16], format_time(end)[11:16], (end - clock.t0) // 60,
-                time.monotonic() - clock.r0, scale, (t_added - clock.t0) // 60))
+                time.monotonic() - clock.r0, scale, (t_added - clock.t0) // 60, run_seconds))
         show_results(fleet, out)
         out('done in %.0f s. fleet folder: %s' % (time.monotonic() - started, fleet.dir))
         return fleet
