@@ -149,10 +149,11 @@ def main(argv=None):
     vb = None
     try:
         # the board: firmware through the line, then its state straight into its flash
-        setup = Fleet(os.path.join(base, 'setup'))
-        setup.init('bench', insecure=True)
+        fleet = Fleet(os.path.join(base, 'fleet'))
+        fleet.init('bench', insecure=True)
         vb = VBoard(flash, board_id=BOARD, heap=args.heap)
-        syncer.deploy(setup, vb.start(), BOARD, board='unix', progress=False)
+        syncer.deploy(fleet, vb.start(), BOARD, board='unix', progress=False)
+        fleet.write_lines([])     # the fleet holds nothing (deploy's host line gone); the board is its own
         vb.stop()
         lines = merging.merge(('bench', records(args.n, 1)))
         text = ''.join(l + '\n' for l in lines)
@@ -169,8 +170,6 @@ def main(argv=None):
         print('board %s on %s: %d records, jobs.txt %d bytes' % (BOARD, path, len(lines), len(text)))
 
         # 1. first full sync: the fleet holds nothing
-        fleet = Fleet(os.path.join(base, 'fleet'))
-        fleet.init('bench', insecure=True)
         rep, link, secs = sync(fleet, path)
         assert rep['lines_received'] == len(lines), rep
         rec_bytes = sum(len(l) + 1 for l in lines)
