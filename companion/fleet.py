@@ -208,7 +208,8 @@ class Fleet:
         it is its host's newest for the job) merged with the results history
         (every result received, the lines of its single-run jobs)."""
         import heapq
-        return heapq.merge(self.lines(), _lines(self.path(RESULTS)))
+        # sorted again: git's union driver may have left a merged history out of order
+        return heapq.merge(self.lines(), sorted(_lines(self.path(RESULTS))))
 
     # -- devices ------------------------------------------------------------------
 
