@@ -419,6 +419,7 @@ def cmd_sync(args):
     from companion.transport import LinkError
     f = fleet_of(args)
     args.port = board_port(args)
+    known = set(duplicates(f))
     try:
         rep = syncer.sync(f, args.port, progress=not args.quiet)
     except LinkError as e:   # the link did not open (sync itself reports a break-off)
@@ -429,6 +430,9 @@ def cmd_sync(args):
         print('refused by board: %s' % q)
     for q in rep.get('flagged', []):
         print('flagged: %s' % q)
+    for i, d in duplicates(f).items():   # what this sync brought to light (`status` lists them all)
+        if i not in known:
+            print('duplicate: ' + duplicate_text(i, d))
     return 0
 
 

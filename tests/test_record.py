@@ -180,9 +180,11 @@ def test_partition_duplicates_stay_on_record_after_compaction(world):
             assert re.search(r'%s \((any|one)\) ran on pump-\d at .*; pump-\d at ' % re.escape(i), text), text
         return st
 
-    # rejoin: each board meets the companion, the companion's news reaches both
-    for vb in (a, b, a):
-        c.sync(vb.path)
+    # rejoin: each board meets the companion, the companion's news reaches both;
+    # the sync that brings a duplicate to light says so
+    said = ''.join(c.sync(vb.path) for vb in (a, b, a))
+    for i in dups0:
+        assert said.count('duplicate: %s ' % i) == 1, said
     # compacted: jobs.txt keeps each host's newest result only, no run of .0
     assert not [l for l in fleet.lines() if re.match(r'(%s|%s) r \S+ 0 ' % (j_any, j_one), l)]
     st = check()
