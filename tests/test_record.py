@@ -439,3 +439,36 @@ def test_results_filters(tmp_path, capsys):
     capsys.readouterr()
     assert cli.main(['--fleet', fleet.dir, 'results', '--host', 'nobody']) == 0
     assert 'no results matching yet' in capsys.readouterr().out
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group('rp2')
+def test_deploy_board_checked_on_the_real_rp2_firmware(tmp_path, capsys):
+    """The emulated Pico (the real RPI_PICO firmware): `deploy --board esp32`
+    and `--board rp2-pico-w` are refused before anything is written (its
+    sys.platform, its machine); `--board rp2-pico` deploys."""
+    import os
+    from tests import test_rp2 as rp2
+    if rp2.WHY is not None:
+        pytest.skip('emulated Pico: %s' % rp2.WHY)
+    from tests.devutil import InProcessCompanion
+    from companion.vboard_rp2 import RP2VBoard
+    c = InProcessCompanion(str(tmp_path / 'fleet'), capsys)
+    c('init')
+    vb = RP2VBoard(str(tmp_path / 'pico.flash'), firmware=rp2.UF2, bootrom=rp2.BOOTROM)
+    vb.start()
+    try:
+        before = _snapshot(c.dir)
+        from companion import cli
+        for board, says in (('esp32', "its sys.platform is 'rp2'"), ('rp2-pico-w', "which is board rp2-pico")):
+            capsys.readouterr()
+            rc = cli.main(['--fleet', c.dir, 'deploy', vb.path, '--id', 'pico-1', '--board', board, '-q'])
+            err = capsys.readouterr().err
+            assert rc == 2 and err.count('\n') == 1 and says in err, (board, err)
+            assert _snapshot(c.dir) == before, board
+            files = rp2.flash_files(vb.flash)
+            assert '/cfg.json' not in files and '/main.py' not in files, board
+        out = c('deploy', vb.path, '--id', 'pico-1', '--board', 'rp2-pico', '-q')
+        assert 'deployed pico-1' in out
+    finally:
+        vb.stop()
