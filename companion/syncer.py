@@ -159,17 +159,9 @@ def fleet_ids(fleet):
 
 
 def board_fleet(cfg):
-    """A board's /cfg.json (a dict) -> its `F` answer "KEYID PEERID ID" (the
-    board's syncsrv.fleet_ids, computed here from the file deploy reads)."""
-    from sporadic.core import hmac, rsa
-    kid = '-'
-    if cfg.get('pubkey'):
-        try:
-            kid = rsa.keyid(cfg['pubkey'])
-        except Exception:
-            kid = '?'
-    peer = hmac.key_id(cfg['fleet_key']) if cfg.get('fleet_key') else '-'
-    return '%s %s %s' % (kid, peer, cfg.get('id') or '-')
+    """A board's /cfg.json (a dict) -> its `F` answer (the core's hmac.fleet_ids)."""
+    from sporadic.core import hmac
+    return hmac.fleet_ids(cfg)
 
 
 class ForeignBoard(UserError):

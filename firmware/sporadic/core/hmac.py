@@ -10,6 +10,7 @@ imports this same module to check what boards sign).
     mac_result(secret, text) / check_result(secret, text, mac)    a record's MAC
     check_line(secret, line)     the MAC field of a result line checks
     key_id(key)                  8 hex naming a secret key without revealing it
+    fleet_ids(cfg)               "KEYID PEERID ID": the fleet a board's /cfg.json names
 
 key and msg: bytes or str (str is UTF-8 encoded).
 """
@@ -108,5 +109,21 @@ def check_line(secret, line):
 
 def key_id(key):
     """8 hex digits naming a secret key (a fleet's board-to-board key) without
-    revealing it: which fleet a board belongs to (syncsrv `F`, companion/syncer.py)."""
+    revealing it."""
     return mac_hex(key, 'sporadic key id', 8)
+
+
+def fleet_ids(cfg):
+    """Which fleet a board belongs to, from its /cfg.json (a dict): "KEYID
+    PEERID ID", the keyid of its public key (rsa.keyid; '?' when it does not
+    parse), key_id of its fleet key and its id, '-' for what it lacks. The
+    board's answer to `F` (syncsrv) and what `deploy` reads (companion/syncer.py)."""
+    kid = '-'
+    if cfg.get('pubkey'):
+        try:
+            from sporadic.core import rsa
+            kid = rsa.keyid(cfg['pubkey'])
+        except Exception:
+            kid = '?'
+    peer = key_id(cfg['fleet_key']) if cfg.get('fleet_key') else '-'
+    return '%s %s %s' % (kid, peer, cfg.get('id') or '-')

@@ -80,18 +80,8 @@ def fleet_ids():
             c = json.load(f)
     except (OSError, ValueError):
         return '- - -'
-    kid = '-'
-    if c.get('pubkey'):
-        try:
-            from sporadic.core import rsa
-            kid = rsa.keyid(c['pubkey'])
-        except Exception:
-            kid = '?'
-    peer = '-'
-    if c.get('fleet_key'):
-        from sporadic.core import hmac
-        peer = hmac.key_id(c['fleet_key'])
-    return '%s %s %s' % (kid, peer, c.get('id') or '-')
+    from sporadic.core import hmac
+    return hmac.fleet_ids(c)
 
 
 def status():
