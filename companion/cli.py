@@ -91,7 +91,9 @@ def cmd_check(args):
         for _ in merging.canonical_lines(lines, path, errors):
             n += 1
         warnings += zone_warnings(path, lines, now)
-        errors += action_errors(path, lines, args.fleet)
+        acts = action_errors(path, lines, args.fleet)
+        n -= len(acts)
+        errors += acts
     for e in errors + warnings:
         print(e)
     if not args.quiet:
