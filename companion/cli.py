@@ -90,6 +90,9 @@ def cmd_check(args):
         lines = read_lines(path)
         for _ in merging.canonical_lines(lines, path, errors):
             n += 1
+        if os.path.basename(path) == 'jobs.txt':   # a fleet's: its lines must be signed (fleet.py)
+            from companion.fleet import signature_errors
+            errors += signature_errors(path, lines)
         warnings += zone_warnings(path, lines, now)
         acts = action_errors(path, lines, args.fleet)
         n -= len(acts)

@@ -34,12 +34,75 @@ RESULTS = 'results.txt'
 
 
 
+# {path: (stat key, lines)}: a file checked once per version per process
+_checked = {}
+
+
+def _stat_key(st):
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 def _lines(path):
+    """The lines of a fleet file, each checked (merging.line_problem, then
+    the parser): [] for no file; a bad file is a UserError naming the file,
+    the line and what to do, before anything acts on it."""
     try:
-        with open(path, encoding='utf-8', errors='replace') as f:
-            return f.read().splitlines()
+        st = os.stat(path)
     except FileNotFoundError:
         return []
+    key = _stat_key(st)
+    hit = _checked.get(path)
+    if hit is not None and hit[0] == key:
+        return list(hit[1])
+    name = os.path.relpath(path)
+    from companion.mergefiles import read_lines
+    lines = read_lines(path, name=name)
+    for n, raw in enumerate(lines, 1):
+        if merging.fast_match is not None and merging.fast_match(raw) is not None:
+            continue
+        line, why = merging._parsed(raw)
+        if line is None and why is None:
+            continue       # a comment or a blank line
+        if why is None and line != raw:
+            why = 'not in canonical form (%s)' % line[:60]
+        if why is not None:
+            raise UserError('%s:%d: %s; fix or remove the line (`companion check %s` lists every bad line), '
+                            'or restore the file from git' % (name, n, why, name))
+    _checked[path] = (key, tuple(lines))
+    return lines
+
+
+_DEVICE_FIX = 'remove it: the next sync with the board writes it again'
+
+
+def _json(path, fix):
+    """A JSON object file of the folder; a damaged one is a UserError saying
+    what to do (fix). FileNotFoundError passes."""
+    try:
+        with open(path, 'rb') as f:
+            data = json.loads(f.read().decode('utf-8'))
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError) as e:
+        raise UserError('%s is not readable JSON (%s): %s' % (path, one_line_of(e), fix)) from None
+    if not isinstance(data, dict):
+        raise UserError('%s is not a JSON object: %s' % (path, fix))
+    return data
+
+
+def one_line_of(e):
+    return ' '.join(str(getattr(e, 'strerror', None) or e).split())[:80]
+
+
+def _hex_key(path, text, fix):
+    """text (a secret or key read from path) when it is hex, else a UserError."""
+    try:
+        ok = bool(text) and len(text) % 2 == 0 and bytes.fromhex(text).hex() == text.lower()
+    except ValueError:
+        ok = False
+    if not ok:
+        raise UserError('%s is not a hex secret (cut or edited?): %s' % (path, fix))
+    return text
 
 
 class Fleet:
@@ -85,8 +148,10 @@ class Fleet:
         # read once per Fleet object (a sync asks for every line it verifies)
         m = self.__dict__.get('_meta')
         if m is None:
-            with open(self.path('fleet.json')) as f:
-                m = self._meta = json.load(f)
+            m = self._meta = _json(self.path('fleet.json'), 'restore it from git or a backup')
+            if not isinstance(m, dict) or m.get('mode') not in ('signed', 'insecure'):
+                raise UserError('%s does not say the fleet\'s mode ("mode": "signed" or "insecure"): '
+                                'restore it from git or a backup' % self.path('fleet.json'))
         return m
 
     @property
@@ -99,12 +164,20 @@ class Fleet:
         return _lines(self.path(JOBS))
 
     def write_lines(self, lines):
-        atomic_write(self.path(JOBS), ''.join(l + '\n' for l in lines))
+        lines = list(lines)
+        path = self.path(JOBS)
+        atomic_write(path, ''.join(l + '\n' for l in lines))
+        _checked[path] = (_stat_key(os.stat(path)), tuple(lines))
 
     def merge_in(self, new_lines, name='incoming', errors=None, conflicts=None):
-        """Merge lines into jobs.txt; returns the lines that were new."""
+        """Merge lines into jobs.txt; returns the lines that were new. In a
+        signed fleet a job text a verified batch covers beats one none
+        covers under the same id (rule 4, core/rivals.py)."""
         before = set(self.lines())
-        out = merging.merge((JOBS, before), (name, new_lines), errors=errors, conflicts=conflicts)
+        new_lines = list(new_lines)
+        signed = self.signed_test(before, new_lines)
+        out = merging.merge((JOBS, before), (name, new_lines), errors=errors, conflicts=conflicts,
+                            signed=signed)
         self.write_lines(out)
         return [l for l in out if l not in before]
 
@@ -145,6 +218,41 @@ class Fleet:
                 covered |= mine
         return [(l, 'not signed by this fleet: no verified batch covers it')
                 for d, l in todo.items() if d not in covered]
+
+    def signed_test(self, *sources):
+        """line -> bool: a batch record among the sources' lines whose
+        signature verifies under one of the fleet's keys covers the line;
+        None in an insecure fleet (nothing is signed there)."""
+        if self.insecure:
+            return None
+        from sporadic.core import batch
+        digests = self.verified_digests(l for src in sources for l in src if l[:3] == '.b ')
+        return lambda line: batch.line_digest(line) in digests
+
+    def verified_digests(self, records):
+        """The digests (batch.line_digest) the given .b records cover, of
+        those whose signature verifies under one of the fleet's keys (each
+        record checked once per Fleet object)."""
+        from sporadic.core import batch
+        cache = self.__dict__.setdefault('_verified', {})
+        out = set()
+        v = None
+        for rec in records:
+            ds = cache.get(rec, 0)
+            if ds == 0:
+                if v is None:
+                    from companion import keys
+                    v = batch.Verifier(keys.trusted_pubs(self.dir), 0, window=1 << 30)
+                try:
+                    ds = batch.parse_batch(rec)[2]
+                except ValueError:
+                    ds = None
+                if ds is not None and v.add_batch(rec) is not None:
+                    ds = None
+                cache[rec] = ds
+            if ds:
+                out.update(ds[i:i + batch.DIGEST] for i in range(0, len(ds), batch.DIGEST))
+        return out
 
     def sign(self, lines):
         """Batch records for the fleet-authored lines (none in insecure mode)."""
@@ -215,8 +323,7 @@ class Fleet:
 
     def device(self, dev_id):
         try:
-            with open(self.path('devices', dev_id + '.json')) as f:
-                return json.load(f)
+            return _json(self.path('devices', dev_id + '.json'), _DEVICE_FIX)
         except FileNotFoundError:
             return None
 
@@ -226,13 +333,44 @@ class Fleet:
         if os.path.isdir(d):
             for f in sorted(os.listdir(d)):
                 if f.endswith('.json'):
-                    with open(os.path.join(d, f)) as fh:
-                        out.append(json.load(fh))
+                    out.append(_json(os.path.join(d, f), _DEVICE_FIX))
         return out
 
     def save_device(self, info):
         os.makedirs(self.path('devices'), exist_ok=True)
         atomic_write(self.path('devices', info['id'] + '.json'), json.dumps(info, indent=1, sort_keys=True) + '\n')
+
+
+def signature_errors(path, lines):
+    """'FILE:LINE: ...' for each fleet-authored line of a signed fleet's
+    jobs.txt (path names the jobs.txt of a fleet folder) that no verified
+    batch covers: a board refuses it, so it must not stand in for the text
+    the owner signed (`companion check`). [] for any other file."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fleet = Fleet(folder)
+    if os.path.basename(path) != JOBS or not fleet.exists() or fleet.insecure:
+        return []
+    from sporadic.core import batch
+    signed = fleet.signed_test(lines)
+    texts = {}      # job id -> line number of its signed job text
+    todo = []
+    for n, raw in enumerate(lines, 1):
+        line = merging._canonical(raw)[0]
+        if line is None or not batch.needs_batch(line):
+            continue
+        if signed(line):
+            texts[line[:jobline.ID_LEN]] = n
+        else:
+            todo.append((n, line))
+    out = []
+    for n, line in todo:
+        at = texts.get(line[:jobline.ID_LEN]) if line[0] != '.' else None
+        what = ('differs from the text the fleet signed under id %s (line %d)' % (line[:jobline.ID_LEN], at)
+                if at is not None else 'is not signed by this fleet (no verified batch covers it)')
+        out.append('%s:%d: this line %s: a board refuses it; restore the signed line (git checkout -- %s, or '
+                   'a sync brings it back from a board that holds it), or cancel the job and add the text '
+                   'you want' % (path, n, what, path))
+    return out
 
 
 # -- keys held in the folder: per-device secrets, the fleet key ---------------------
@@ -247,9 +385,12 @@ def device_secret(fleet, dev_id, create=False):
         return cache[dev_id]
     p = secret_path(fleet, dev_id)
     try:
-        with open(p) as f:
-            cache[dev_id] = f.read().strip()
-            return cache[dev_id]
+        with open(p, 'rb') as f:
+            text = f.read().strip().decode('ascii', 'replace')
+        cache[dev_id] = _hex_key(p, text, 'restore it from your backup of the fleet folder, or remove it and '
+                                          'deploy the board again (companion deploy PORT --id %s: a new secret)'
+                                 % dev_id)
+        return cache[dev_id]
     except FileNotFoundError:
         if not create:
             return None
@@ -291,11 +432,16 @@ def fleet_key_path(fleet):
 
 
 def read_fleet_key(fleet):
+    p = fleet_key_path(fleet)
     try:
-        with open(fleet_key_path(fleet)) as f:
-            return f.read().strip() or None
+        with open(p, 'rb') as f:
+            text = f.read().strip().decode('ascii', 'replace')
     except FileNotFoundError:
         return None
+    if not text:
+        return None
+    return _hex_key(p, text, 'restore it from your backup of the fleet folder (every board holds it: '
+                             'a new key means deploying every board again)')
 
 
 def write_new(path, text):

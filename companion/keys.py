@@ -39,6 +39,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
 from sporadic.core import batch, rsa
 from sporadic.desktop import batching
 from sporadic.core import hmac as shmac
+from companion.errors import UserError
 
 BITS = 2048
 E = 65537
@@ -97,21 +98,40 @@ def init_keys(fleet_dir, force=False):
     return text
 
 
+# what to do about a fleet's key file that is gone or damaged
+_RESTORE = "restore it from your backup of the fleet folder (docs/security.md)"
+
+
 def load_private(fleet_dir):
     path = os.path.join(_dir(fleet_dir), "fleet.pem")
-    st = os.stat(path)
-    if st.st_mode & 0o077:
-        raise PermissionError("%s is readable by others (mode %o): chmod 600 it" % (path, st.st_mode & 0o777))
-    with open(path, "rb") as f:
+    try:
+        st = os.stat(path)
+        if st.st_mode & 0o077:
+            raise UserError("%s is readable by others (mode %o): chmod 600 it" % (path, st.st_mode & 0o777))
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise UserError("%s: %s: %s" % (path, e.strerror or e, _RESTORE))
+    try:
         # the fleet's own key, made by `companion init` (mode 0600): the RSA
         # consistency checks (~50 ms a load, every `add`) guard keys from elsewhere
-        return serialization.load_pem_private_key(f.read(), password=None, unsafe_skip_rsa_key_validation=True)
+        key = serialization.load_pem_private_key(data, password=None, unsafe_skip_rsa_key_validation=True)
+    except (ValueError, TypeError):
+        key = None
+    if not isinstance(key, crsa.RSAPrivateKey):
+        raise UserError("%s is not an RSA private key in PEM (cut or damaged?): %s" % (path, _RESTORE))
+    return key
 
 
 def load_pub(fleet_dir):
-    with open(os.path.join(_dir(fleet_dir), "fleet.pub")) as f:
-        text = f.read().strip()
-    rsa.parse_pubkey(text)
+    path = os.path.join(_dir(fleet_dir), "fleet.pub")
+    try:
+        with open(path) as f:
+            text = f.read().strip()
+        rsa.parse_pubkey(text)
+    except (OSError, UnicodeDecodeError, ValueError):
+        raise UserError("%s is not the fleet's public key (rsa2048:<hex n>; cut or damaged?): %s, "
+                        "or write it again from keys/fleet.pem" % (path, _RESTORE)) from None
     return text
 
 
@@ -122,8 +142,13 @@ def trusted_pubs(fleet_dir):
     old = os.path.join(_dir(fleet_dir), "old")
     for name in sorted(os.listdir(old)) if os.path.isdir(old) else ():
         if name.endswith(".pem"):
-            with open(os.path.join(old, name), "rb") as f:
-                out.append(pub_text_of(serialization.load_pem_private_key(f.read(), password=None)))
+            path = os.path.join(old, name)
+            try:
+                with open(path, "rb") as f:
+                    out.append(pub_text_of(serialization.load_pem_private_key(f.read(), password=None)))
+            except (OSError, ValueError, TypeError, AttributeError):
+                raise UserError("%s is not a retired RSA private key in PEM (cut or damaged?): %s"
+                                % (path, _RESTORE)) from None
     return out
 
 
@@ -145,10 +170,30 @@ def sign_digest(fleet_dir, digest):
 def current_seq(fleet_dir):
     path = os.path.join(_dir(fleet_dir), "seq")
     try:
-        with open(path) as f:
-            return int(f.read().strip() or 0)
+        with open(path, "rb") as f:
+            text = f.read().strip()
     except FileNotFoundError:
         return 0
+    if not text:
+        return 0
+    if not text.isdigit() or len(text) > batch.SEQ_W:
+        raise UserError("%s holds %r, not the last SEQ used: write %d into it (the highest SEQ of the "
+                        ".b and .k records in jobs.txt)" % (path, text.decode("utf-8", "replace")[:20],
+                                                            highest_seq(fleet_dir)))
+    return int(text)
+
+
+def highest_seq(fleet_dir):
+    """The highest SEQ of the .b/.k records in the fleet's jobs.txt (0: none)."""
+    best = 0
+    try:
+        with open(os.path.join(fleet_dir, "jobs.txt"), "rb") as f:
+            for line in f:
+                if line[:3] in (b".b ", b".k ") and line[3:11].isdigit():
+                    best = max(best, int(line[3:11]))
+    except OSError:
+        pass
+    return best
 
 
 def next_seq(fleet_dir):
@@ -178,6 +223,9 @@ def sign_lines(fleet_dir, lines):
             seen.add(ln)
             todo.append(ln)
     out = []
+    if todo:     # a damaged key file is refused before a SEQ is reserved
+        trusted_pubs(fleet_dir)
+        load_private(fleet_dir)
     for i in range(0, len(todo), batch.MAX_LINES):
         out.append(sign_batch(todo[i:i + batch.MAX_LINES], next_seq(fleet_dir), fleet_dir))
     return out

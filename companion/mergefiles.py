@@ -30,15 +30,34 @@ _HALF_FAILED = 3     # the child's exit status when its half cannot stand alone
 _LINE_ENDS = '\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029'
 
 
-def read_lines(path, chunk=1 << 16):
-    """The file's text (UTF-8, bad bytes replaced) as f.read().splitlines()
+# The most a job-line file may hold: the companion reads one whole, and a
+# file beyond this is no file it wrote for a fleet of 1,000s of jobs
+# (docs/security.md#the-fleet-folder)
+FILE_MAX = 64 << 20
+
+
+def too_large(path, size, name=None):
+    """The one line refusing a file of size bytes, or None when it is not too large."""
+    if size <= FILE_MAX:
+        return None
+    name = name or path
+    return ('%s is %.1f MB, more than a job-line file holds (at most %d MB): not a file the companion wrote; '
+            'restore it from git (git checkout -- %s) or a backup' % (name, size / 1e6, FILE_MAX >> 20, name))
+
+
+def read_lines(path, chunk=1 << 16, name=None):
+    """The file's text (UTF-8; a byte that is not stays a lone surrogate,
+    which merging.line_problem reports) as f.read().splitlines()
     gives it, read chunk characters at a time: a large file never sits in memory
     whole beside its lines (a 12 MB job file cost ~6,000 page faults), and a
     chunk this size is reused where it was rather than mapped anew each time
     (1 MiB chunks: ~3,400 more faults for two 6 MB files)."""
     lines = []
     try:
-        with open(path, encoding='utf-8', errors='replace') as f:
+        with open(path, encoding='utf-8', errors='surrogateescape') as f:
+            why = too_large(path, os.fstat(f.fileno()).st_size, name)
+            if why is not None:
+                raise UserError(why)
             rest = ''
             while True:
                 text = f.read(chunk)

@@ -92,7 +92,8 @@ def test_private_key_mode_enforced(tmp_path):
     d = str(tmp_path)
     keys.init_keys(d)
     os.chmod(os.path.join(d, "keys", "fleet.pem"), 0o644)
-    with pytest.raises(PermissionError):
+    from companion.errors import UserError
+    with pytest.raises(UserError, match=r'readable by others \(mode 644\): chmod 600 it'):
         keys.load_private(d)
 
 

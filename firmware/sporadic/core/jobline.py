@@ -11,6 +11,9 @@ from sporadic.core.timeutil import parse_time, parse_duration
 
 ID_LEN = const(8)
 OUTPUT_MAX = const(60)
+# the longest job text (type to options) any board takes: one sync request
+# (recon P) carries it whole, as it carries a .b record of ~2.4 KB
+JOB_MAX = const(1024)
 HOST_MAX = const(32)
 _B32 = '0123456789abcdefghijklmnopqrstuv'
 _HOST_CHARS = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:-'
@@ -83,6 +86,7 @@ _E_CANCEL_ARGS = const(22)
 _E_ID_ALONE = const(23)
 _E_ASSIGN_FIELDS = const(24)
 _E_WITHIN_EVERY = const(25)
+_E_JOB_LONG = const(26)
 
 
 def _err(n, a=()):
@@ -316,6 +320,8 @@ def _is_hex(s):
 def parse_job(s, jid=None, salt=None):
     """A job line (type time command [; options]) -> Job. jid given for
     machine lines; otherwise derived from the canonical text (and salt)."""
+    if len(s) > JOB_MAX:
+        raise _err(_E_JOB_LONG, (len(s), JOB_MAX))
     typ, rest = _split1(s)
     j = Job()
     j.arg = ''

@@ -36,7 +36,8 @@ _MSG = (
     'cancel takes no arguments\n'
     'id without a record\n'
     'assignment needs: host k at leader mac\n'
-    'within=%s is longer than every=%s: two instances would be open at once (the newest wins); use within <= every')
+    'within=%s is longer than every=%s: two instances would be open at once (the newest wins); use within <= every\n'
+    'job line of %d characters: longer than a board takes (at most %d)')
 
 
 def msg(n, a=()):

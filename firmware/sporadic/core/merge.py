@@ -27,9 +27,16 @@ def assign_key(line):
     return (int(f[3]), int(f[4]), line)
 
 
-def compact(lines, conflicts=None):
+def compact(lines, conflicts=None, signed=None):
     """Sorted, de-duplicated canonical lines -> compacted lines (a generator).
-    `conflicts` (a list) receives a note for each job id with two texts."""
+    `conflicts` (a list) receives a note for each job id with two texts.
+    `signed` (line -> bool: a verified signature of the fleet covers it),
+    when given, makes a signed job text beat an unsigned one under one id
+    (rule 4, core/rivals.py); a board gives none (its store holds only
+    verified lines)."""
+    if signed is not None:
+        from sporadic.core.rivals import signed_first
+        lines = signed_first(lines, signed, conflicts)
     gid = None          # current group
     cancelled = False
     job = None          # pending job line (held until we know there is no cancel)

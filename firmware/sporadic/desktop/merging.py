@@ -1,7 +1,7 @@
 # The companion's side of merge.py (read as merge.NAME): parse any number
 # of line sources and merge them. A board only streams already canonical
 # lines through merge.compact/merge_sorted, so it never loads this module.
-from sporadic.core.jobline import parse, ParseError
+from sporadic.core.jobline import parse, ParseError, JOB_MAX, ID_LEN
 from sporadic.core.jobtext import fast_canonical, fast_match
 from sporadic.core.merge import compact
 
@@ -40,8 +40,35 @@ def _canonical(raw):
     return _parsed(raw)
 
 
+# git's conflict markers (a merge left unfinished, docs/git.md)
+MARKERS = ('<<<<<<<', '|||||||', '=======', '>>>>>>>')
+# no record is longer (a .b record, the longest, is ~2.4 KB): a longer line
+# is refused before it is parsed
+LINE_MAX = 8192
+
+
+def line_problem(raw):
+    """Why a raw line of a job-line file is not a record to parse, or None:
+    a git conflict marker, bytes that are not UTF-8 (read with
+    errors='surrogateescape', companion/mergefiles.read_lines), a line
+    longer than any record."""
+    if raw.startswith(MARKERS):
+        return ('a git conflict marker (%s): a merge was left unfinished (docs/git.md: companion merge '
+                'as the merge driver)' % raw[:7])
+    if len(raw) > LINE_MAX:
+        return ('a line of %d characters: longer than a board takes (a job line at most %d, any record '
+                'at most %d)' % (len(raw), JOB_MAX, LINE_MAX))
+    for i, c in enumerate('' if raw.isascii() else raw):
+        if '\udc80' <= c <= '\udcff':
+            return 'byte 0x%02x at column %d is not UTF-8' % (ord(c) - 0xdc00, i + 1)
+    return None
+
+
 def _parsed(raw):
     # _canonical without the pattern (for a line it refused)
+    why = line_problem(raw)
+    if why is not None:
+        return None, why
     try:
         r = parse(raw)
     except ParseError as e:
@@ -64,9 +91,10 @@ def canonical_lines(lines, name='-', errors=None, start=1):
             errors.append('%s:%d: %s' % (name, n, why))
 
 
-def merge(*sources, errors=None, conflicts=None):
+def merge(*sources, errors=None, conflicts=None, signed=None):
     """Union of any number of line sources, compacted: a sorted list of lines.
-    Each source is (name, iterable of lines) or an iterable of lines."""
+    Each source is (name, iterable of lines) or an iterable of lines.
+    signed: see merge.compact (rule 4: a signed job text beats an unsigned one)."""
     # Canonical text depends on the raw line alone, so each distinct raw line
     # is read once however often it recurs (a git merge's base, ours and
     # theirs share most lines); only bad lines are looked up again, to report
@@ -105,7 +133,7 @@ def merge(*sources, errors=None, conflicts=None):
     for r in rest:
         if _JOB is not None:
             m = _JOB(r)
-            if m is not None and _skeleton(known, *m.groups()):
+            if m is not None and len(r) <= JOB_MAX + ID_LEN + 1 and _skeleton(known, *m.groups()):
                 jobs.add(r)
                 continue
         line, why = _parsed(r)   # the pattern, where there is one, refused r
@@ -127,4 +155,4 @@ def merge(*sources, errors=None, conflicts=None):
                 why = bad.get(r)
                 if why is not None:
                     errors.append('%s:%d: %s' % (name, n, why))
-    return list(compact(out, conflicts))
+    return list(compact(out, conflicts, signed))

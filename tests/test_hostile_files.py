@@ -1,0 +1,262 @@
+"""The fleet folder is hostile input too (issue #29, cases 5 and 6).
+
+Case 5: a job line cut short in the fleet's jobs.txt keeps its id, so it is
+a second text under the id the owner signed. `companion check` says so, and
+the merge (rule 4, core/rivals.py) never lets the unsigned text replace the
+signed one: the first sync brings the signed text back from the board, and
+a board deployed from the folder gets the job.
+
+Case 6: a bad file (git conflict markers, bytes that are not UTF-8, a line
+longer than a board takes, a file of 100 MB, a cut key, a counter or a
+secret that is not a number) ends every verb in one line naming the file
+(and line) and what to do, exit status 2, nothing changed; `check` lists
+each bad line.
+
+The fleets are set up with the product's commands (`companion init`, `add`,
+`deploy`, `sync`), each run as a user runs it, in its own process; the
+boards are virtual boards (`companion vboard`).
+"""
+import os
+
+import pytest
+
+from companion.fleet import Fleet
+from sporadic.core import merge
+from sporadic.core.rivals import signed_first
+from tests.devutil import CLI
+from tests.test_errors import one_line
+
+JOB = 'each 2026-12-01T06:00Z log hello ; every=1d'
+
+
+def job_line(fleet_dir, jid):
+    [line] = [l for l in Fleet(fleet_dir).lines() if l.startswith(jid + ' ') and ' r ' not in l[8:11]]
+    return line
+
+
+def rewrite(path, old, new):
+    with open(path, 'rb') as f:
+        data = f.read()
+    assert old in data
+    with open(path, 'wb') as f:
+        f.write(data.replace(old, new))
+
+
+def board_jobs(flash):
+    with open(os.path.join(flash, 'jobs.txt')) as f:
+        return f.read().splitlines()
+
+
+# -- case 5: a truncated line never beats the signed one ----------------------------
+
+@pytest.mark.slow
+def test_a_cut_job_line_is_caught_and_the_signed_text_comes_back(tmp_path):
+    c = CLI(str(tmp_path / 'fleet'))
+    c('init')
+    b1 = c.vboard('--id', 'b1', '--flash', str(tmp_path / 'b1'))
+    b2 = c.vboard('--id', 'b2', '--flash', str(tmp_path / 'b2'))
+    try:
+        c('deploy', b1.path, '--id', 'b1', '-q')
+        jid = c('add', JOB).strip()
+        assert c('sync', b1.path, '-q').startswith('synced b1')
+        signed = job_line(c.dir, jid)
+        assert signed.endswith('; every=1d')
+        jobs = os.path.join(c.dir, 'jobs.txt')
+        cut = signed[:signed.index(' ; ')]
+        rewrite(jobs, signed.encode(), cut.encode())     # `... ; every=1d` -> `...`
+
+        p = c.run('check', jobs, ok=False)
+        assert p.returncode != 0, p.stdout + p.stderr
+        n = open(jobs).read().splitlines().index(cut) + 1
+        assert '%s:%d: this line is not signed by this fleet' % (jobs, n) in p.stdout, p.stdout
+        assert '1 bad line(s)' in p.stderr
+
+        out = c('sync', b1.path)       # the board refuses the cut text and holds the signed one
+        assert 'synced b1' in out, out
+        assert job_line(c.dir, jid) == signed          # the signed text came back and stays
+        assert c.run('check', jobs).returncode == 0
+        out = c('sync', b1.path)
+        assert 'refused' not in out, out
+
+        c('deploy', b2.path, '--id', 'b2', '-q')       # a board deployed from the folder gets the job
+        assert c('sync', b2.path, '-q').startswith('synced b2')
+        assert signed in board_jobs(str(tmp_path / 'b2'))
+    finally:
+        c.stop_boards()
+
+
+def test_the_merge_keeps_a_signed_job_text_over_an_unsigned_one(tmp_path):
+    """Fleet.merge_in (add, cancel, a sync's receive): the signed text wins
+    under one id, whichever sorts first; with no signature on either, the
+    smaller (rule 4 as before)."""
+    f = Fleet(str(tmp_path / 'f'))
+    f.init()
+    jid = c_add(f, JOB)
+    signed = job_line(f.dir, jid)
+    cut = signed[:signed.index(' ; ')]
+    longer = signed + ' within=1h'
+    for forged in (cut, longer):     # sorts before / after the signed text
+        f.write_lines(sorted(set(f.lines()) - {signed}) + [forged])
+        assert job_line(f.dir, jid) == forged
+        conflicts = []
+        f.merge_in([signed], 'board', conflicts=conflicts)
+        assert job_line(f.dir, jid) == signed
+        assert any('no signature of the fleet covers' in c for c in conflicts), conflicts
+        f.merge_in([forged], 'hand')                   # and it does not come back
+        assert job_line(f.dir, jid) == signed
+
+
+def c_add(f, text):
+    from companion.fleet import add_job
+    return add_job(f, text).id
+
+
+def test_rule_4_signed_first_in_the_core_merge():
+    """merge.compact(lines, signed=...): the rule itself, on a `who:` text
+    that sorts after the job's results (held until the group ends), and
+    without `signed` (a board: every line verified) the smaller text."""
+    jid = '0123abcd'
+    each = jid + ' each 2026-12-01T06:00Z log a'
+    who = jid + ' who:pump 2026-12-01T06:00Z log a'
+    res = [jid + ' r b%d 1 1796083200 ok - x' % i for i in range(3)]
+    other = ['1111aaaa each 2026-12-01T06:00Z log b', '1111aaaa r b1 0 1796083200 ok - y']
+    lines = sorted([each, who] + res + other)
+    assert list(merge.compact(lines)) == sorted([each] + res + other)
+    conflicts = []
+    out = list(merge.compact(lines, conflicts, signed=lambda l: l == who or l.startswith('1111')))
+    assert out == sorted([who] + res + other), out
+    assert len(conflicts) == 1 and conflicts[0].startswith(jid)
+    out = list(merge.compact(lines, [], signed=lambda l: l == each or l.startswith('1111')))
+    assert out == sorted([each] + res + other), out
+    # neither signed: both pass to rule 4's second half, the smaller stays
+    assert list(signed_first(lines, lambda l: False)) == lines
+    assert list(merge.compact(lines, [], signed=lambda l: False)) == sorted([each] + res + other)
+
+
+def test_a_forged_batch_does_not_make_a_text_signed(tmp_path):
+    f = Fleet(str(tmp_path / 'f'))
+    f.init()
+    other = Fleet(str(tmp_path / 'o'))
+    other.init()
+    jid = c_add(f, JOB)
+    signed = job_line(f.dir, jid)
+    cut = signed[:signed.index(' ; ')]
+    elsewhere = other.sign([cut])        # another fleet's key signs the cut text
+    test = f.signed_test(f.lines() + elsewhere)
+    assert test(signed) and not test(cut)
+    assert f.receive([cut] + elsewhere, 'board') == [(cut, 'not signed by this fleet: no verified batch covers it')]
+    f.write_lines(sorted(set(f.lines()) - {signed}) + [cut] + elsewhere)
+    f.merge_in([signed], 'board')
+    assert job_line(f.dir, jid) == signed
+
+
+# -- case 6: a bad file ends in one line naming it, exit 2, nothing changed ---------
+
+@pytest.fixture
+def fleet(tmp_path):
+    c = CLI(str(tmp_path / 'fleet'))
+    c('init')
+    c.jid = c('add', JOB).strip()
+    c.jobs = os.path.join(c.dir, 'jobs.txt')
+    yield c
+    c.stop_boards()
+
+
+def snapshot(folder):
+    """Every file of a folder and its bytes."""
+    out = {}
+    for top, _, names in os.walk(folder):
+        for n in names:
+            p = os.path.join(top, n)
+            with open(p, 'rb') as f:
+                out[os.path.relpath(p, folder)] = f.read()
+    return out
+
+
+def refused(c, argv, *words):
+    """`companion ARGV` ends in one line holding every word, exit 2, and the
+    fleet folder is byte for byte as it was."""
+    before = snapshot(c.dir)
+    p = c.run(*argv, ok=False)
+    line = one_line(p, *words)
+    assert snapshot(c.dir) == before, line
+    return line
+
+
+def conflicted(c):
+    """jobs.txt as `git merge` leaves it without the merge driver (docs/git.md)."""
+    with open(c.jobs) as f:
+        lines = f.read().splitlines()
+    theirs = [l for l in lines if not l.startswith(c.jid)] + [c.jid + ' cancel']
+    text = '\n'.join(['<<<<<<< HEAD'] + lines + ['======='] + theirs + ['>>>>>>> origin/main']) + '\n'
+    with open(c.jobs, 'w') as f:
+        f.write(text)
+    return text.splitlines()
+
+
+def test_conflict_markers_are_named_by_check_and_refused_by_every_verb(fleet):
+    lines = conflicted(fleet)
+    p = fleet.run('check', fleet.jobs, ok=False)
+    assert p.returncode != 0
+    for n, l in enumerate(lines, 1):
+        if l[:7] in ('<<<<<<<', '=======', '>>>>>>>'):
+            assert '%s:%d: a git conflict marker' % (fleet.jobs, n) in p.stdout, p.stdout
+    for argv in (['add', 'each +1h log other'], ['cancel', fleet.jid], ['jobs'], ['status']):
+        refused(fleet, argv, 'jobs.txt:1: a git conflict marker (<<<<<<<)', 'companion merge', 'restore the file from git')
+
+
+def test_bytes_that_are_not_utf8_are_named_not_rewritten(fleet):
+    rewrite(fleet.jobs, b'log hello', b'log h\xe9llo')      # Latin-1, not UTF-8
+    n = open(fleet.jobs, 'rb').read().splitlines().index(
+        [l for l in open(fleet.jobs, 'rb').read().splitlines() if b'h\xe9llo' in l][0]) + 1
+    p = fleet.run('check', fleet.jobs, ok=False)
+    assert p.returncode != 0
+    assert '%s:%d: byte 0xe9 at column' % (fleet.jobs, n) in p.stdout, p.stdout
+    refused(fleet, ['add', 'each +1h log other'], 'jobs.txt:%d: byte 0xe9 at column' % n, 'is not UTF-8')
+    refused(fleet, ['jobs'], 'jobs.txt:%d: byte 0xe9' % n)
+
+
+def test_a_line_longer_than_a_board_takes_is_caught(fleet):
+    from sporadic.core.jobline import JOB_MAX
+    long = fleet.jid[:-1] + 'v each 2026-12-01T06:00Z log ' + 'x' * 2000
+    big = fleet.jid + ' each 2026-12-01T06:00Z log ' + 'x' * (1 << 20)     # 1 MB
+    with open(fleet.jobs) as f:
+        lines = f.read().splitlines()
+    with open(fleet.jobs, 'w') as f:
+        f.write(''.join(l + '\n' for l in sorted(lines + [long, big])))
+    n_long = sorted(lines + [long, big]).index(long) + 1
+    n_big = sorted(lines + [long, big]).index(big) + 1
+    p = fleet.run('check', fleet.jobs, ok=False)
+    assert p.returncode != 0
+    assert '%s:%d: job line of %d characters: longer than a board takes (at most %d)' % (
+        fleet.jobs, n_long, len(long) - 9, JOB_MAX) in p.stdout, p.stdout[:600]
+    assert '%s:%d: a line of %d characters: longer than a board takes' % (fleet.jobs, n_big, len(big)) in p.stdout
+    refused(fleet, ['jobs'], 'jobs.txt:%d: ' % min(n_long, n_big), 'longer than a board takes')
+    with open(fleet.jobs, 'w') as f:
+        f.write(''.join(l + '\n' for l in lines))
+    refused(fleet, ['add', 'each +1h log ' + 'y' * 100000], 'bad job line: job line of', 'at most %d' % JOB_MAX)
+
+
+def test_a_file_of_100_mb_is_refused_at_once(fleet):
+    with open(fleet.jobs, 'r+b') as f:
+        f.truncate(100 << 20)        # 100 MB (sparse: zeros after the lines)
+    for argv in (['jobs'], ['add', 'each +1h log other'], ['check', fleet.jobs], ['merge', fleet.jobs]):
+        refused(fleet, argv, 'jobs.txt is 104.9 MB, more than a job-line file holds (at most 64 MB)',
+                'restore it from git')
+
+
+@pytest.mark.parametrize('damage', ['cut fleet.pem', 'cut fleet.pub', 'seq=abc'])
+def test_a_damaged_key_file_is_named(fleet, damage):
+    keys = os.path.join(fleet.dir, 'keys')
+    if damage == 'seq=abc':
+        with open(os.path.join(keys, 'seq'), 'w') as f:
+            f.write('abc\n')
+        refused(fleet, ['add', 'each +1h log other'], 'keys/seq holds \'abc\', not the last SEQ used: write 1 into it')
+        return
+    name = damage.split()[1]
+    p = os.path.join(keys, name)
+    with open(p, 'rb') as f:
+        data = f.read()
+    with open(p, 'wb') as f:
+        f.write(data[:len(data) // 2])
+    refused(fleet, ['add', 'each +1h log other'], 'keys/%s is not' % name, 'cut or damaged?', 'restore it')
