@@ -135,12 +135,22 @@ def _positions(args, hosts, job, placed):
     return out
 
 
+def fleet_signed(args):
+    """merge's `signed` test in a signed fleet folder (--fleet, or where git
+    runs its merge driver), from the files' batch records; else None."""
+    if not os.path.isfile(os.path.join(args.fleet, 'fleet.json')):
+        return None
+    from companion.fleet import Fleet
+    from companion.mergefiles import batch_records
+    return Fleet(args.fleet).signed_test(batch_records(args.files))
+
+
 def cmd_merge(args):
     errors = []
     conflicts = []
     if args.workers is not None and args.workers < 1:
         raise UserError('--workers %d: want 1 or more' % args.workers)
-    text = merged_text(args.files, errors, conflicts, workers=args.workers)
+    text = merged_text(args.files, errors, conflicts, workers=args.workers, signed=fleet_signed(args))
     for e in errors + conflicts:
         print(e, file=sys.stderr)
     if args.output:

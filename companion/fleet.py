@@ -55,6 +55,8 @@ def _lines(path):
     if hit is not None and hit[0] == key:
         return list(hit[1])
     name = os.path.relpath(path)
+    if name.startswith('..'):
+        name = path
     from companion.mergefiles import read_lines
     lines = read_lines(path, name=name)
     for n, raw in enumerate(lines, 1):
@@ -163,6 +165,19 @@ class Fleet:
     def lines(self):
         return _lines(self.path(JOBS))
 
+    def check_files(self):
+        """Read (and so check) jobs.txt and results.txt: a verb that changes
+        the folder or a board calls this first, so a bad file stops it before
+        anything changed (a UserError naming the file, the line, what to do)."""
+        self.lines()
+        _lines(self.path(RESULTS))
+        d = self.path('keys', 'devices')
+        for name in sorted(os.listdir(d)) if os.path.isdir(d) else ():
+            if not name.startswith('.') and not name.endswith('.tmp'):
+                device_secret(self, name)     # each board's secret: hex (a sync checks MACs of several)
+        read_fleet_key(self)
+        return self
+
     def write_lines(self, lines):
         lines = list(lines)
         path = self.path(JOBS)
@@ -269,8 +284,11 @@ class Fleet:
         return host_positions(self.lines())
 
     def jobs(self):
+        from sporadic.core.rivals import is_job
         out = []
         for l in self.lines():
+            if not is_job(l):      # results, assignments, cancels, fleet records: no Job to parse
+                continue
             r = jobline.parse(l)
             if isinstance(r, jobline.Job):
                 out.append(r)

@@ -79,28 +79,46 @@ def text_chunks(lines, n=2000):
         yield '\n'.join(lines[i:i + n]) + '\n'
 
 
-def merged_text(paths, errors, conflicts, workers=None):
+def batch_records(paths):
+    """The .b records at the head of each file (a job-line file is sorted:
+    fleet records first), for merge's `signed` test."""
+    out = []
+    for p in paths:
+        try:
+            with open(p, encoding='utf-8', errors='surrogateescape') as f:
+                for line in f:
+                    if line[:1] != '.':
+                        break
+                    if line[:3] == '.b ':
+                        out.append(line.rstrip('\r\n'))
+        except OSError:
+            pass
+    return out
+
+
+def merged_text(paths, errors, conflicts, workers=None, signed=None):
     """Merge the job-line files at paths: the result's text, in pieces
     (each ends with a newline; no piece for no line). Bad lines go to
     errors, job-id conflicts to conflicts. workers: 1 merges in this
     process; by default the two halves run side by side where there is a
-    fork and a second CPU."""
+    fork and a second CPU. signed: merging.merge's (rule 4: a job text a
+    verified batch covers beats one none covers)."""
     if workers is None:
         workers = 2 if usable_cpus() >= 2 else 1
     # a fork copies this thread alone: with others running (a caller's
     # threads holding a lock the child would need), stay in one process
     if workers >= 2 and hasattr(os, 'fork') and threading.active_count() == 1:
-        halves = _merge_halves(paths)
+        halves = _merge_halves(paths, signed)
         if halves is not None:
             first, second_text, first_conflicts, second_conflicts = halves
             conflicts += first_conflicts + second_conflicts
             return list(text_chunks(first)) + ([second_text] if second_text else [])
-    lines = merging.merge(*[(p, read_lines(p)) for p in paths], errors=errors, conflicts=conflicts)
+    lines = merging.merge(*[(p, read_lines(p)) for p in paths], errors=errors, conflicts=conflicts, signed=signed)
     return list(text_chunks(lines))
 
 
 
-def _merge_half(paths, second):
+def _merge_half(paths, second, signed=None):
     """(merged lines, conflicts) of one half, or None where it cannot stand
     alone: a bad line, or a line whose canonical text is in the other half."""
     sources = [(p, read_lines(p)) for p in paths]
@@ -109,13 +127,13 @@ def _merge_half(paths, second):
     else:
         part = [(p, [line for line in lines if line < SPLIT]) for p, lines in sources]
     errors, conflicts = [], []
-    out = merging.merge(*part, errors=errors, conflicts=conflicts)
+    out = merging.merge(*part, errors=errors, conflicts=conflicts, signed=signed)
     if errors or (out and ((out[0] < SPLIT) if second else (out[-1] >= SPLIT))):
         return None
     return out, conflicts
 
 
-def _merge_halves(paths):
+def _merge_halves(paths, signed=None):
     """(first half's lines, second half's text, their conflicts), or None where
     the halves would not give the whole merge. Each process reads the files
     itself: lines read before the fork would be copied page by page as both
@@ -126,7 +144,7 @@ def _merge_halves(paths):
         status = _HALF_FAILED
         try:
             os.close(r)
-            half = _merge_half(paths, True)
+            half = _merge_half(paths, True, signed)
             if half is not None:
                 out, notes = half
                 head = '\n'.join(notes)
@@ -140,7 +158,7 @@ def _merge_halves(paths):
             os._exit(status)
     os.close(w)
     try:
-        first = _merge_half(paths, False)
+        first = _merge_half(paths, False, signed)
         chunks = []
         while True:
             chunk = os.read(r, 1 << 20)

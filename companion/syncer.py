@@ -280,6 +280,7 @@ def _check(resp, what):
 
 def sync(fleet, port, progress=True, link=None, now=None):
     """Merge both ways with one board; returns a report dict."""
+    fleet.check_files()       # a bad fleet file stops the sync before the board or the folder changes
     own = link is None
     link = link or links.open_link(port, secret_for(fleet))
     seen = {}

@@ -260,3 +260,75 @@ def test_a_damaged_key_file_is_named(fleet, damage):
     with open(p, 'wb') as f:
         f.write(data[:len(data) // 2])
     refused(fleet, ['add', 'each +1h log other'], 'keys/%s is not' % name, 'cut or damaged?', 'restore it')
+
+
+@pytest.mark.slow
+def test_a_sync_with_a_bad_fleet_file_stops_before_anything_changes(tmp_path):
+    """`companion sync` with a board: conflict markers (was `ParseError:
+    unknown type '<<<<<<<'`), a 1 MB job line (was a MemoryError on every
+    sync), a device secret that is not hex: one line each, exit 2, neither
+    the folder nor the board changed; with the file restored the sync runs."""
+    c = CLI(str(tmp_path / 'fleet'))
+    c('init')
+    flash = str(tmp_path / 'b1')
+    b1 = c.vboard('--id', 'b1', '--flash', flash)
+    try:
+        c('deploy', b1.path, '--id', 'b1', '-q')
+        c.jid = c('add', JOB).strip()
+        c.jobs = os.path.join(c.dir, 'jobs.txt')
+        assert c('sync', b1.path, '-q').startswith('synced b1')
+        good = open(c.jobs, 'rb').read()
+        on_board = board_jobs(flash)
+
+        conflicted(c)
+        refused(c, ['sync', b1.path], 'jobs.txt:1: a git conflict marker (<<<<<<<)')
+        with open(c.jobs, 'ab') as f:
+            f.seek(0)
+        with open(c.jobs, 'wb') as f:
+            f.write(good + (c.jid[:-1] + 'v each 2026-12-01T06:00Z log ' + 'x' * (1 << 20) + '\n').encode())
+        n = len(good.splitlines()) + 1
+        refused(c, ['sync', b1.path], 'jobs.txt:%d: a line of' % n, 'longer than a board takes')
+        with open(c.jobs, 'wb') as f:
+            f.write(good)
+        secret = os.path.join(c.dir, 'keys', 'devices', 'b1')
+        kept = open(secret).read()
+        with open(secret, 'w') as f:
+            f.write('not-hex-at-all\n')
+        refused(c, ['sync', b1.path], 'keys/devices/b1 is not a hex secret', 'deploy the board again')
+        assert board_jobs(flash) == on_board
+        with open(secret, 'w') as f:
+            f.write(kept)
+        assert c('sync', b1.path, '-q').startswith('synced b1')
+    finally:
+        c.stop_boards()
+
+
+@pytest.mark.needs('git')
+def test_git_merge_keeps_the_signed_text_over_a_cut_one(tmp_path):
+    """Two clones of a signed fleet: one cuts a job line by hand and commits
+    it, the other adds a job; `companion merge` as git's merge driver keeps
+    the signed text (rule 4), where the smaller text used to win."""
+    from tests.test_git_merge import git, driver
+    from companion.fleet import add_job
+    a_dir, b_dir, origin = tmp_path / 'a', tmp_path / 'b', tmp_path / 'origin'
+    a_dir.mkdir()
+    fa = Fleet(str(a_dir))
+    fa.init('shared')
+    jid = add_job(fa, JOB).id
+    signed = job_line(fa.dir, jid)
+    git(a_dir, 'init', '-q', '-b', 'main')
+    driver(a_dir)
+    git(a_dir, 'add', '-A')
+    git(a_dir, 'commit', '-qm', 'fleet')
+    git(tmp_path, 'clone', '-q', '--bare', str(a_dir), str(origin))
+    git(a_dir, 'remote', 'add', 'origin', str(origin))
+    git(tmp_path, 'clone', '-q', str(origin), str(b_dir))
+    driver(b_dir)
+    os.chmod(str(b_dir / 'keys' / 'fleet.pem'), 0o600)     # git keeps no mode but x
+    rewrite(str(a_dir / 'jobs.txt'), signed.encode(), signed[:signed.index(' ; ')].encode())
+    git(a_dir, 'commit', '-qam', 'cut by hand')
+    git(a_dir, 'push', '-q', 'origin', 'main')
+    add_job(Fleet(str(b_dir)), 'each 2026-12-02T06:00Z log other', now=1796000000)
+    git(b_dir, 'commit', '-qam', 'B adds a job')
+    git(b_dir, 'pull', '-q', '--no-rebase', '--no-edit', 'origin', 'main')
+    assert job_line(str(b_dir), jid) == signed

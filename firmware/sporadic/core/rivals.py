@@ -11,7 +11,7 @@ from sporadic.core.jobline import ID_LEN
 def is_job(line):
     """A canonical line is a job line (not a fleet record, result,
     assignment or cancel)."""
-    if line[0] == '.':
+    if not line or line[0] == '.':
         return False
     k = line[ID_LEN + 1:ID_LEN + 3]
     return k != 'r ' and k != 'a ' and not (len(line) == ID_LEN + 7 and line.endswith(' cancel'))
