@@ -373,10 +373,12 @@ def _sync(fleet, port, link, now, base=0, seen=None):
         # the merge parses (and reports bad lines); results from signed
         # boards also have their MAC checked here
         errors = []
-        refused = fleet.receive(lines, port, errors=errors)
+        conflicts = []     # rule 4: the signed text of a job came back over an unsigned one
+        refused = fleet.receive(lines, port, errors=errors, conflicts=conflicts)
         for l, why in refused:
             flagged.append('refused from %s: %s: %s' % (dev_id, why, l[:80]))
         flagged.extend(errors)
+        flagged.extend(c for c in conflicts if 'no signature' in c)
         received.extend(lines)
         if not fleet.insecure:
             for l in lines:

@@ -73,6 +73,7 @@ def test_a_cut_job_line_is_caught_and_the_signed_text_comes_back(tmp_path):
 
         out = c('sync', b1.path)       # the board refuses the cut text and holds the signed one
         assert 'synced b1' in out, out
+        assert 'flagged: %s: a job text no signature of the fleet covers lost to the signed one' % jid in out, out
         assert job_line(c.dir, jid) == signed          # the signed text came back and stays
         assert c.run('check', jobs).returncode == 0
         out = c('sync', b1.path)
