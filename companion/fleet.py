@@ -560,7 +560,11 @@ def add_job(fleet, text, now=None):
     """Add one user-written job line; returns the Job (its id is salted with
     the time of adding, so adding the same text twice makes two jobs)."""
     now = int(time.time()) if now is None else now
-    text = resolve_relative(text.strip(), now)
+    text = text.strip()
+    why = merging.line_problem(text)
+    if why is not None:
+        raise UserError('bad job line: %s' % why)
+    text = resolve_relative(text, now)
     try:
         rec = jobline.parse(text, salt=str(now))
     except jobline.ParseError as e:

@@ -235,7 +235,9 @@ def test_a_line_longer_than_a_board_takes_is_caught(fleet):
     refused(fleet, ['jobs'], 'jobs.txt:%d: ' % min(n_long, n_big), 'longer than a board takes')
     with open(fleet.jobs, 'w') as f:
         f.write(''.join(l + '\n' for l in lines))
-    refused(fleet, ['add', 'each +1h log ' + 'y' * 100000], 'bad job line: job line of', 'at most %d' % JOB_MAX)
+    refused(fleet, ['add', 'each +1h log ' + 'y' * 100000], 'bad job line: a line of 100013 characters: longer '
+            'than a board takes (a job line at most %d' % JOB_MAX)
+    refused(fleet, ['add', 'each +1h log ' + 'y' * 2000], 'bad job line: job line of', 'at most %d' % JOB_MAX)
 
 
 def test_a_file_of_100_mb_is_refused_at_once(fleet):
@@ -333,3 +335,20 @@ def test_git_merge_keeps_the_signed_text_over_a_cut_one(tmp_path):
     git(b_dir, 'commit', '-qam', 'B adds a job')
     git(b_dir, 'pull', '-q', '--no-rebase', '--no-edit', 'origin', 'main')
     assert job_line(str(b_dir), jid) == signed
+
+
+@pytest.mark.parametrize('text, why', [
+    (b'each +1h log h\xe9llo', 'bad job line: byte 0xe9 at column 15 is not UTF-8'),
+    (b'each +1h log \xe2\x80\xa8x', 'bad job line: a control character (U+2028) at column 14'),
+])
+def test_add_refuses_a_line_a_file_cannot_hold(fleet, text, why):
+    """`add` of bytes that are not UTF-8 (was: an internal error) or of a
+    character a file breaks a line at (was: written, then every verb
+    refused the file)."""
+    import subprocess
+    import sys
+    before = snapshot(fleet.dir)
+    p = subprocess.run([sys.executable.encode(), b'-m', b'companion.cli', b'--fleet', fleet.dir.encode(), b'add',
+                        text], capture_output=True, text=True, timeout=120)
+    one_line(p, why)
+    assert snapshot(fleet.dir) == before

@@ -50,18 +50,27 @@ LINE_MAX = 8192
 def line_problem(raw):
     """Why a raw line of a job-line file is not a record to parse, or None:
     a git conflict marker, bytes that are not UTF-8 (read with
-    errors='surrogateescape', companion/mergefiles.read_lines), a line
-    longer than any record."""
+    errors='surrogateescape', companion/mergefiles.read_lines), a control
+    character (where a file would break the line), a line longer than any
+    record."""
     if raw.startswith(MARKERS):
         return ('a git conflict marker (%s): a merge was left unfinished (docs/git.md: companion merge '
                 'as the merge driver)' % raw[:7])
     if len(raw) > LINE_MAX:
         return ('a line of %d characters: longer than a board takes (a job line at most %d, any record '
                 'at most %d)' % (len(raw), JOB_MAX, LINE_MAX))
-    for i, c in enumerate('' if raw.isascii() else raw):
+    if raw.isascii() and raw.isprintable():
+        return None
+    for i, c in enumerate(raw):
         if '\udc80' <= c <= '\udcff':
             return 'byte 0x%02x at column %d is not UTF-8' % (ord(c) - 0xdc00, i + 1)
+        if c < ' ' and c != '\t' or c in _BREAKS:
+            # a file would break the line there (str.splitlines): no record holds one
+            return 'a control character (U+%04X) at column %d' % (ord(c), i + 1)
     return None
+
+
+_BREAKS = '\x7f\x85\u2028\u2029'
 
 
 def _parsed(raw):
