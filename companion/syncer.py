@@ -447,6 +447,7 @@ def fleet_server(fleet, port, bind='0.0.0.0', log=None):
     transport_tcp.serve) answering boards with the fleet's lines (the core's
     recon.Responder) and merging what they bring into the fleet."""
     from companion import transport_tcp
+    fleet.check_files()     # a bad fleet file: one line before the server starts
 
     def receive(lines):
         refused = fleet.receive(lines, 'tcp')

@@ -352,3 +352,8 @@ def test_add_refuses_a_line_a_file_cannot_hold(fleet, text, why):
                         text], capture_output=True, text=True, timeout=120)
     one_line(p, why)
     assert snapshot(fleet.dir) == before
+
+
+def test_serve_refuses_to_start_on_a_bad_file(fleet):
+    conflicted(fleet)
+    refused(fleet, ['serve', '--port', '0', '--for', '1', '--bind', '127.0.0.1'], 'jobs.txt:1: a git conflict marker')
