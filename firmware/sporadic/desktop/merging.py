@@ -164,4 +164,15 @@ def merge(*sources, errors=None, conflicts=None, signed=None):
                 why = bad.get(r)
                 if why is not None:
                     errors.append('%s:%d: %s' % (name, n, why))
-    return list(compact(out, conflicts, signed))
+    if signed is None:
+        return list(compact(out, conflicts))
+    # rule 4 asks `signed` only where an id holds two job texts: merged
+    # without it first, and again with it where that found any
+    first = []
+    done = list(compact(out, first))
+    if first:
+        first = []
+        done = list(compact(out, first, signed))
+    if conflicts is not None:
+        conflicts += first
+    return done
