@@ -408,6 +408,11 @@ def device_secret(fleet, dev_id, create=False):
     cache = fleet.__dict__.setdefault('_secrets', {})
     if dev_id in cache:
         return cache[dev_id]
+    if not dev_id.strip('.'):
+        # a host id of dots ('.', '..') names a folder, never a board's secret
+        if create:
+            raise UserError('board id %r names no file for its secret: give another --id' % dev_id)
+        return None
     p = secret_path(fleet, dev_id)
     try:
         with open(p, 'rb') as f:

@@ -357,3 +357,17 @@ def test_add_refuses_a_line_a_file_cannot_hold(fleet, text, why):
 def test_serve_refuses_to_start_on_a_bad_file(fleet):
     conflicted(fleet)
     refused(fleet, ['serve', '--port', '0', '--for', '1', '--bind', '127.0.0.1'], 'jobs.txt:1: a git conflict marker')
+
+
+def test_a_result_from_a_host_named_dots_is_unverified_not_a_crash(tmp_path):
+    """A board may name any host id in a result; `..` is one, and
+    keys/devices/.. is a folder, not a secret (was IsADirectoryError in
+    a sync once any board was deployed)."""
+    from companion.fleet import device_secret, verify_result
+    from sporadic.core import jobline
+    f = Fleet(str(tmp_path / 'f'))
+    f.init()
+    device_secret(f, 'b1', create=True)
+    for host in ('..', '.'):
+        r = jobline.parse('0123abcd r %s 1 1796083200 ok 0123456789abcdef x' % host)
+        assert verify_result(f, r) is False
