@@ -371,3 +371,32 @@ def test_a_result_from_a_host_named_dots_is_unverified_not_a_crash(tmp_path):
     for host in ('..', '.'):
         r = jobline.parse('0123abcd r %s 1 1796083200 ok 0123456789abcdef x' % host)
         assert verify_result(f, r) is False
+
+
+def test_check_names_the_signed_line_a_cut_one_differs_from(tmp_path, capsys):
+    """Both texts in the file (a cut copy added beside the signed one):
+    check points at the signed line; an insecure fleet's file and a file
+    outside a fleet folder have nothing to verify."""
+    from companion import cli
+    from companion.fleet import add_job
+    f = Fleet(str(tmp_path / 'f'))
+    f.init()
+    jid = add_job(f, JOB).id
+    signed = job_line(f.dir, jid)
+    cut = signed[:signed.index(' ; ')]
+    path = os.path.join(f.dir, 'jobs.txt')
+    with open(path) as fh:
+        lines = sorted(fh.read().splitlines() + [cut])
+    with open(path, 'w') as fh:
+        fh.write(''.join(l + '\n' for l in lines))
+    capsys.readouterr()
+    assert cli.main(['check', path]) != 0
+    out = capsys.readouterr().out
+    assert out == ('%s:%d: this line differs from the text the fleet signed under id %s (line %d): a board refuses '
+                   'it; restore the signed line (git checkout -- %s, or a sync brings it back from a board that '
+                   'holds it), or cancel the job and add the text you want\n'
+                   % (path, lines.index(cut) + 1, jid, lines.index(signed) + 1, path)), out
+    elsewhere = str(tmp_path / 'jobs.txt')
+    with open(elsewhere, 'w') as fh:
+        fh.write(''.join(l + '\n' for l in lines))
+    assert cli.main(['check', elsewhere]) == 0
