@@ -42,10 +42,12 @@ def _stat_key(st):
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def _lines(path):
+def _lines(path, limit=True):
     """The lines of a fleet file, each checked (merging.line_problem, then
     the parser): [] for no file; a bad file is a UserError naming the file,
-    the line and what to do, before anything acts on it."""
+    the line and what to do, before anything acts on it. limit: refuse a
+    file over mergefiles.FILE_MAX (jobs.txt; results.txt keeps every result
+    ever received, so it has none)."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -58,7 +60,7 @@ def _lines(path):
     if name.startswith('..'):
         name = path
     from companion.mergefiles import read_lines
-    lines = read_lines(path, name=name)
+    lines = read_lines(path, name=name, limit=limit)
     for n, raw in enumerate(lines, 1):
         if merging.fast_match is not None and merging.fast_match(raw) is not None:
             continue
@@ -170,7 +172,7 @@ class Fleet:
         the folder or a board calls this first, so a bad file stops it before
         anything changed (a UserError naming the file, the line, what to do)."""
         self.lines()
-        _lines(self.path(RESULTS))
+        _lines(self.path(RESULTS), False)
         d = self.path('keys', 'devices')
         for name in sorted(os.listdir(d)) if os.path.isdir(d) else ():
             if not name.startswith('.') and not name.endswith('.tmp'):
@@ -308,7 +310,7 @@ class Fleet:
 
     def results(self):
         out = []
-        for l in _lines(self.path(RESULTS)):
+        for l in _lines(self.path(RESULTS), False):
             try:
                 r = jobline.parse(l)
             except jobline.ParseError:
@@ -322,7 +324,7 @@ class Fleet:
         The history also keeps the job line of each single-run (any/one) job it
         holds results of: its duplicates stay on record once the job is
         cancelled (record_lines)."""
-        have = set(_lines(self.path(RESULTS)))
+        have = set(_lines(self.path(RESULTS), False))
         new = []
         for l in lines:
             if l not in have and ' r ' in l[:11]:
@@ -342,7 +344,7 @@ class Fleet:
         (every result received, the lines of its single-run jobs)."""
         import heapq
         # sorted again: git's union driver may have left a merged history out of order
-        return heapq.merge(self.lines(), sorted(_lines(self.path(RESULTS))))
+        return heapq.merge(self.lines(), sorted(_lines(self.path(RESULTS), False)))
 
     # -- devices ------------------------------------------------------------------
 

@@ -45,7 +45,7 @@ def too_large(path, size, name=None):
             'restore it from git (git checkout -- %s) or a backup' % (name, size / 1e6, FILE_MAX >> 20, name))
 
 
-def read_lines(path, chunk=1 << 16, name=None):
+def read_lines(path, chunk=1 << 16, name=None, limit=True):
     """The file's text (UTF-8; a byte that is not stays a lone surrogate,
     which merging.line_problem reports) as f.read().splitlines()
     gives it, read chunk characters at a time: a large file never sits in memory
@@ -55,7 +55,7 @@ def read_lines(path, chunk=1 << 16, name=None):
     lines = []
     try:
         with open(path, encoding='utf-8', errors='surrogateescape') as f:
-            why = too_large(path, os.fstat(f.fileno()).st_size, name)
+            why = too_large(path, os.fstat(f.fileno()).st_size, name) if limit else None
             if why is not None:
                 raise UserError(why)
             rest = ''

@@ -400,3 +400,23 @@ def test_check_names_the_signed_line_a_cut_one_differs_from(tmp_path, capsys):
     with open(elsewhere, 'w') as fh:
         fh.write(''.join(l + '\n' for l in lines))
     assert cli.main(['check', elsewhere]) == 0
+
+
+def test_results_txt_has_no_size_limit_but_its_lines_are_checked(fleet):
+    """results.txt keeps every result ever received: a large one is read,
+    a bad line in it is named like one in jobs.txt."""
+    from companion import mergefiles
+    path = os.path.join(fleet.dir, 'results.txt')
+    line = fleet.jid + ' r b1 %d 1796083200 ok - done\n'
+    with open(path, 'w') as f:
+        f.write(''.join(sorted(line % k for k in range(100))))
+    old = mergefiles.FILE_MAX
+    try:
+        mergefiles.FILE_MAX = os.path.getsize(fleet.jobs)     # results.txt is larger
+        assert os.path.getsize(path) > mergefiles.FILE_MAX
+        assert len(Fleet(fleet.dir).check_files().results()) == 100
+    finally:
+        mergefiles.FILE_MAX = old
+    with open(path, 'a') as f:
+        f.write('>>>>>>> theirs\n')
+    refused(fleet, ['results'], 'results.txt:101: a git conflict marker (>>>>>>>)')
