@@ -62,18 +62,24 @@ def _lines(path, limit=True):
     from companion.mergefiles import read_lines
     lines = read_lines(path, name=name, limit=limit)
     for n, raw in enumerate(lines, 1):
-        if merging.fast_match is not None and merging.fast_match(raw) is not None:
-            continue
-        line, why = merging._parsed(raw)
-        if line is None and why is None:
-            continue       # a comment or a blank line
-        if why is None and line != raw:
-            why = 'not in canonical form (%s)' % line[:60]
+        why = line_fault(raw)
         if why is not None:
             raise UserError('%s:%d: %s; fix or remove the line (`companion check %s` lists every bad line), '
                             'or restore the file from git' % (name, n, why, name))
     _checked[path] = (key, tuple(lines))
     return lines
+
+
+def line_fault(raw):
+    """Why a line may not stand in a fleet file as it is (bad, or not the
+    canonical text the companion writes), or None (also for a comment or
+    a blank line)."""
+    if merging.fast_match is not None and merging.fast_match(raw) is not None:
+        return None
+    line, why = merging._parsed(raw)
+    if why is None and line is not None and line != raw:
+        why = 'not in canonical form (%s)' % line[:60]
+    return why
 
 
 _DEVICE_FIX = 'remove it: the next sync with the board writes it again'
@@ -327,7 +333,7 @@ class Fleet:
         have = set(_lines(self.path(RESULTS), False))
         new = []
         for l in lines:
-            if l not in have and ' r ' in l[:11]:
+            if l not in have and ' r ' in l[:11] and l[:1] not in ('', '#') and line_fault(l) is None:
                 have.add(l)
                 new.append(l)
         if new:

@@ -420,3 +420,15 @@ def test_results_txt_has_no_size_limit_but_its_lines_are_checked(fleet):
     with open(path, 'a') as f:
         f.write('>>>>>>> theirs\n')
     refused(fleet, ['results'], 'results.txt:101: a git conflict marker (>>>>>>>)')
+
+
+def test_a_bad_result_from_a_board_never_lands_in_results_txt(tmp_path):
+    """What a board sends is hostile too: a result line that is not a
+    record (here from a board's outbox) is not written into results.txt,
+    where it would stop every verb."""
+    f = Fleet(str(tmp_path / 'f'))
+    f.init()
+    good = '0123abcd r b1 1 1796083200 ok - done'
+    bad = ['0123abcd r b1 x 1796083200 ok - done', '0123abcd r b1 2 1796083200 ok - d\udce9', '0123abcd r  b1 3 1 ok -']
+    assert f.add_results([good] + bad) == [good]
+    assert [r.line() for r in f.check_files().results()] == [good]
