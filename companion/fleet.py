@@ -354,9 +354,18 @@ class Fleet:
 
     # -- devices ------------------------------------------------------------------
 
-    def device(self, dev_id):
+    def _device_path(self, dev_id):
+        # the id comes from the board (its T answer): a host id, so never a path
         try:
-            return _json(self.path('devices', dev_id + '.json'), _DEVICE_FIX)
+            jobline.check_host(dev_id)
+        except jobline.ParseError as e:
+            raise UserError('the board names itself %r: %s' % (dev_id[:40], e)) from None
+        return self.path('devices', dev_id + '.json')
+
+    def device(self, dev_id):
+        p = self._device_path(dev_id)
+        try:
+            return _json(p, _DEVICE_FIX)
         except FileNotFoundError:
             return None
 
@@ -370,8 +379,9 @@ class Fleet:
         return out
 
     def save_device(self, info):
+        p = self._device_path(info['id'])
         os.makedirs(self.path('devices'), exist_ok=True)
-        atomic_write(self.path('devices', info['id'] + '.json'), json.dumps(info, indent=1, sort_keys=True) + '\n')
+        atomic_write(p, json.dumps(info, indent=1, sort_keys=True) + '\n')
 
 
 def signature_errors(path, lines):

@@ -432,3 +432,19 @@ def test_a_bad_result_from_a_board_never_lands_in_results_txt(tmp_path):
     bad = ['0123abcd r b1 x 1796083200 ok - done', '0123abcd r b1 2 1796083200 ok - d\udce9', '0123abcd r  b1 3 1 ok -']
     assert f.add_results([good] + bad) == [good]
     assert [r.line() for r in f.check_files().results()] == [good]
+
+
+def test_a_board_id_is_never_a_path_in_the_folder(tmp_path):
+    """The id a board gives itself at a sync names devices/ID.json: one
+    with a '/' (`../../x`) is refused, nothing written outside devices/."""
+    from companion.errors import UserError
+    f = Fleet(str(tmp_path / 'f'))
+    f.init()
+    for bad in ('../../evil', 'a/b', ''):
+        with pytest.raises(UserError, match='the board names itself'):
+            f.save_device({'id': bad})
+        with pytest.raises(UserError, match='the board names itself'):
+            f.device(bad)
+    assert not os.path.exists(str(tmp_path / 'evil.json'))
+    f.save_device({'id': 'b1'})
+    assert f.device('b1') == {'id': 'b1'}
