@@ -159,7 +159,7 @@ class Fleet:
         m = self.__dict__.get('_meta')
         if m is None:
             m = self._meta = _json(self.path('fleet.json'), 'restore it from git or a backup')
-            if not isinstance(m, dict) or m.get('mode') not in ('signed', 'insecure'):
+            if m.get('mode', 'signed') not in ('signed', 'insecure'):
                 raise UserError('%s does not say the fleet\'s mode ("mode": "signed" or "insecure"): '
                                 'restore it from git or a backup' % self.path('fleet.json'))
         return m
