@@ -59,7 +59,7 @@ def line_problem(raw):
     if len(raw) > LINE_MAX:
         return ('a line of %d characters: longer than a board takes (a job line at most %d, any record '
                 'at most %d)' % (len(raw), JOB_MAX, LINE_MAX))
-    if raw.isascii() and raw.isprintable():
+    if _FAST and raw.isascii() and raw.isprintable():
         return None
     for i, c in enumerate(raw):
         if '\udc80' <= c <= '\udcff':
@@ -71,6 +71,8 @@ def line_problem(raw):
 
 
 _BREAKS = '\x7f\x85\u2028\u2029'
+# CPython's one-call test of a plain line; MicroPython's str has neither method
+_FAST = hasattr(str, 'isascii') and hasattr(str, 'isprintable')
 
 
 def _parsed(raw):
