@@ -1,0 +1,133 @@
+"""Staged rollouts with abort (docs/jobline.md#staged-rollouts): the core's
+rule (rollout.py, plan.wave/decide, groups.scan's tally), as board,
+companion and simulator use it."""
+import pytest
+
+from sporadic.core import groups, jobline, plan
+from sporadic.core.jobline import ParseError
+from sporadic.core.timeutil import parse_time
+
+T0 = parse_time('2026-12-01T06:00Z')
+H = 3600
+LINE = 'each 2026-12-01T06:00Z fw update ; waves=10%,30%,100% wave=6h abort=fail>20%/5'
+
+
+def job(line=LINE):
+    return jobline.parse(line)
+
+
+def test_options_parse_and_write_back_canonically():
+    j = job('each 2026-12-01T06:00Z fw update ; abort=fail>20%/5 wave=6h waves=10%,30%,100%')
+    assert j.text() == LINE
+    assert j.roll.waves == (10, 30, 100) and j.roll.gap == 6 * H
+    assert (j.roll.fail, j.roll.least, j.roll.need) == (20, 5, 0)
+    w = job('who:pump 2026-12-01T06:00Z fw update ; need=2 waves=50%,100% every=1d')
+    assert w.text() == 'who:pump 2026-12-01T06:00Z fw update ; every=1d waves=50%,100% need=2'
+    assert job(LINE).id == job(LINE).id   # the options are part of the signed text
+
+
+@pytest.mark.parametrize('line, why', [
+    ('any:0.1 2026-12-01T06:00Z x ; waves=10%,100%', 'only for each and who:'),
+    ('one 2026-12-01T06:00Z x ; waves=10%,100%', 'only for each and who:'),
+    ('each 2026-12-01T06:00Z x ; wave=1h', 'need waves='),
+    ('each 2026-12-01T06:00Z x ; waves=10%,90%', 'last wave is 100%'),
+    ('each 2026-12-01T06:00Z x ; waves=30%,10%,100%', 'rise'),
+    ('each 2026-12-01T06:00Z x ; waves=10,100%', 'share'),
+    ('each 2026-12-01T06:00Z x ; waves=10%,100% abort=fail<5%', 'fail>P%/N'),
+    ('each 2026-12-01T06:00Z x ; waves=10%,100% abort=fail>100%/2', '0..99'),
+    ('each 2026-12-01T06:00Z x ; waves=10%,100% need=x', 'whole number'),
+    ('each 2026-12-01T06:00Z x ; waves=10%,50%,100% wave=12h', 'outside within=1d'),
+    ('each 2026-12-01T06:00Z x ; every=1h waves=10%,100% wave=1h', 'outside within=1h'),
+])
+def test_bad_rollout_options_are_refused_with_a_reason(line, why):
+    with pytest.raises(ParseError) as e:
+        jobline.parse(line)
+    assert why in str(e.value)
+
+
+def test_waves_split_the_eligible_hosts_by_rank_the_same_everywhere():
+    j = job()
+    hosts = ['b%03d' % i for i in range(200)]
+    waves = [plan.wave(j, h, hosts) for h in hosts]
+    assert [waves.count(w) for w in range(3)] == [20, 40, 140]
+    # any order of the host list, and a streamed one, gives the same waves
+    assert [plan.wave(j, h, iter(sorted(hosts, reverse=True))) for h in hosts] == waves
+    assert plan.wave(j, 'stranger', hosts) is None
+    # who: ranks among the hosts it names only
+    w = job('who:pump 2026-12-01T06:00Z fw update ; waves=50%,100%')
+    mixed = ['pump-%d' % i for i in range(10)] + ['gate-%d' % i for i in range(30)]
+    assert sorted(plan.wave(w, h, mixed) for h in mixed if 'pump' in h) == [0] * 5 + [1] * 5
+    assert plan.decide(w, 'gate-1', T0, rnk=plan.wave(w, 'gate-1', mixed))[0] == plan.IDLE
+
+
+def test_wave_k_starts_wave_times_k_after_due():
+    j = job()
+    assert plan.decide(j, 'h', T0, rnk=0)[:2] == (plan.RUN, 0)
+    assert plan.decide(j, 'h', T0, rnk=2)[:3] == (plan.WAIT, 0, T0 + 12 * H)
+    assert plan.decide(j, 'h', T0 + 12 * H, rnk=2, heard=(0, 9, 0))[:2] == (plan.RUN, 0)
+    assert plan.decide(j, 'h', T0, rnk=None)[0] == plan.IDLE   # not in the host list: no wave
+
+
+def test_a_later_wave_aborts_past_the_threshold_and_says_what_it_heard():
+    j = job()
+    at = T0 + 6 * H
+    assert plan.decide(j, 'h', at, rnk=1, heard=(0, 3, 1))[0] == plan.RUN     # 4 heard < 5
+    assert plan.decide(j, 'h', at, rnk=1, heard=(0, 4, 1))[0] == plan.RUN     # 20% is not > 20%
+    assert plan.decide(j, 'h', at, rnk=1, heard=(0, 3, 2))[:2] == (plan.ABORT, 0)
+    assert plan.decide(j, 'h', at, rnk=0, heard=(0, 0, 9))[0] == plan.RUN     # wave 0 never aborts
+    # an earlier instance's failures do not stop this one
+    d = job(LINE.replace(' ;', ' ; every=1d'))
+    assert plan.decide(d, 'h', T0 + 86400 + 6 * H, (0, 'ok', 1), rnk=1, heard=(0, 0, 9))[:2] == (plan.RUN, 1)
+    assert j.roll.abort_text(3, 2) == 'abort: 2 failed of 5 heard (fail>20%/5)'
+
+
+def test_a_later_wave_waits_for_enough_successes_then_misses_at_the_end_of_its_window():
+    j = job('each 2026-12-01T06:00Z fw update ; waves=10%,100% wave=6h need=3 within=12h')
+    at = T0 + 6 * H
+    assert plan.decide(j, 'h', at, rnk=1, heard=(0, 2, 0))[:3] == (plan.WAIT, 0, T0 + 12 * H)
+    assert plan.decide(j, 'h', at, rnk=1, heard=(0, 3, 0))[0] == plan.RUN
+    assert plan.decide(j, 'h', T0 + 12 * H, rnk=1, heard=(0, 2, 0))[:2] == (plan.MISS, 0)
+    assert plan.miss_reason(j, 0, rnk=1, heard=(0, 2, 0)) == 'rollout: 2 ok heard, 3 needed'
+    assert plan.miss_reason(j, 0, rnk=1, heard=(0, 3, 0)) == 'asleep'
+
+
+def test_scan_tallies_the_newest_outcome_of_each_other_host_on_the_newest_instance():
+    j = job(LINE.replace(' ;', ' ; every=1d'))
+    r = lambda h, k, out: jobline.Result(j.id, h, k, T0 + k, out).line()
+    lines = sorted([j.line(), r('a', 0, 'err'), r('a', 1, 'run'), r('a', 1, 'err'),
+                    r('b', 1, 'ok'), r('c', 1, 'err'), r('c', 1, 'ok2'), r('d', 1, 'miss'),
+                    r('e', 1, 'run'), r('f', 0, 'ok'), r('me', 1, 'err')])
+    got = []
+    tally = [0, 0, 0]
+    groups.scan(lines, 'me', 8, lambda *a: got.append(list(tally)), tally)
+    assert got == [[1, 2, 1]]   # b ok, c ok on retry, a failed; run/miss/older and mine not counted
+    groups.scan(['.h a'], 'me', 8, lambda *a: got.append(1), tally)
+    assert tally == [-1, 0, 0]
+
+
+MPY_ROLLOUT = r'''
+from sporadic.core import jobline, plan, groups
+j = jobline.parse(%r)
+hosts = ['b%%03d' %% i for i in range(50)]
+print(j.line())
+print([plan.wave(j, h, hosts) for h in hosts])
+print([plan.decide(j, 'b001', %d, None, -1, w, None, None, False, (0, ok, err))[0]
+       for w, ok, err in ((0, 0, 9), (1, 3, 2), (1, 4, 1), (2, 9, 0))])
+t = [0, 0, 0]
+groups.scan(sorted([j.line(), j.id + ' r b002 0 1 err -', j.id + ' r b003 0 1 ok -']), 'b001', 8,
+            lambda *a: print(t), t)
+'''
+
+
+@pytest.mark.needs('micropython', 'mpy-cross')
+def test_the_same_rollout_answers_on_micropython():
+    from tests.mpy import run_mpy
+    j = job()
+    at = T0 + 12 * H
+    hosts = ['b%03d' % i for i in range(50)]
+    want = [j.line(), str([plan.wave(j, h, hosts) for h in hosts]),
+            str([plan.decide(j, 'b001', at, None, -1, w, None, None, False, (0, ok, err))[0]
+                 for w, ok, err in ((0, 0, 9), (1, 3, 2), (1, 4, 1), (2, 9, 0))]), '[0, 1, 1]']
+    assert want[2] == "['run', 'abort', 'run', 'run']"
+    out = run_mpy(MPY_ROLLOUT % (LINE, at))
+    assert out.split('\n')[:4] == want
