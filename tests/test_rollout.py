@@ -131,3 +131,27 @@ def test_the_same_rollout_answers_on_micropython():
     assert want[2] == "['run', 'abort', 'run', 'run']"
     out = run_mpy(MPY_ROLLOUT % (LINE, at))
     assert out.split('\n')[:4] == want
+
+
+def test_waves_of_a_host_list_at_once_match_each_hosts_own(tmp_path):
+    j = job()
+    hosts = ['b%03d' % i for i in range(60)]
+    assert plan.waves(j, hosts) == {h: plan.wave(j, h, hosts) for h in hosts}
+
+
+def test_companion_plan_shows_each_boards_wave_and_start(tmp_path, capsys):
+    from companion import cli
+    f = tmp_path / 'plan.txt'
+    hosts = ['b%d' % i for i in range(10)]
+    f.write_text(LINE + '\n' + ''.join('.h %s\n' % h for h in hosts))
+    assert cli.main(['plan', str(f), '--from', '2026-12-01T00:00Z', '--until', '2026-12-02T00:00Z',
+                     '--json']) == 0
+    import json
+    rows = json.loads(capsys.readouterr().out)
+    j = job()
+    want = plan.waves(j, hosts)
+    assert {r['host']: (r['wave'], r['at']) for r in rows} == {h: (w, T0 + w * 6 * H) for h, w in want.items()}
+    assert sorted(want.values()) == [0, 1, 1, 2, 2, 2, 2, 2, 2, 2]
+    assert cli.main(['plan', str(f), '--from', '2026-12-01T00:00Z', '--until', '2026-12-02T00:00Z']) == 0
+    out = capsys.readouterr().out
+    assert 'run (wave 2)' in out and '18:00' in out

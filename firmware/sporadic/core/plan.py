@@ -117,6 +117,18 @@ def wave(job, host, hosts):
     return job.roll.wave_of(r, n) if found else None
 
 
+def waves(job, hosts):
+    """{host: wave} for every eligible host of a list at once (the companion
+    and the simulator: the ranks of wave() from one sort)."""
+    hs = []
+    for h in hosts:
+        if eligible(job, h) and (not hs or hs[-1] != h):
+            hs.append(h)
+    hs = sorted(set(hs), key=lambda h: score(job.id, h), reverse=True)
+    n = len(hs)
+    return {h: job.roll.wave_of(r, n) for r, h in enumerate(hs)}
+
+
 def draw(rnd, job, k, host, i):
     """Whether host fires instance k of an `any` job at tick i: rnd(key) is a
     32-bit integer, the same for the same key (seeded hash or recorded)."""
