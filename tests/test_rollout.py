@@ -155,3 +155,46 @@ def test_companion_plan_shows_each_boards_wave_and_start(tmp_path, capsys):
     assert cli.main(['plan', str(f), '--from', '2026-12-01T00:00Z', '--until', '2026-12-02T00:00Z']) == 0
     out = capsys.readouterr().out
     assert 'run (wave 2)' in out and '18:00' in out
+
+
+# -- the simulator: rollouts under a sync schedule ---------------------------------
+
+def rollout_scn(hosts, waves, wave, least=2, drift=0):
+    return {'name': 'r', 'start': '2026-01-01T00:00Z', 'end': '2026-01-10T00:00Z',
+            'failing_actions': ['fwupdate'],
+            'jobs': ('each 2026-01-02T00:00Z fwupdate ; waves=%s wave=%s abort=fail>10%%/%d within=7d\n'
+                     'each 2026-01-02T00:00Z log ok ; waves=%s wave=%s abort=fail>10%%/%d within=7d\n'
+                     % (waves, wave, least, waves, wave, least)),
+            'hosts': [{'ids': hosts, 'drift_ppm': drift}],
+            'visit': [{'companion': 'laptop', 'hosts': '*', 'interval': '1d'}]}
+
+
+@pytest.mark.parametrize('waves, wave', [('10%,30%,100%', '1d'), ('5%,100%', '12h'), ('10%,100%', '2d')])
+def test_simulated_rollout_stops_within_the_bound_and_a_good_one_reaches_everyone(waves, wave):
+    from companion import simulate as S
+    sim = S.Sim(rollout_scn('b{01..60}', waves, wave), 1, verify=True)   # every decision against groups.scan
+    rep = sim.run()
+    bad, good = rep['jobs']
+    ro = bad['rollout']
+    assert ro['failing'] and ro['waves'][0]['ran'] == ro['waves'][0]['hosts']   # wave 0 always runs
+    assert ro['ran'] + ro['aborted'] == 60        # every board ran it or recorded an abort
+    assert ro['ran'] <= ro['bound']
+    assert ro['aborted'] > 0
+    assert good['rollout']['ran'] == good['runs'] == 60 and good['rollout']['aborted'] == 0
+    assert rep['counts']['verified_syncs'] > 0
+
+
+def test_rollout_bound_formula():
+    from companion.simulate.report import rollout_bound
+    roll = jobline.parse('each 2026-01-02T00:00Z x ; waves=1%,10%,100% wave=1d abort=fail>10%/3 within=7d').roll
+    day = 86400
+    assert rollout_bound(roll, [10, 90, 900], day) == 100    # wave 2 starts 2S after wave 0
+    assert rollout_bound(roll, [10, 90, 900], day // 2) == 10
+    assert rollout_bound(roll, [1, 1, 998], day // 2) == 1000  # 3 failures only by wave 2
+    assert rollout_bound(roll, [1, 1, 998], 3 * day) == 1000
+
+
+def test_no_bound_is_claimed_when_clocks_drift():
+    from companion import simulate as S
+    rep = S.Sim(rollout_scn('b{01..20}', '10%,100%', '1d', drift=50), 1).run()
+    assert 'bound' not in rep['jobs'][0]['rollout'] and 'drift' in rep['jobs'][0]['rollout']['bound_why_not']
