@@ -8,7 +8,7 @@ import os
 import sys
 import time
 
-from sporadic.core import groups, jobline, leader, plan
+from sporadic.core import groups, jobline, leader, plan, rollout
 from sporadic.desktop import merging
 from sporadic.core.timefmt import format_time
 from sporadic.core.timeutil import parse_duration
@@ -120,7 +120,7 @@ def _standing(j, host, hosts, tally):
     if j.kind == 'one':
         return plan.rank(j.id, host, hosts), None
     if j.roll is not None:
-        return plan.wave(j, host, hosts), tuple(tally)
+        return rollout.wave(j, host, hosts), tuple(tally)
     return None, None
 
 
@@ -135,7 +135,7 @@ def rollout_state(j, latest, hosts, now):
     if k < 0:
         k = 0 if j.cal is None else j.cal.first(now)
     per = {}
-    for h, w in plan.waves(j, hosts).items():
+    for h, w in rollout.waves(j, hosts).items():
         s = per.get(w)
         if s is None:
             s = per[w] = dict({'wave': w, 'hosts': 0, 'start': plan.start_at(j, k, w)},

@@ -1,9 +1,9 @@
 """Staged rollouts with abort (docs/jobline.md#staged-rollouts): the core's
-rule (rollout.py, plan.wave/decide, groups.scan's tally), as board,
+rule (rollout.py and rollout.wave, plan.decide, groups.scan's tally), as board,
 companion and simulator use it."""
 import pytest
 
-from sporadic.core import groups, jobline, plan
+from sporadic.core import groups, jobline, plan, rollout
 from sporadic.core.jobline import ParseError
 from sporadic.core.timeutil import parse_time
 
@@ -48,16 +48,16 @@ def test_bad_rollout_options_are_refused_with_a_reason(line, why):
 def test_waves_split_the_eligible_hosts_by_rank_the_same_everywhere():
     j = job()
     hosts = ['b%03d' % i for i in range(200)]
-    waves = [plan.wave(j, h, hosts) for h in hosts]
+    waves = [rollout.wave(j, h, hosts) for h in hosts]
     assert [waves.count(w) for w in range(3)] == [20, 40, 140]
     # any order of the host list, and a streamed one, gives the same waves
-    assert [plan.wave(j, h, iter(sorted(hosts, reverse=True))) for h in hosts] == waves
-    assert plan.wave(j, 'stranger', hosts) is None
+    assert [rollout.wave(j, h, iter(sorted(hosts, reverse=True))) for h in hosts] == waves
+    assert rollout.wave(j, 'stranger', hosts) is None
     # who: ranks among the hosts it names only
     w = job('who:pump 2026-12-01T06:00Z fw update ; waves=50%,100%')
     mixed = ['pump-%d' % i for i in range(10)] + ['gate-%d' % i for i in range(30)]
-    assert sorted(plan.wave(w, h, mixed) for h in mixed if 'pump' in h) == [0] * 5 + [1] * 5
-    assert plan.decide(w, 'gate-1', T0, rnk=plan.wave(w, 'gate-1', mixed))[0] == plan.IDLE
+    assert sorted(rollout.wave(w, h, mixed) for h in mixed if 'pump' in h) == [0] * 5 + [1] * 5
+    assert plan.decide(w, 'gate-1', T0, rnk=rollout.wave(w, 'gate-1', mixed))[0] == plan.IDLE
 
 
 def test_wave_k_starts_wave_times_k_after_due():
@@ -106,11 +106,11 @@ def test_scan_tallies_the_newest_outcome_of_each_other_host_on_the_newest_instan
 
 
 MPY_ROLLOUT = r'''
-from sporadic.core import jobline, plan, groups
+from sporadic.core import jobline, plan, groups, rollout
 j = jobline.parse(%r)
 hosts = ['b%%03d' %% i for i in range(50)]
 print(j.line())
-print([plan.wave(j, h, hosts) for h in hosts])
+print([rollout.wave(j, h, hosts) for h in hosts])
 print([plan.decide(j, 'b001', %d, None, -1, w, None, None, False, (0, ok, err))[0]
        for w, ok, err in ((0, 0, 9), (1, 3, 2), (1, 4, 1), (2, 9, 0))])
 t = [0, 0, 0]
@@ -125,7 +125,7 @@ def test_the_same_rollout_answers_on_micropython():
     j = job()
     at = T0 + 12 * H
     hosts = ['b%03d' % i for i in range(50)]
-    want = [j.line(), str([plan.wave(j, h, hosts) for h in hosts]),
+    want = [j.line(), str([rollout.wave(j, h, hosts) for h in hosts]),
             str([plan.decide(j, 'b001', at, None, -1, w, None, None, False, (0, ok, err))[0]
                  for w, ok, err in ((0, 0, 9), (1, 3, 2), (1, 4, 1), (2, 9, 0))]), '[0, 1, 1]']
     assert want[2] == "['run', 'abort', 'run', 'run']"
@@ -136,7 +136,7 @@ def test_the_same_rollout_answers_on_micropython():
 def test_waves_of_a_host_list_at_once_match_each_hosts_own(tmp_path):
     j = job()
     hosts = ['b%03d' % i for i in range(60)]
-    assert plan.waves(j, hosts) == {h: plan.wave(j, h, hosts) for h in hosts}
+    assert rollout.waves(j, hosts) == {h: rollout.wave(j, h, hosts) for h in hosts}
 
 
 def test_companion_plan_shows_each_boards_wave_and_start(tmp_path, capsys):
@@ -149,7 +149,7 @@ def test_companion_plan_shows_each_boards_wave_and_start(tmp_path, capsys):
     import json
     rows = json.loads(capsys.readouterr().out)
     j = job()
-    want = plan.waves(j, hosts)
+    want = rollout.waves(j, hosts)
     assert {r['host']: (r['wave'], r['at']) for r in rows} == {h: (w, T0 + w * 6 * H) for h, w in want.items()}
     assert sorted(want.values()) == [0, 1, 1, 2, 2, 2, 2, 2, 2, 2]
     assert cli.main(['plan', str(f), '--from', '2026-12-01T00:00Z', '--until', '2026-12-02T00:00Z']) == 0

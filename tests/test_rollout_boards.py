@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from sporadic.core import jobline, plan
+from sporadic.core import jobline, rollout
 from tests.devutil import wait_for
 
 pytestmark = pytest.mark.slow   # every test starts virtual boards
@@ -55,7 +55,7 @@ def fleet_of_three(world):
 def waves(c, jid):
     """{board: wave} of job jid, by the core's rule over the host list, and the job."""
     j = jobline.parse(jid + ' ' + {r['job']: r['line'] for r in c.json('jobs')}[jid])
-    return plan.waves(j, IDS), j
+    return rollout.waves(j, IDS), j
 
 
 def test_a_failing_rollout_is_aborted_by_later_waves_and_a_succeeding_one_reaches_every_wave(world):

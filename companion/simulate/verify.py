@@ -1,6 +1,6 @@
 # --verify: the literal line sets, merged by merging.merge, checked against
 # the log model at every sync and decision.
-from sporadic.core import groups, plan
+from sporadic.core import groups, plan, rollout
 from sporadic.desktop import merging
 
 
@@ -47,7 +47,7 @@ class Verify:
         mine, done, hosts, heard = seen[0]
         want_rnk = plan.rank(job.id, h.name, hosts) if job.kind == 'one' else None
         if job.roll is not None:
-            want_rnk = plan.wave(job, h.name, hosts)
+            want_rnk = rollout.wave(job, h.name, hosts)
         if want_rnk != rnk:
             raise AssertionError('rank from the literal file %r, fast %r' % (want_rnk, rnk))
         want = plan.decide(job, h.name, now, mine, done if self.single[j] else -1, want_rnk, h.rnd,

@@ -96,39 +96,6 @@ def rank(jid, host, hosts):
     return r
 
 
-def wave(job, host, hosts):
-    """The rollout wave of host for job (0 = first), or None when host is not
-    among hosts (any iterable of host ids; a host repeated next to itself
-    counts once): its rank among the eligible hosts, one pass, nothing held."""
-    mine = score(job.id, host)
-    r = 0
-    n = 0
-    found = False
-    last = None
-    for h in hosts:
-        if h == last or not eligible(job, h):
-            continue
-        last = h
-        n += 1
-        if h == host:
-            found = True
-        elif score(job.id, h) > mine:
-            r += 1
-    return job.roll.wave_of(r, n) if found else None
-
-
-def waves(job, hosts):
-    """{host: wave} for every eligible host of a list at once (the companion
-    and the simulator: the ranks of wave() from one sort)."""
-    hs = []
-    for h in hosts:
-        if eligible(job, h) and (not hs or hs[-1] != h):
-            hs.append(h)
-    hs = sorted(set(hs), key=lambda h: score(job.id, h), reverse=True)
-    n = len(hs)
-    return {h: job.roll.wave_of(r, n) for r, h in enumerate(hs)}
-
-
 def draw(rnd, job, k, host, i):
     """Whether host fires instance k of an `any` job at tick i: rnd(key) is a
     32-bit integer, the same for the same key (seeded hash or recorded)."""

@@ -54,6 +54,41 @@ class Rollout:
         return 'rollout: %d ok heard, %d needed' % (ok, self.need)
 
 
+def wave(job, host, hosts):
+    """The rollout wave of host for job (0 = first), or None when host is not
+    among hosts (any iterable of host ids; a host repeated next to itself
+    counts once): its rank among the eligible hosts, one pass, nothing held."""
+    from sporadic.core import plan
+    mine = plan.score(job.id, host)
+    r = 0
+    n = 0
+    found = False
+    last = None
+    for h in hosts:
+        if h == last or not plan.eligible(job, h):
+            continue
+        last = h
+        n += 1
+        if h == host:
+            found = True
+        elif plan.score(job.id, h) > mine:
+            r += 1
+    return job.roll.wave_of(r, n) if found else None
+
+
+def waves(job, hosts):
+    """{host: wave} for every eligible host of a list at once (the companion
+    and the simulator: the ranks of wave() from one sort)."""
+    from sporadic.core import plan
+    hs = []
+    for h in hosts:
+        if plan.eligible(job, h) and (not hs or hs[-1] != h):
+            hs.append(h)
+    hs = sorted(set(hs), key=lambda h: plan.score(job.id, h), reverse=True)
+    n = len(hs)
+    return {h: job.roll.wave_of(r, n) for r, h in enumerate(hs)}
+
+
 def _int(s, what):
     if not s.isdigit():
         raise ValueError('%s: %r is not a whole number' % (what, s))

@@ -1,7 +1,8 @@
 # The companion's side of plan.py (read as plan.NAME): the all-up schedule
 # for `companion plan`. A board never loads this module.
 from sporadic.core.jobline import P_ONE
-from sporadic.core.plan import due, newest, score, eligible, next_k, waves
+from sporadic.core.plan import due, newest, score, eligible, next_k
+from sporadic.core.rollout import waves
 
 
 def expected_fire(job, k):

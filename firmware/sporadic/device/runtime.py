@@ -129,7 +129,8 @@ class Runtime:
         if job.kind == 'one':
             rnk = self._rank(job.id, hosts)
         elif job.roll is not None:   # a staged rollout: this board's wave, what it heard
-            rnk = plan.wave(job, self.id, self._hosts() if hosts is None else hosts)
+            from sporadic.core import rollout
+            rnk = rollout.wave(job, self.id, self._hosts() if hosts is None else hosts)
             heard = self._tally
         at_next = None
         for _ in range(plan.DECIDE_MAX):
