@@ -198,3 +198,31 @@ def test_no_bound_is_claimed_when_clocks_drift():
     from companion import simulate as S
     rep = S.Sim(rollout_scn('b{01..20}', '10%,100%', '1d', drift=50), 1).run()
     assert 'bound' not in rep['jobs'][0]['rollout'] and 'drift' in rep['jobs'][0]['rollout']['bound_why_not']
+
+
+def test_the_companion_plans_each_boards_wave_and_cancel_stops_those_not_run(tmp_path):
+    """next_for (what `jobs` shows a board doing next) decides a rollout with
+    the board's wave and what the fleet's copy says the others did; a
+    cancel leaves nothing to do for the boards that have not run it."""
+    from companion import fleetcmd
+    from companion.fleet import Fleet, add_host, add_job, cancel_job
+    f = Fleet(str(tmp_path / 'fleet'))
+    f.init(insecure=True)
+    hosts = ['b%d' % i for i in range(10)]
+    for h in hosts:
+        add_host(f, h)
+    j = add_job(f, LINE.replace("fw update", "log update").replace("20%/5", "0%/1"), now=T0 - H)
+    w = rollout.waves(j, hosts)
+    nxt = {h: fleetcmd.next_for(f, h, T0 + H)[j.id] for h in hosts}
+    assert {h: (n['what'], n['at']) for h, n in nxt.items()} == {
+        h: ('run', T0 + H) if w[h] == 0 else ('wait', T0 + w[h] * 6 * H) for h in hosts}
+    # the first wave fails, on record: the later waves abort when their turn comes
+    failed = [jobline.Result(j.id, h, 0, T0 + 60, 'err').line() for h in hosts if w[h] == 0]
+    f.receive(failed)       # as a sync takes them in (syncer._sync)
+    f.add_results(failed)
+    late = [h for h in hosts if w[h] == 1]
+    assert all(fleetcmd.next_for(f, h, T0 + 6 * H)[j.id]['what'] == plan.ABORT for h in late)
+    st = fleetcmd.rollout_states(f, T0 + 6 * H)[j.id]
+    assert [(s['wave'], s['failed'], s['waiting']) for s in st['waves']] == [(0, 1, 0), (1, 0, 2), (2, 0, 7)]
+    cancel_job(f, j.id)
+    assert all(j.id not in fleetcmd.next_for(f, h, T0 + 6 * H) for h in hosts)
