@@ -226,3 +226,12 @@ def test_the_companion_plans_each_boards_wave_and_cancel_stops_those_not_run(tmp
     assert [(s['wave'], s['failed'], s['waiting']) for s in st['waves']] == [(0, 1, 0), (1, 0, 2), (2, 0, 7)]
     cancel_job(f, j.id)
     assert all(j.id not in fleetcmd.next_for(f, h, T0 + 6 * H) for h in hosts)
+
+
+def test_waves_combine_with_a_calendar():
+    j = job('each 2026-01-01T00:00Z log x ; at="0 6 * * *" within=12h waves=50%,100% wave=3h')
+    assert j.text() == 'each 2026-01-01T00:00Z log x ; at="0 6 * * *" within=12h waves=50%,100% wave=3h'
+    day = parse_time('2026-01-05T06:00Z')
+    act, k, at, _ = plan.decide(j, 'h', day + 60, (j.cal.prev(j.cal.newest(day)), 'ok', 1), rnk=1)
+    assert (act, at) == (plan.WAIT, day + 3 * H)
+    assert plan.decide(j, 'h', day + 3 * H, (j.cal.prev(k), 'ok', 1), rnk=1, heard=(k, 1, 0))[:2] == (plan.RUN, k)
