@@ -176,7 +176,8 @@ def _next_text(n):
         return ''
     if n['what'] == plan.WAIT:
         return ', next %s at %s' % (n['instance'], n['time'])
-    return ', %s %s now' % ('runs' if n['what'] == plan.RUN else 'records a miss of', n['instance'])
+    return ', %s %s now' % ({plan.RUN: 'runs', plan.ABORT: 'aborts'}.get(n['what'], 'records a miss of'),
+                            n['instance'])
 
 
 def cmd_jobs(args):

@@ -222,6 +222,7 @@ def test_the_companion_plans_each_boards_wave_and_cancel_stops_those_not_run(tmp
     f.add_results(failed)
     late = [h for h in hosts if w[h] == 1]
     assert all(fleetcmd.next_for(f, h, T0 + 6 * H)[j.id]['what'] == plan.ABORT for h in late)
+    assert fleetcmd._next_text(fleetcmd.next_for(f, late[0], T0 + 6 * H)[j.id]) == ', aborts %s.0 now' % j.id
     st = fleetcmd.rollout_states(f, T0 + 6 * H)[j.id]
     assert [(s['wave'], s['failed'], s['waiting']) for s in st['waves']] == [(0, 1, 0), (1, 0, 2), (2, 0, 7)]
     cancel_job(f, j.id)
