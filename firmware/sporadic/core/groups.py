@@ -30,6 +30,15 @@ from sporadic.core import jobline, merge
 _OUTCOMES = ('run', 'err', 'miss', 'ok')   # merge.result_key's outcome ranks
 
 
+def _key(f):
+    # merge.result_key's (k, attempt, outcome rank) from a result's split fields
+    tok = f[5]
+    c = tok[0]
+    n = 2 if c == 'o' else 3 if c != 'm' else 4
+    return (int(f[3]), int(tok[n:]) if len(tok) > n else 1,
+            3 if c == 'o' else 1 if c == 'e' else 2 if c == 'm' else 0)
+
+
 def _tally(tally, tb):
     # one other host's newest result (k, attempt, outcome rank) into the tally
     if tb is None or tb[2] not in (1, 3):   # run and miss (aborts too) are no outcome
@@ -104,7 +113,7 @@ def scan(lines, me, hosts_max, visit, tally=None):
                     if k > done_k:
                         done_k = k
                 if tally is not None:
-                    key = merge.result_key(line)[:3]
+                    key = _key(f)
                     if f[2] != th:
                         _tally(tally, tb)
                         th = f[2]
