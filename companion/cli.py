@@ -230,6 +230,8 @@ def cmd_plan(args):
             state = 'candidate p=%s' % r['p']
         elif state == 'missed':
             state = 'missed: ' + r['note']
+        elif 'wave' in r:
+            state = 'run (wave %d)' % r['wave']
         host = r['host']
         if 'lat' in r:
             host += ' at %s,%s' % (r['lat'], r['lon'])

@@ -8,7 +8,7 @@ import os
 import sys
 import time
 
-from sporadic.core import groups, jobline, leader, plan
+from sporadic.core import groups, jobline, leader, plan, rollout
 from sporadic.desktop import merging
 from sporadic.core.timefmt import format_time
 from sporadic.core.timeutil import parse_duration
@@ -86,6 +86,8 @@ def job_states(fleet, now=None):
         k = plan.newest(j, now)
         out.append({'job': j.id, 'line': j.text(), 'type': j.kind, 'current_instance': k,
                     'next_due': _next_due(j, k, now), 'devices': per})
+        if j.roll is not None:
+            out[-1]['rollout'] = rollout_state(j, latest, fleet.hosts(), now)
     for jid in fleet.cancelled():
         out.append({'job': jid, 'line': None, 'type': 'cancelled', 'devices': {}})
     return out
@@ -99,17 +101,66 @@ def next_for(fleet, host, now):
     nothing for a job it will never run again."""
     rnd = plan.hash_rnd(host)
     out = {}
+    tally = [-1, 0, 0]
 
     def visit(jid, text, cancelled, mine, done_k, asg, hosts):
         if text is None or cancelled:
             return
         j = jobline.parse(text)
-        rnk = plan.rank(j.id, host, hosts) if j.kind == 'one' else None
-        what, k, at = plan.decide(j, host, now, mine, done_k, rnk, rnd)[:3]
+        rnk, heard = _standing(j, host, hosts, tally)
+        what, k, at = plan.decide(j, host, now, mine, done_k, rnk, rnd, heard=heard)[:3]
         if what != plan.IDLE and k >= 0:
             out[jid] = {'instance': '%s.%d' % (jid, k), 'at': at, 'time': format_time(at), 'what': what}
-    groups.scan(fleet.lines(), host, None, visit)
+    groups.scan(fleet.lines(), host, None, visit, tally)
     return out
+
+
+def _standing(j, host, hosts, tally):
+    # plan.decide's rnk and heard for host, as its board finds them (runtime._job)
+    if j.kind == 'one':
+        return plan.rank(j.id, host, hosts), None
+    if j.roll is not None:
+        return rollout.wave(j, host, hosts), tuple(tally)
+    return None, None
+
+
+ROLLOUT_STATES = ('ran', 'failed', 'aborted', 'missed', 'waiting')
+
+
+def rollout_state(j, latest, hosts, now):
+    """A staged rollout's current instance, per wave: its hosts, when it may
+    start, and how many ran (ok), failed, aborted, missed or are waiting
+    (no outcome yet); latest: {(job, host): newest Result}."""
+    k = plan.newest(j, now)
+    if k < 0:
+        k = 0 if j.cal is None else j.cal.first(now)
+    per = {}
+    for h, w in rollout.waves(j, hosts).items():
+        s = per.get(w)
+        if s is None:
+            s = per[w] = dict({'wave': w, 'hosts': 0, 'start': plan.start_at(j, k, w)},
+                              **{x: 0 for x in ROLLOUT_STATES})
+        s['hosts'] += 1
+        r = latest.get((j.id, h))
+        if r is None or r.k < k or r.outcome == 'run':
+            s['waiting'] += 1
+        elif r.outcome == 'ok':
+            s['ran'] += 1
+        elif r.outcome == 'err':
+            s['failed'] += 1
+        elif r.output.startswith('abort'):
+            s['aborted'] += 1
+        else:
+            s['missed'] += 1
+    return {'instance': '%s.%d' % (j.id, k), 'waves': [per[w] for w in sorted(per)]}
+
+
+def rollout_text(st):
+    return '%s: ' % st['instance'] + '; '.join(
+        'wave %d (%d board(s), from %s): %s' % (
+            s['wave'], s['hosts'], format_time(s['start']),
+            ', '.join('%d %s' % (s[x], x) for x in ROLLOUT_STATES if s[x]) or '-')
+        for s in st['waves'])
 
 
 def _next_due(j, k, now):
@@ -125,7 +176,8 @@ def _next_text(n):
         return ''
     if n['what'] == plan.WAIT:
         return ', next %s at %s' % (n['instance'], n['time'])
-    return ', %s %s now' % ('runs' if n['what'] == plan.RUN else 'records a miss of', n['instance'])
+    return ', %s %s now' % ({plan.RUN: 'runs', plan.ABORT: 'aborts'}.get(n['what'], 'records a miss of'),
+                            n['instance'])
 
 
 def cmd_jobs(args):
@@ -143,6 +195,8 @@ def cmd_jobs(args):
     for r in rows:
         devs = '; '.join('%s: %s%s' % (h, (v.get('instance', '') + ' ' + v['outcome']).strip(), _next_text(v.get('next')))
                          for h, v in sorted(r['devices'].items()))
+        if r.get('rollout'):
+            devs = 'rollout ' + rollout_text(r['rollout']) + '; ' + devs
         t.add_row(r['job'], r['line'] or '(cancelled)', devs)
     console().print(t)
     if not f.devices():
@@ -272,15 +326,16 @@ def pending_for(fleet, host, now):
     read by the board's own scanner, core/groups.py)."""
     rnd = plan.hash_rnd(host)
     n = [0]
+    tally = [-1, 0, 0]
 
     def visit(jid, text, cancelled, mine, done_k, asg, hosts):
         if text is None or cancelled:
             return
         j = jobline.parse(text)
-        rnk = plan.rank(j.id, host, hosts) if j.kind == 'one' else None
-        if plan.decide(j, host, now, mine, done_k, rnk, rnd)[0] != plan.IDLE:
+        rnk, heard = _standing(j, host, hosts, tally)
+        if plan.decide(j, host, now, mine, done_k, rnk, rnd, heard=heard)[0] != plan.IDLE:
             n[0] += 1
-    groups.scan(fleet.lines(), host, None, visit)
+    groups.scan(fleet.lines(), host, None, visit, tally)
     return n[0]
 
 
@@ -300,6 +355,7 @@ def status_rows(fleet, now=None, dups=None):
             'pending': st['pending'] if st.get('pending') is not None else pending_for(fleet, d['id'], now),
             'failed': sum(1 for r in mine if r.outcome == 'err'),
             'missed': sum(1 for r in mine if r.outcome == 'miss'),
+            'aborted': sum(1 for r in mine if r.outcome == 'miss' and r.output.startswith('abort')),
             'ok': sum(1 for r in mine if r.outcome == 'ok'),
             'duplicates': sorted(i for i, dd in dups.items() if d['id'] in dd['hosts']),
             'unverified_records': len(unverified),
@@ -312,27 +368,46 @@ def status_rows(fleet, now=None, dups=None):
     return rows
 
 
+def rollout_states(fleet, now=None):
+    """{job id: rollout_state} of the fleet's staged rollouts."""
+    now = int(time.time()) if now is None else now
+    jobs = [j for j in fleet.jobs() if j.roll is not None]
+    if not jobs:
+        return {}
+    ids = {j.id for j in jobs}
+    latest = {}
+    for r in fleet.results():
+        if r.id in ids:
+            o = latest.get((r.id, r.host))
+            if o is None or r.rank() > o.rank():
+                latest[(r.id, r.host)] = r
+    hosts = fleet.hosts()
+    return {j.id: rollout_state(j, latest, hosts, now) for j in jobs}
+
+
 def cmd_status(args):
     f = fleet_of(args)
     dups = duplicates(f)
     rows = status_rows(f, dups=dups)
     insecure = f.insecure
+    rollouts = rollout_states(f)
     if args.json:
         print(json.dumps({'fleet': f.meta['name'], 'mode': f.meta.get('mode'), 'devices': rows,
-                          'duplicates': dups}, indent=1))
+                          'duplicates': dups, 'rollouts': rollouts}, indent=1))
         return 0
     from rich.table import Table
     c = console()
     if insecure:
         c.print('[bold red]INSECURE FLEET: records are not signed; any peer can inject jobs.[/]')
     t = Table(title='devices of %s' % f.meta['name'])
-    for col in ('id', 'last sync', 'drift s', 'clock', 'pending', 'ok', 'failed', 'missed', 'dups', 'unverified'):
+    for col in ('id', 'last sync', 'drift s', 'clock', 'pending', 'ok', 'failed', 'missed', 'aborted', 'dups',
+                'unverified'):
         t.add_column(col)
     for r in rows:
         t.add_row(r['id'], format_time(r['last_sync']) if r['last_sync'] else 'never',
                   '%+.1f' % r['clock_drift_s'] if r['clock_drift_s'] is not None else '-',
                   str(r['clock'] or '-'), str(r['pending'] if r['pending'] is not None else '-'),
-                  str(r['ok']), str(r['failed']), str(r['missed']), str(len(r['duplicates'])),
+                  str(r['ok']), str(r['failed']), str(r['missed']), str(r['aborted']), str(len(r['duplicates'])),
                   ('[red]%d[/]' % r['unverified_records']) if r['unverified_records'] else '0')
     c.print(t)
     for r in rows:
@@ -344,6 +419,8 @@ def cmd_status(args):
             c.print('[yellow]%s[/] %s' % (r['id'], r['clock_refused']), markup=True)
         for note in r['recovered']:   # what its store's open found (docs/device.md#stamps)
             c.print('[yellow]%s[/] store: %s' % (r['id'], note), markup=True)
+    for jid, st in rollouts.items():   # staged rollouts, per wave (docs/jobline.md#staged-rollouts)
+        c.print('rollout ' + rollout_text(st), markup=False)
     if dups:
         c.print('[yellow]duplicates detected[/] (single-run instances that ran on more than one board):')
         for i, d in dups.items():

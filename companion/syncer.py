@@ -307,8 +307,9 @@ def board_view(fleet, dev_id):
     boards' results of `each`/`who` jobs, which change nothing a board
     decides (they would make every board hold jobs x hosts results). The
     companion keeps them all; results of single-run jobs (any/one) travel,
-    since they stop others running the instance."""
-    per_host = {j.id for j in fleet.jobs() if j.kind in ('each', 'who')}
+    since they stop others running the instance, and so do a staged
+    rollout's (waves=): a later wave decides from the earlier ones'."""
+    per_host = {j.id for j in fleet.jobs() if j.kind in ('each', 'who') and j.roll is None}
     tail = ' r ' + dev_id + ' '
 
     def source():

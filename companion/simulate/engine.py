@@ -16,7 +16,8 @@ from companion.simulate.report import Report
 from companion.simulate import parallel
 
 JUMP_S, JUMPS_KEPT = 300, 4   # device/clock.py's: a clock change it records as a jump, and how many
-WAIT, IDLE, RUN, MISS, DECIDE_MAX = plan.WAIT, plan.IDLE, plan.RUN, plan.MISS, plan.DECIDE_MAX
+WAIT, IDLE, RUN, MISS, ABORT, DECIDE_MAX = plan.WAIT, plan.IDLE, plan.RUN, plan.MISS, plan.ABORT, plan.DECIDE_MAX
+ERR_C = 1   # the outcome code of an `err` (logs.py's rank order)
 NEVER = float('inf')     # a host's next wake when it has no job left
 _VISIT, _CONTACT, _MESH = 'v', 'c', 'm'
 
@@ -70,6 +71,8 @@ class Sim(Fleet, LogModel, Verify, Report):
         self.inst = {}          # (j, k) -> [[t, x], ...] runs, in order
         self.ran = [[] for _ in self.jobs]   # per job: the instances someone ran, sorted
         self.why = [{} for _ in self.jobs]   # per job: miss records by their reason
+        self.outs = [{} for _ in self.jobs]  # rollouts: per job, k -> [(host, record, outcome code)]
+        self.aborts = [{} for _ in self.jobs]   # rollouts: per job, k -> [(t, host)] that recorded an abort
         self.sizes = {}                      # _write_result's line sizes
         self.jrow = [(job, self.single[j], job.kind == 'one', self.runners[j] if self.single[j] else None)
                      for j, job in enumerate(self.jobs)]
@@ -205,6 +208,10 @@ class Sim(Fleet, LogModel, Verify, Report):
         h = self.hosts[x]
         job, single, one, runs = self.jrow[j]
         rnk = self._rank(j, x) if one else None
+        wv = self.wave[j]
+        if wv is not None:   # a staged rollout: the host's wave, what it heard (_heard)
+            rnk = wv[x]
+        fails = self.failing[j]
         mine = h.mine[j]
         name = h.name
         rnd = h.rnd
@@ -220,7 +227,8 @@ class Sim(Fleet, LogModel, Verify, Report):
                 dk = self._done(x, j, kn) if rtop[j] >= kn - 1 or job.cal is not None else -1
             else:
                 dk = -1
-            act, k, at, att = decide(job, name, now, mine, dk, rnk, rnd)
+            heard = self._heard(x, j, plan.newest(job, now)) if wv is not None and rnk else None
+            act, k, at, att = decide(job, name, now, mine, dk, rnk, rnd, None, False, heard)
             if verify:
                 self._check_decide(x, j, now, rnk, (act, k, at, att))
             if act == WAIT:
@@ -232,8 +240,14 @@ class Sim(Fleet, LogModel, Verify, Report):
             if act == RUN:
                 if verify:
                     self.lit[x].add(jobline.Result(job.id, name, k, now, 'run', att).line())
-                i = self._write_result(x, j, k, now, OK_C, 'ok', att, '')
-                mine = (k, 'ok', att)
+                out = 'err' if fails else 'ok'
+                i = self._write_result(x, j, k, now, ERR_C if fails else OK_C, out, att, '')
+                mine = (k, out, att)
+                if wv is not None:
+                    o = self.outs[j].get(k)
+                    if o is None:
+                        o = self.outs[j][k] = []
+                    o.append((x, i, ERR_C if fails else OK_C))
                 r = self.inst.get((j, k))
                 if r is None:
                     self.inst[(j, k)] = [(t, x)]
@@ -253,8 +267,13 @@ class Sim(Fleet, LogModel, Verify, Report):
                     if k > self.rtop[j]:
                         self.rtop[j] = k
                     self._learn(x, j, k, 2 * t + 1)
+            elif act == ABORT:   # a miss saying what it heard (device/runtime.py)
+                self._write_result(x, j, k, now, MISS_C, 'miss', 1, job.roll.abort_text(heard[1], heard[2]))
+                self.aborts[j].setdefault(k, []).append((t, x))
+                mine = (k, 'miss', 1)
+                self.n_miss += 1
             elif act == MISS:
-                why = plan.miss_reason(job, k, None, False, h.jumps)
+                why = plan.miss_reason(job, k, None, False, h.jumps, rnk, heard)
                 self._write_result(x, j, k, now, MISS_C, 'miss', 1, why)
                 wj = self.why[j]
                 wj[why] = wj.get(why, 0) + 1
@@ -270,6 +289,23 @@ class Sim(Fleet, LogModel, Verify, Report):
         self.n_decisions += n
         h.mine[j] = mine
         return nxt
+
+    def _heard(self, x, j, k):
+        """A rollout's (k, ok, err) as host x's file shows it (groups.scan's
+        tally): the other hosts whose outcome of instance k it holds (a
+        host's records are a prefix of its log: known when index <= V)."""
+        o = self.outs[j].get(k)
+        if not o:
+            return None
+        V = self.V[x]
+        ok = err = 0
+        for y, i, c in o:
+            if y != x and V[y] >= i:
+                if c == OK_C:
+                    ok += 1
+                else:
+                    err += 1
+        return (k, ok, err)
 
     def _write_result(self, x, j, k, now, code, outcome, att, why):
         """Write host x's result line (jobline.Result) of job j, instance k.

@@ -45,6 +45,15 @@ def text(rep):
             r['id'], r['type'], r['instances'], r['expected_runs'], r['runs'], r['duplicate_runs'],
             r['duplicate_instances'], r['cross_section_duplicates'], r['missed'], _dd(r['delay']),
             _dd(r['all_knew']) if 'all_knew' in r else '-'))
+    for r in rep['jobs']:
+        ro = r.get('rollout')
+        if ro:
+            w('rollout %s%s: %s; %d ran%s' % (
+                r['id'], ' (failing)' if ro['failing'] else '',
+                ', '.join('wave %d (%d hosts, +%s): %d ran, %d aborted' % (
+                    x['wave'], x['hosts'], human(x['starts_after_s']), x['ran'], x['aborted']) for x in ro['waves']),
+                ro['ran'], ', bound %d' % ro['bound'] if 'bound' in ro else
+                (' (no bound: %s)' % ro['bound_why_not'] if 'bound_why_not' in ro else '')))
     why = ['%s %s' % (r['id'], ', '.join('%s %d' % kv for kv in r['miss_records'].items()))
            for r in rep['jobs'] if r.get('miss_records')]
     if why:

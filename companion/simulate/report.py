@@ -143,11 +143,52 @@ class Report:
                'delay': _dist(delays)}
         if job.cal is not None:   # a polar day is a miss recorded 'no sunset'
             row['miss_records'] = dict(sorted(self.why[j].items()))
+        if self.wave[j] is not None:
+            row['rollout'] = self._rollout_row(j, job, ks)
         if single:
             row['instances_run'] = ran_inst
             row['all_knew'] = _dist(spread)
             row['all_knew']['never'] = unknown
         return row, delays, spread, dups
+
+    def _rollout_row(self, j, job, ks):
+        """A staged rollout: per wave its hosts and how many ran, failed or
+        aborted (summed over the instances of the window); `ran_failing`:
+        runs of a job failing everywhere, beside the bound (rollout_bound)."""
+        wv = self.wave[j]
+        n = max(w for w in wv if w is not None) + 1
+        waves = [{'wave': w, 'hosts': wv.count(w), 'starts_after_s': job.roll.starts(w), 'ran': 0, 'failed': 0,
+                  'aborted': 0} for w in range(n)]
+        for k in ks:
+            for _, x in self.inst.get((j, k), ()):
+                waves[wv[x]]['ran'] += 1
+                waves[wv[x]]['failed'] += 1 if self.failing[j] else 0
+            for _, x in self.aborts[j].get(k, ()):
+                waves[wv[x]]['aborted'] += 1
+        out = {'waves': waves, 'ran': sum(w['ran'] for w in waves), 'aborted': sum(w['aborted'] for w in waves),
+               'failing': self.failing[j]}
+        why, S = self._rollout_syncs()
+        if self.failing[j] and job.roll.fail is not None:
+            if why is None:
+                out['bound'] = len(ks) * rollout_bound(job.roll, [w['hosts'] for w in waves], S)
+                out['sync_interval_max_s'] = S
+            else:
+                out['bound_why_not'] = why
+        return out
+
+    def _rollout_syncs(self):
+        """(why the rollout bound does not apply, or None; the longest gap
+        between two syncs of a host): one companion visits every host, no
+        visit fails, hosts always up without drift, no partitions."""
+        if len(self.visits) != 1 or self.parts:
+            return 'needs exactly one [[visit]] and no partitions', None
+        v = self.visits[0]
+        if v['fail'] or sorted(v['hosts']) != list(range(self.H)):
+            return 'the visit fails or does not cover every host', None
+        for h in self.hosts:
+            if h.up.kind != 'always' or h.drift:
+                return 'hosts not always up or clocks drift', None
+        return None, v['interval'] + v['jitter']
 
     def assemble(self, parts):
         """The report of this fleet's scenario from the parts of runs over
@@ -277,6 +318,25 @@ class Report:
                         'measured_runs_per_run_instance': _r(r['runs'] / n if n else 0.0)})
             out.append(row)
         return out
+
+
+def rollout_bound(roll, sizes, S):
+    """The most boards that run one instance of a rollout failing on every
+    board (docs/simulate.md#rollouts), when each board syncs with one
+    companion at least every S seconds: the boards of wave f, the first by
+    which the failed boards alone pass abort=fail>P%/N (N of them: 100% >
+    P), ran by its start f x wave; each failure is at the companion within
+    S of its run and on every board within S more. A board of a wave
+    starting 2S or more after wave f's start has heard them all: it aborts.
+    sizes: the hosts of each wave."""
+    c = 0
+    f = len(sizes) - 1
+    for w, n in enumerate(sizes):
+        c += n
+        if c >= roll.least:
+            f = w
+            break
+    return sum(n for w, n in enumerate(sizes) if roll.starts(w) < roll.starts(f) + 2 * S)
 
 
 def predict_any(n, p, tick, within, due, S, s0):

@@ -7,7 +7,7 @@ import random
 import re
 from fnmatch import fnmatchcase
 
-from sporadic.core import jobline, plan
+from sporadic.core import jobline, plan, rollout
 from sporadic.desktop import merging
 from sporadic.core.timeutil import parse_time, parse_duration
 from companion.errors import UserError
@@ -355,6 +355,14 @@ class Fleet:
         self.static = merging.merge(lines + ['.h ' + h.name for h in self.hosts])
         self.static_bytes = sum(len(s) + 1 for s in self.static)
         self.ranks = {}     # job -> rank of each host (plan.rank over the fleet)
+        # a staged rollout's wave of each host (rollout.waves over the fleet's hosts), and
+        # the jobs whose action fails on every board (scenario key failing_actions)
+        names = self.names[:self.H]
+        self.wave = [None if j.roll is None else [rollout.waves(j, names).get(n) for n in names] for j in jobs]
+        bad = self.scn.get('failing_actions', [])
+        if not isinstance(bad, list):
+            raise UserError('failing_actions: a list of action names, e.g. ["fwupdate"]')
+        self.failing = [j.action() in bad for j in jobs]
 
     def _load_links(self):
         self.visits = []

@@ -1,6 +1,6 @@
 # --verify: the literal line sets, merged by merging.merge, checked against
 # the log model at every sync and decision.
-from sporadic.core import groups, plan
+from sporadic.core import groups, plan, rollout
 from sporadic.desktop import merging
 
 
@@ -37,16 +37,20 @@ class Verify:
         h = self.hosts[x]
         job = self.jobs[j]
         seen = []
+        tally = [-1, 0, 0]
 
         def visit(jid, text, cancelled, mine, done_k, asg, hosts):
             if jid == job.id:
-                seen.append((mine, done_k, hosts))
+                seen.append((mine, done_k, hosts, tuple(tally)))
 
-        groups.scan(merging.merge(sorted(self.lit[x])), h.name, None, visit)
-        mine, done, hosts = seen[0]
+        groups.scan(merging.merge(sorted(self.lit[x])), h.name, None, visit, tally)
+        mine, done, hosts, heard = seen[0]
         want_rnk = plan.rank(job.id, h.name, hosts) if job.kind == 'one' else None
+        if job.roll is not None:
+            want_rnk = rollout.wave(job, h.name, hosts)
         if want_rnk != rnk:
             raise AssertionError('rank from the literal file %r, fast %r' % (want_rnk, rnk))
-        want = plan.decide(job, h.name, now, mine, done if self.single[j] else -1, want_rnk, h.rnd)
+        want = plan.decide(job, h.name, now, mine, done if self.single[j] else -1, want_rnk, h.rnd,
+                           None, False, heard if job.roll is not None else None)
         if want != got:
             raise AssertionError('decide from the literal file %r, fast %r' % (want, got))

@@ -2,7 +2,7 @@
 # about the job. The one scanner the runtime, the leader, `companion status`
 # and the simulator's cross-check use (docs/jobline.md#the-store-order).
 #
-#   scan(lines, me, hosts_max, visit)   lines sorted: '.' records, then job groups
+#   scan(lines, me, hosts_max, visit, tally=None)   lines sorted: '.' records, then job groups
 #
 # calls, at the end of each job group,
 #
@@ -18,6 +18,11 @@
 #     hosts      the '.h' hosts (complete: they sort before every job group),
 #                None when there are more than hosts_max
 #
+# tally (a list of three ints, optional) holds, when visit is called, what a
+# rollout's later wave hears (plan.decide's `heard`): [k, ok, err] counting
+# the other hosts whose newest result is an `ok` or an `err` on k, the
+# greatest such instance ([-1, 0, 0]: none).
+#
 # A callback, not a generator: a board's loop keeps the state in one frame
 # and allocates nothing per group.
 from sporadic.core import jobline, merge
@@ -25,8 +30,33 @@ from sporadic.core import jobline, merge
 _OUTCOMES = ('run', 'err', 'miss', 'ok')   # merge.result_key's outcome ranks
 
 
-def scan(lines, me, hosts_max, visit):
+def _key(f):
+    # merge.result_key's (k, attempt, outcome rank) from a result's split fields
+    tok = f[5]
+    c = tok[0]
+    n = 2 if c == 'o' else 3 if c != 'm' else 4
+    return (int(f[3]), int(tok[n:]) if len(tok) > n else 1,
+            3 if c == 'o' else 1 if c == 'e' else 2 if c == 'm' else 0)
+
+
+def _tally(tally, tb):
+    # one other host's newest result (k, attempt, outcome rank) into the tally
+    if tb is None or tb[2] not in (1, 3):   # run and miss (aborts too) are no outcome
+        return
+    if tb[0] > tally[0]:
+        tally[0] = tb[0]
+        tally[1] = tally[2] = 0
+    if tb[0] == tally[0]:
+        tally[1 if tb[2] == 3 else 2] += 1
+
+
+def scan(lines, me, hosts_max, visit, tally=None):
     idl = jobline.ID_LEN
+    th = None   # tally: the other host being read (its results are adjacent)
+    tb = None   # and its newest result (k, attempt, outcome rank)
+    if tally is not None:
+        tally[0] = -1
+        tally[1] = tally[2] = 0
     hosts = []
     gid = None
     text = None
@@ -50,7 +80,13 @@ def scan(lines, me, hosts_max, visit):
         jid = line[:idl]
         if jid != gid:
             if gid is not None:
+                if tally is not None:
+                    _tally(tally, tb)
                 visit(gid, text, cancelled, mine, done_k, asg, hosts)
+                if tally is not None:
+                    tally[0] = -1
+                    tally[1] = tally[2] = 0
+                    th = tb = None
             gid = jid
             text = None
             cancelled = False
@@ -71,10 +107,19 @@ def scan(lines, me, hosts_max, visit):
                 if mkey is None or key > mkey:
                     mkey = key
                     mine = (key[0], _OUTCOMES[key[2]], key[1])
-            elif not f[5].startswith('miss'):
-                k = int(f[3])
-                if k > done_k:
-                    done_k = k
+            else:
+                if not f[5].startswith('miss'):
+                    k = int(f[3])
+                    if k > done_k:
+                        done_k = k
+                if tally is not None:
+                    key = _key(f)
+                    if f[2] != th:
+                        _tally(tally, tb)
+                        th = f[2]
+                        tb = key
+                    elif key > tb:
+                        tb = key
         elif kind == 'a ':
             # a section leader's assignment (docs/wifi.md)
             f = line.split(None, 6)
@@ -88,4 +133,6 @@ def scan(lines, me, hosts_max, visit):
         elif text is None:
             text = line
     if gid is not None:
+        if tally is not None:
+            _tally(tally, tb)
         visit(gid, text, cancelled, mine, done_k, asg, hosts)

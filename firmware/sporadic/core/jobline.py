@@ -17,7 +17,7 @@ JOB_MAX = const(1024)
 HOST_MAX = const(32)
 _B32 = '0123456789abcdefghijklmnopqrstuv'
 _HOST_CHARS = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:-'
-_OPTS = ' every within on tick grace retry at tz tzr '
+_OPTS = ' every within on tick grace retry at tz tzr waves wave abort need '
 _OUTCOMES = ('run', 'err', 'miss', 'ok')  # rank order: a later one settles more
 FLEET_KINDS = 'htbk'
 DEFAULT_WITHIN_ONCE = const(86400)
@@ -190,7 +190,7 @@ zone_rule = None
 
 class Job:
     __slots__ = ('id', 'kind', 'arg', 'threshold', 't0', 'words', 'every', 'within',
-                 'on', 'tick', 'grace', 'retry', 'cal')
+                 'on', 'tick', 'grace', 'retry', 'cal', 'roll')
 
     def text(self):
         """Canonical job text without the id: type time command [; options]."""
@@ -364,7 +364,9 @@ def parse_job(s, jid=None, salt=None):
     j.grace = DEFAULT_GRACE
     j.retry = 0
     j.cal = None   # a calendar job's sporadic.core.calendar.Series
+    j.roll = None  # a staged rollout's sporadic.core.rollout.Rollout
     cal = None
+    roll = None
     within = None
     seen = []
     for o in opts:
@@ -379,6 +381,8 @@ def parse_job(s, jid=None, salt=None):
         need = 'each' if key == 'on' else 'any' if key == 'tick' else 'one' if key == 'grace' else None
         if need and need != kind:
             raise _err(_E_OPTION_KIND, (key, need))
+        if key in ('waves', 'wave', 'abort', 'need') and kind not in ('each', 'who'):
+            raise _err(_E_OPTION_KIND, (key, 'each and who:'))
         try:
             if key == 'every':
                 j.every = parse_duration(val)
@@ -396,6 +400,10 @@ def parse_job(s, jid=None, salt=None):
                 if cal is None:
                     cal = {}
                 cal[key] = unquote(val)
+            elif key in ('waves', 'wave', 'abort', 'need'):   # rollout.parse checks them
+                if roll is None:
+                    roll = {}
+                roll[key] = val
         except ValueError as e:
             raise ParseError(str(e))
     if cal is not None:   # a calendar job (docs/jobline.md): its module loaded for it only
@@ -405,6 +413,17 @@ def parse_job(s, jid=None, salt=None):
         except ValueError as e:
             raise ParseError(str(e))
     j.within = within if within is not None else default_within(j.every)
+    if roll is not None:   # a staged rollout (docs/jobline.md): its module loaded for it only
+        from sporadic.core import rollout
+        try:
+            j.roll = rollout.parse(roll)
+        except ValueError as e:
+            raise ParseError(str(e))
+        last = j.roll.starts(len(j.roll.waves) - 1)
+        if last >= j.within:
+            fd = _jx().format_duration
+            raise ParseError('the last wave starts at due+%s, outside within=%s: widen within= or '
+                             'shorten wave=' % (fd(last), fd(j.within)))
     if j.every and j.within > j.every:
         raise _err(_E_WITHIN_EVERY, (_jx().format_duration(j.within), _jx().format_duration(j.every)))
     if jid is None:

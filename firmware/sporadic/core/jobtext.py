@@ -78,6 +78,8 @@ def job_text(j):
         o.append('grace=' + format_duration(j.grace))
     if j.retry:
         o.append('retry=' + str(j.retry))
+    if j.roll is not None:
+        o += j.roll.options()
     if o:
         s += ' ; ' + ' '.join(o)
     return s

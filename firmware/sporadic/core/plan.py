@@ -16,6 +16,7 @@ except ImportError:  # CPython
 RUN = 'run'      # run instance k now (attempt n)
 MISS = 'miss'    # record instance k as missed (covers older unsettled ones too)
 FAIL = 'fail'    # record instance k as failed: it was interrupted (crash) and may not be retried
+ABORT = 'abort'  # a rollout's later wave: record instance k as aborted (a miss saying why)
 WAIT = 'wait'    # nothing before time `at`
 IDLE = 'idle'    # nothing ever again for this host
 LOOKAHEAD = const(64)   # `any` draws looked at ahead when computing the next wake
@@ -23,13 +24,20 @@ position = None   # (lat, lon) of the host planning, for sunrise/sunset jobs (cf
 DECIDE_MAX = const(6)   # decisions about one job in one wake (miss, run, ...): board and simulator
 
 
-def miss_reason(job, k, set_at=None, unknown_since_boot=False, jumps=()):
+def miss_reason(job, k, set_at=None, unknown_since_boot=False, jumps=(), rnk=None, heard=None):
     """Why instance k was missed: the calendar's reason when the instance has
     no time (a polar day: 'no sunrise'), 'clock unknown' (the clock was set
     after it was due, on a board that booted without one), 'clock jump' (a
-    jump forward, `jumps` as (at, by) pairs, skipped its window), else 'asleep'."""
+    jump forward, `jumps` as (at, by) pairs, skipped its window), a rollout's
+    later wave that heard too few successes (rnk: the wave, heard as in
+    decide), else 'asleep'."""
     if job.cal is not None and job.cal.due(k) is None:
         return job.cal.missing()
+    r = job.roll
+    if r is not None and rnk and r.need:
+        ok = heard[1] if heard is not None and heard[0] == k else 0
+        if ok < r.need:
+            return r.short_text(ok)
     d = due(job, k)
     if set_at is not None and unknown_since_boot and d < set_at:
         return 'clock unknown'
@@ -106,21 +114,29 @@ def start_at(job, k, rnk):
     t = due(job, k)
     if job.kind == 'one':
         t += rnk * job.grace
+    elif job.roll is not None:
+        t += job.roll.starts(rnk)
     return t
 
 
-def decide(job, host, now, mine=None, done_k=-1, rnk=None, rnd=None, assigned=None, led=False):
+def decide(job, host, now, mine=None, done_k=-1, rnk=None, rnd=None, assigned=None, led=False,
+           heard=None):
     """-> (action, k, at, attempt).
     mine: this host's latest result as (k, outcome, attempt) or None.
     done_k: highest instance of this job someone else started or ran (any/one).
-    rnk: this host's rank (one), None if the host is not ranked.
+    rnk: this host's rank (one) or its wave (a rollout: wave()), None if the
+      host is not ranked.
     rnd: random source for `any` (see draw).
     assigned: the newest assignment of this job known here, (k, host) from an
       `ID a HOST K ...` line, or None (any/one only; docs/wifi.md).
     led: True while a section leader holds the lease for this host: an
       unassigned any/one instance then waits for the leader's assignment
-      instead of drawing or ranking."""
-    if not eligible(job, host) or (job.kind == 'one' and rnk is None):
+      instead of drawing or ranking.
+    heard: a rollout's outcomes of other hosts known here, (k, ok, err) for
+      the newest instance any of them settled (groups.scan's tally), or None.
+      A later wave past the abort threshold for instance k: ABORT; with fewer
+      than need= successes heard: it waits (then misses at the window's end)."""
+    if not eligible(job, host) or (rnk is None and (job.kind == 'one' or job.roll is not None)):
         return IDLE, -1, 0, 0
     single = job.kind in ('any', 'one')
     k = newest(job, now)
@@ -167,6 +183,16 @@ def decide(job, host, now, mine=None, done_k=-1, rnk=None, rnd=None, assigned=No
         if t >= end:
             return WAIT, k, end, 0
         if now >= t:
+            r = job.roll
+            if r is not None and rnk:   # a later wave: what the earlier ones did
+                ok = err = 0
+                if heard is not None and heard[0] == k:
+                    ok = heard[1]
+                    err = heard[2]
+                if r.aborts(ok, err):
+                    return ABORT, k, now, 0
+                if ok < r.need:
+                    return WAIT, k, end, 0
             return RUN, k, now, 1
         return WAIT, k, t, 1
     # instance k is settled for this host: wait for the next one

@@ -2,6 +2,7 @@
 # for `companion plan`. A board never loads this module.
 from sporadic.core.jobline import P_ONE
 from sporadic.core.plan import due, newest, score, eligible, next_k
+from sporadic.core.rollout import waves
 
 
 def expected_fire(job, k):
@@ -13,7 +14,8 @@ def expected_fire(job, k):
 def schedule(job, hosts, t_from, t_until, limit=100000):
     """What would run where and when if every host were up and synced:
     dicts with job, instance, host, at, state (run | candidate | standby)
-    and rank for `one`. Instances due in [t_from, t_until)."""
+    and rank for `one`, wave for a staged rollout (its `at`: when the wave
+    may start). Instances due in [t_from, t_until)."""
     if job.cal is not None:
         k = job.cal.first(t_from - 1)
     else:
@@ -21,6 +23,7 @@ def schedule(job, hosts, t_from, t_until, limit=100000):
         if not job.every and k > 0:
             return
     ranked = None
+    wave = waves(job, hosts) if job.roll is not None else None
     if job.kind == 'one':
         ranked = sorted(hosts, key=lambda h: score(job.id, h), reverse=True)
     n = 0
@@ -53,6 +56,9 @@ def schedule(job, hosts, t_from, t_until, limit=100000):
                     yield {'job': job.id, 'instance': inst, 'host': h,
                            'at': min(expected_fire(job, k), d + job.within - 1),
                            'state': 'candidate', 'p': job.arg}
+                elif wave is not None:
+                    yield {'job': job.id, 'instance': inst, 'host': h, 'state': 'run', 'wave': wave[h],
+                           'at': d + job.roll.starts(wave[h])}
                 else:
                     yield {'job': job.id, 'instance': inst, 'host': h, 'at': d, 'state': 'run'}
                 n += 1

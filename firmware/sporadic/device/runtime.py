@@ -101,6 +101,7 @@ class Runtime:
         self.reset_wanted = False
         self.error = ''
         self._asg = None          # (k, host) of the job being decided (leader.py)
+        self._tally = [-1, 0, 0]  # a rollout's outcomes heard, for the job being decided (groups.scan)
         self.mac = None           # hmac.mac_hex under the board's secret (docs/security.md)
         if self.cfg.get('secret'):
             from sporadic.core import hmac
@@ -124,12 +125,17 @@ class Runtime:
 
     def _job(self, job, mine, done_k, hosts, now):
         rnk = None
+        heard = None
         if job.kind == 'one':
             rnk = self._rank(job.id, hosts)
+        elif job.roll is not None:   # a staged rollout: this board's wave, what it heard
+            from sporadic.core import rollout
+            rnk = rollout.wave(job, self.id, self._hosts() if hosts is None else hosts)
+            heard = self._tally
         at_next = None
         for _ in range(plan.DECIDE_MAX):
             act, k, at, att = plan.decide(job, self.id, now, mine, done_k, rnk, self.rnd,
-                                          self._asg, lease is not None and lease())
+                                          self._asg, lease is not None and lease(), heard)
             if act == plan.WAIT:
                 at_next = at
                 self.pending += 1
@@ -138,7 +144,10 @@ class Runtime:
                 break
             if act == plan.MISS:
                 self._record(job.id, k, now, 'miss', 1, plan.miss_reason(
-                    job, k, clock.set_at, self.unknown_since_boot, clock.jumps))
+                    job, k, clock.set_at, self.unknown_since_boot, clock.jumps, rnk, heard))
+                mine = (k, 'miss', 1)
+            elif act == plan.ABORT:   # a miss saying what this board heard of earlier waves
+                self._record(job.id, k, now, 'miss', 1, job.roll.abort_text(heard[1], heard[2]))
                 mine = (k, 'miss', 1)
             elif act == plan.FAIL:
                 self._record(job.id, k, now, 'err', att, 'interrupted')
@@ -157,6 +166,14 @@ class Runtime:
         else:
             at_next = now   # DECIDE_MAX: more to decide at the next pass (no idle wake before)
         return at_next
+
+    def _hosts(self):
+        # the '.h' hosts streamed from the store (more than HOSTS_MAX, or a due pass)
+        for line in self.store.stream():
+            if line[0] != '.':
+                break
+            if line[:3] == '.h ':
+                yield jobline.host_of(line)
 
     def _rank(self, jid, hosts):
         if hosts is not None:
@@ -209,7 +226,7 @@ class Runtime:
             self._agenda = []     # the AGENDA earliest [due, jid, offset] (_note)
             self._limit = None    # no job outside _agenda is due before it (None: never)
             due = self.store.stream()
-        groups.scan(due, self.id, HOSTS_MAX, self._visit)
+        groups.scan(due, self.id, HOSTS_MAX, self._visit, self._tally)
         due = self._agenda
         self.next_wake = due[0][0] if due else self._limit   # the earliest WAIT
         due = None
