@@ -352,3 +352,33 @@ def test_a_day_of_due_wakes_runs_what_a_board_without_the_index_runs(tmp_path):
     print('streamed, steps, compactions: index', counts[True], 'baseline', counts[False])
     assert streamed * 3 < steps, counts
     assert len(rtcmem(flash)) <= 492      # an ESP8266's RTC memory holds the index
+
+
+def test_a_compaction_in_the_loop_keeps_the_index_the_next_idle_wake_reads_nothing(tmp_path):
+    # 24 jobs due at 01:10 (more than the agenda holds: a full pass) whose
+    # runs fill the log past LOG_MAX, so that pass ends in a compaction; 30
+    # more due tomorrow. The compaction moves every group but changes no
+    # decision: the index is kept (its offsets looked up again), and the
+    # next idle wakes read nothing of jobs.txt. (It was cleared: the next
+    # wake after every compaction was a full pass over the whole file.)
+    burst = ['each 2026-12-01T01:10Z log b%d ; every=1d' % i for i in range(24)]
+    later = ['each 2026-12-02T06:00Z log d%d ; every=1d' % i for i in range(30)]
+    flash, fleet, ids = provisioned(tmp_path, jobs=burst + later)
+    age(flash)
+    first = wake(flash, T0 + 60)
+    assert first['lines'] > 0 and first['next'] == T0 + 60 + H     # (MAX_SLEEP)
+    due = wake(flash, T0 + H + 10 * 60 + 5)
+    assert sorted(k for k in actlog(flash)) == sorted(ids[b] + '.0' for b in burst)
+    assert os.listdir(os.path.join(flash, 'out')), 'the log was compacted into the outbox'
+    assert due['next'] == T0 + H + 10 * 60 + 5 + H     # nothing before tomorrow: MAX_SLEEP
+    assert rtcmem(flash).startswith(b'w2 '), 'the index survives the compaction'
+    for t in (T0 + 2 * H + 10 * 60, T0 + 3 * H + 10 * 60):
+        idle = wake(flash, t)
+        assert idle['lines'] == 0 and idle['decided'] == [], idle
+        assert idle['jobs'] == len(burst) + len(later)
+    assert wake(flash, T0 + D + 6 * H + 5)['decided']   # the 30 at 06:00 tomorrow are still found
+    for s in (65, 125, 185):   # (a pass defers what it cannot log before the next compaction)
+        wake(flash, T0 + D + 6 * H + s)
+    ran = actlog(flash)
+    assert sorted(k for k in ran if k.split('.')[0] in [ids[x] for x in later]) == sorted(ids[x] + '.0' for x in later)
+    assert set(ran.values()) == {1}

@@ -232,13 +232,20 @@ class Runtime:
         due = None
         self._asg = None
         if self.store.needs_compaction():
-            # the agenda goes first: the heaviest moment of a pass gets its
-            # room, and the next wake makes a full pass (the groups move)
-            if self._due is not None:
-                self.jobs = self._due[1]   # the index's count (the due pass counted its own)
-            self._agenda = self._due = None
+            # the heaviest moment of a pass gets its room: the agenda waits
+            # as text meanwhile. A compaction folds the same lines (no job's
+            # decision changes), so the agenda and _limit still hold; only
+            # its jobs' groups move (agenda.finish looks them up again, as
+            # for a due pass's compaction). Without it every compaction cost
+            # the next idle wake a full pass over the whole file.
+            kept = self._agenda_text()
+            self._agenda = None
             gc.collect()
             self.store.compact()
+            self._agenda = _agenda_list(kept)
+            if self._agenda is None and self._due is not None:   # no room kept it: the index is cleared
+                self.jobs = self._due[1]   # the index's count (the due pass counted its own)
+                self._due = None
         self.store.release()
         if store.WAKE_INDEX:
             gc.collect()
@@ -286,6 +293,16 @@ class Runtime:
             gc.collect()   # their code goes before the pass (or a sync's status) asks for room
         return due
 
+    def _agenda_text(self):
+        # the agenda as 'DUE:JID,...' (None: none to keep): a third of its lists' room
+        a = self._agenda
+        if a is None:
+            return None
+        try:
+            return ','.join(['%d:%s' % (e[0], e[1]) for e in a])
+        except MemoryError:
+            return None   # no index after this pass: the next wake's full pass
+
     def _note(self, w, jid):
         # a job's next decision at w: the agenda keeps the AGENDA earliest,
         # sorted; _limit bounds all the others from below
@@ -310,7 +327,7 @@ class Runtime:
         self.jobs += 1
         if self.store.log_size > store.PASS_LOG_MAX:
             self.pending += 1
-            self._note(now, jid)   # decided at the next pass (the compaction drops the agenda)
+            self._note(now, jid)   # decided at the next pass (due now in the agenda, or past LIMIT)
             return
         try:
             job = jobline.parse(jtext)
@@ -335,6 +352,23 @@ class Runtime:
         if w is not None:
             self._note(w, jid)
 
+
+
+def _agenda_list(text):
+    # Runtime._agenda_text back to entries [due, jid, None] (None: their
+    # offsets to look up); None when there is nothing, or no room for it
+    if text is None:
+        return None
+    out = []
+    if not text:
+        return out
+    try:
+        for e in text.split(','):
+            i = e.index(':')
+            out.append([int(e[:i]), e[i + 1:], None])
+    except MemoryError:
+        return None
+    return out
 
 
 def get():
