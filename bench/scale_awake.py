@@ -26,7 +26,10 @@ Files (N jobs each, nothing due in the span):
   same    N daily `each` jobs all due tomorrow at 06:00 (a fleet's 06:00 run)
   spread  N daily `each` jobs due tomorrow, one a minute from 06:00
   mix     N daily jobs due tomorrow at 06:00, a quarter each of `each`,
-          `who:pico` (this board), `any`, `one`
+          `who:pico` (this board), `any:0.5`, `one`
+  runs    as same, but RUNS of the N due today at 01:05: their runs pass
+          store.LOG_MAX and the loop compacts; the span starts RUNS_SPAN_S
+          after the sync (the idle hours after a fleet's burst of runs)
 
 The 100-job figure is the baseline of the 1,000-job one, in the same run.
 Without the emulated Pico (or --board unix) the unix board (companion
@@ -36,7 +39,7 @@ interpreter's CPU time (10 ms ticks: coarse); `board` says which board
 each key came from.
 
 Last line JSON: {"awake_ms_per_idle_hour": {"100", "1000", "spread_100",
-"spread_1000", "mix_100", "mix_1000"}, "instructions_per_idle_hour",
+"spread_1000", "mix_100", "mix_1000", "runs_100", "runs_1000"}, "instructions_per_idle_hour",
 "after_sync_ms", "awake_ms_per_hour_from_sync" (same keys), "ratio_1000_vs_100",
 "targets", "runs", "board"}.
 """
@@ -59,6 +62,8 @@ for p in (HERE, os.path.join(ROOT, 'firmware'), ROOT):
 
 T0 = 1796083200            # 2026-12-01T00:00Z
 T_SET = T0 + 3600          # the sync sets the clock to 01:00; the jobs are due tomorrow 06:00
+RUNS = 24                  # 'runs': jobs due at 01:05, their records past store.LOG_MAX (a compaction)
+RUNS_SPAN_S = 900          # 'runs': the span starts this long after the sync, their runs done
 TARGET_MS = 300
 TARGET_RATIO = 1.2
 
@@ -66,6 +71,9 @@ TARGET_RATIO = 1.2
 def job_texts(kind, n):
     """The `companion add` arguments of a file: see the module's doc."""
     out = []
+    if kind == 'runs':
+        out = ['each 2026-12-01T01:05Z log r%d ; every=1d' % i for i in range(RUNS)]
+        n -= RUNS
     for i in range(n):
         if kind == 'spread':
             at = T0 + 86400 + 6 * 3600 + 60 * i
@@ -73,7 +81,7 @@ def job_texts(kind, n):
             continue
         what = 'each'
         if kind == 'mix':
-            what = ('each', 'who:pico', 'any', 'one')[i % 4]
+            what = ('each', 'who:pico', 'any:0.5', 'one')[i % 4]
         out.append('%s 2026-12-02T06:00Z log j%d ; every=1d' % (what, i))
     return out
 
@@ -86,10 +94,11 @@ def make_fleet(tmp, kind, n, board='rp2-pico'):
     """(fleet folder, image file) made with the product's commands."""
     from companion import cli
     fleet = os.path.join(tmp, '%s%d.fleet' % (kind, n))
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        cli.main(['--fleet', fleet, 'init'])
-        for t in job_texts(kind, n):
-            cli.main(['--fleet', fleet, 'add', t])
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        for argv in [['init']] + [['add', t] for t in job_texts(kind, n)]:
+            if cli.main(['--fleet', fleet] + argv):
+                raise RuntimeError('companion %s: %s' % (' '.join(argv), err.getvalue().strip()))
     img = os.path.join(tmp, '%s%d.bin' % (kind, n))
     p = subprocess.run([sys.executable, '-m', 'companion.cli', '--fleet', fleet, 'image', '--board', board,
                         '--id', 'pico-%s%d' % (kind, n), '-o', img], capture_output=True, text=True)
@@ -130,6 +139,8 @@ def rp2_run(kind, n, hours, tmp, trace=False, timeout=3600, setup='image'):
         s_sync = rp2._sync_at(fleet, vb, T_SET)
         mark, _ = rp2._first_sleep_after(vb, s_sync['instructions'], timeout)
         since = vb.set_unpaced(True)
+        if kind == 'runs':
+            since = rp2._wait_emulated(vb, since, RUNS_SPAN_S, timeout)
         after_sync_ms = (since['cycles'] - s_sync['cycles']) / 125e3
         samples = []
         step = 600 if trace else hours * 3600
@@ -198,7 +209,7 @@ def unix_run(kind, n, hours, tmp):
         syncer.sync(Fleet(fleet), vb.path, progress=False, now=T_SET)
         pids = vb.interpreter_pids()
         c0 = _cpu_s(pids)
-        time.sleep(3 + 3600.0 / UNIX_SCALE / 10)   # the pass after the sync, then its first sleep
+        time.sleep(3 + (RUNS_SPAN_S if kind == 'runs' else 360) / UNIX_SCALE)   # the pass after the sync (the runs)
         c1 = _cpu_s(vb.interpreter_pids())
         w = time.monotonic()
         time.sleep(hours * 3600.0 / UNIX_SCALE)   # hours of the board's clock
@@ -212,7 +223,7 @@ def unix_run(kind, n, hours, tmp):
         vb.stop()
 
 
-def measure(board=None, hours=2.5, files=('same', 'spread', 'mix'), sizes=(100, 1000), trace=False, setup='image'):
+def measure(board=None, hours=2.5, files=('same', 'spread', 'mix', 'runs'), sizes=(100, 1000), trace=False, setup='image'):
     """{'awake_ms_per_idle_hour': {...}, ..., 'board': {...}} (module doc)."""
     import rp2
     if board is None:
@@ -259,7 +270,7 @@ def measure(board=None, hours=2.5, files=('same', 'spread', 'mix'), sizes=(100, 
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument('--hours', type=float, default=2.5)
-    ap.add_argument('--files', default='same,spread,mix')
+    ap.add_argument('--files', default='same,spread,mix,runs')
     ap.add_argument('--sizes', default='100,1000')
     ap.add_argument('--board', choices=('rp2', 'unix'))
     ap.add_argument('--setup', choices=('image', 'deploy'), default='image')
