@@ -1,0 +1,98 @@
+"""The idle wake as a user deploys a board (issue #27), on the real
+MicroPython rp2 firmware in the emulated Pico: a board set up with the
+product's commands (`companion init`, `add`, `image`, `vboard --image`,
+`sync`) runs a burst of jobs (their records fill the log: the loop
+compacts), then is left to main.py's own loop for two emulated hours with
+nothing due. Seen from outside the chip (the emulator's counters; the flash
+file read as an observer): no full pass in those hours, and as many
+instructions an hour with ten times the jobs. bench/scale_awake.py
+measures the budget.
+"""
+import time
+
+import pytest
+
+from tests.test_rp2 import BOOTROM, UF2, WHY, flash_snapshot
+from companion.vboard_rp2 import RP2VBoard
+from tests.devutil import InProcessCompanion
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('rp2'),
+              pytest.mark.skipif(WHY is not None, reason='emulated Pico: %s' % WHY)]
+
+HOURS = 2.0
+KINDS = ('each', 'who:pico', 'any:0.5', 'one')
+BURST = 24       # their records pass store.LOG_MAX: the loop compacts
+BURST_IN = 150   # s after the add: the sync and the pass after it are done by then
+
+
+def _wait(cond, timeout, what):
+    deadline = time.monotonic() + timeout
+    while True:
+        got = cond()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError('timed out waiting for ' + what)
+        time.sleep(0.2)   # polling the emulator's counters, not a timing assumption
+
+
+def _files(vb):
+    # the board's files now, or none while littlefs is mid-commit (looked at again)
+    try:
+        return flash_snapshot(vb.flash)
+    except AssertionError:
+        return {}
+
+
+def idle_hours(tmp, capsys, n):
+    """A board of n jobs (BURST of them due BURST_IN s after they are
+    added, the others a quarter each of each/who/any/one due tomorrow at
+    06:00 UTC), synced; once the burst has run and the loop has compacted,
+    HOURS of its loop unpaced: the
+    instructions it executed an hour, boots, and its wake index before and
+    after the span (a full pass rewrites it: its time of pass)."""
+    c = InProcessCompanion(str(tmp / ('fleet%d' % n)), capsys)
+    c('init')
+    for i in range(BURST):
+        c('add', 'each +%ds log r%d ; every=1d' % (BURST_IN, i))
+    day = time.strftime('%Y-%m-%d', time.gmtime(time.time() + 86400))
+    for i in range(n - BURST):
+        c('add', '%s %sT06:00Z log j%d ; every=1d' % (KINDS[i % 4], day, i))
+    fs = str(tmp / ('fs%d.bin' % n))
+    c('image', '--board', 'rp2-pico', '--id', 'pico-%d' % n, '-o', fs)
+    vb = RP2VBoard(str(tmp / ('pico%d.flash' % n)), firmware=UF2, bootrom=BOOTROM, image=fs,
+                   stats=str(tmp / ('pico%d.stats' % n)))
+    vb.start()
+    try:
+        assert 'synced pico-%d' % n in c.sync(vb.path)
+        # the burst runs; its records pass the log's limit and the loop
+        # compacts them into the outbox, then sleeps
+        _wait(lambda: any(p.startswith('/out/') for p in _files(vb)), 600, 'a compaction of the runs')
+        end = vb.stats(60)['instructions']
+        _wait(lambda: [m for m in vb.stats(60)['sleep_marks'] if m > end], 600, 'the sleep after the runs')
+        idx = flash_snapshot(vb.flash).get('/wake.idx', b'')
+        assert idx.startswith(b'w2 '), idx
+        since = vb.set_unpaced(True)
+        last = _wait(lambda: (lambda s: s if s['emulated_s'] - since['emulated_s'] >= HOURS * 3600 else None)(
+            vb.stats(60)), 900, '%.0f emulated hours' % HOURS)
+        vb.set_unpaced(False)
+        hours = (last['emulated_s'] - since['emulated_s']) / 3600
+        return {'instructions_per_hour': (last['instructions'] - since['instructions']) / hours,
+                'boots': last['boots'] - since['boots'], 'index_before': idx,
+                'index_after': flash_snapshot(vb.flash).get('/wake.idx', b''),
+                'jobs_bytes': len(flash_snapshot(vb.flash)['/jobs.txt'])}
+    finally:
+        vb.stop()
+
+
+def test_after_a_burst_and_its_compaction_an_idle_board_makes_no_full_pass_flat_in_the_file(tmp_path, capsys):
+    small = idle_hours(tmp_path, capsys, 40)
+    big = idle_hours(tmp_path, capsys, 400)
+    assert big['jobs_bytes'] > 8 * small['jobs_bytes']
+    for r in (small, big):
+        assert r['boots'] == 0, r
+        # no step of the span made a pass: the index the pass after the sync
+        # wrote (its time of pass among its fields) is the one still there
+        assert r['index_after'] == r['index_before'], (r['index_before'][:80], r['index_after'][:80])
+    ratio = big['instructions_per_hour'] / small['instructions_per_hour']
+    assert ratio <= 1.2, (ratio, small['instructions_per_hour'], big['instructions_per_hour'])
