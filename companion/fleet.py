@@ -4,6 +4,9 @@
     FLEET/jobs.txt            the merged job-line file (canonical, sorted, compacted)
     FLEET/results.txt         every result ever received (sorted, never compacted),
                               and the line of each any/one job among them
+    FLEET/quar.txt            what boards brought that the fleet refused (a result or
+                              assignment whose MAC does not verify, a line nobody
+                              signed): `SOURCE: REASON: LINE`, never merged, never sent
     FLEET/devices/ID.json     what the companion knows of a board: port, board,
                               last sync, clock drift, counters
     FLEET/keys/               the fleet key pair (keys.py), keys/peer (the fleet
@@ -30,6 +33,7 @@ from companion.atomic import atomic_write
 
 JOBS = 'jobs.txt'
 RESULTS = 'results.txt'
+QUAR = 'quar.txt'
 
 
 
@@ -204,19 +208,61 @@ class Fleet:
         self.write_lines(out)
         return [l for l in out if l not in before]
 
-    def receive(self, new_lines, name='incoming', errors=None, conflicts=None):
+    def receive(self, new_lines, name='incoming', errors=None, conflicts=None, source=None):
         """Merge what a board (or a peer) sent; returns [(line, reason)]
         refused. In a signed fleet, a fleet-authored line (a job, a cancel,
         `.h`, `.t`) the fleet does not hold must be covered by a batch whose
         signature verifies under one of the fleet's keys: a board that was
         tampered with cannot put a job into the fleet (where a key rotation
-        would sign it), only carry lines the owner signed."""
-        refused = [] if self.insecure else self._unsigned(new_lines)
+        would sign it), only carry lines the owner signed. A result or
+        assignment must carry the MAC of the board it names (`_unverified`).
+        What is refused is quarantined (FLEET/quar.txt, under `source`, else
+        `name`), never merged."""
+        refused = [] if self.insecure else self._unsigned(new_lines) + self._unverified(new_lines)
         if refused:
             bad = {l for l, _ in refused}
             new_lines = [l for l in new_lines if l not in bad]
+            self.quarantine(refused, source or name)
         self.merge_in(new_lines, name, errors=errors, conflicts=conflicts)
         return refused
+
+    def _unverified(self, new_lines):
+        # device records (results, assignments) the fleet does not hold: each
+        # must carry the MAC of the board it names (an assignment: of the
+        # leader that wrote it). One that does not is quarantined here, never
+        # merged into jobs.txt, so no sync carries it on to a board (#29)
+        out = []
+        held = None
+        for l in new_lines:
+            if l[8:11] not in (' r ', ' a '):
+                continue
+            if held is None:
+                held = set(self.lines())
+            if l in held:
+                continue
+            try:
+                r = jobline.parse(l)
+            except jobline.ParseError:
+                continue        # the merge reports it
+            if verify_result(self, r) is False:
+                res = isinstance(r, jobline.Result)
+                who = r.host if res else r.by
+                why = 'no board %s in this fleet' % who if _secret_or_none(self, who) is None \
+                    else 'its MAC does not verify'
+                out.append((l, 'unverified %s from %s (%s)' % ('result' if res else 'assignment', who, why)))
+        return out
+
+    def quarantine(self, refused, source):
+        """Append [(line, reason)] to FLEET/quar.txt (`SOURCE: REASON: LINE`)."""
+        with open(self.path(QUAR), 'a', encoding='utf-8') as f:
+            for l, why in refused:
+                f.write('%s: %s: %s\n' % (source, why, l))
+            f.flush()
+            os.fsync(f.fileno())
+
+    def quarantined(self):
+        """The quarantine entries (`SOURCE: REASON: LINE`), oldest first."""
+        return _lines(self.path(QUAR))
 
     def _unsigned(self, new_lines):
         from sporadic.core import batch
@@ -457,13 +503,21 @@ def secret_for(fleet):
     return lambda board_id: device_secret(fleet, board_id)
 
 
+def _secret_or_none(fleet, host):
+    try:
+        return device_secret(fleet, host)
+    except (OSError, ValueError):   # an id that names no file this fleet could hold
+        return None
+
+
 def verify_result(fleet, r):
     """True: the board's MAC checks; False: it does not (forged or from a
     board that lies); None: nothing to check (insecure fleet, or no MAC
     expected)."""
     if fleet.insecure:
         return None
-    secret = device_secret(fleet, r.host)
+    # a result carries its board's MAC; an assignment (jobtext.Assign), its leader's
+    secret = _secret_or_none(fleet, r.host if isinstance(r, jobline.Result) else r.by)
     if secret is None or r.mac == '-':
         return False
     from sporadic.core import hmac

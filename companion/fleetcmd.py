@@ -339,11 +339,29 @@ def pending_for(fleet, host, now):
     return n[0]
 
 
+def quarantine_by_host(fleet):
+    """{host: records in the fleet's quarantine written in its name}
+    (a result names its board; an assignment, its leader)."""
+    out = {}
+    for q in fleet.quarantined():
+        f = q.split(': ', 2)[-1].split()
+        if len(f) > 5 and f[1] in ('r', 'a'):
+            h = f[2] if f[1] == 'r' else f[5]
+            out[h] = out.get(h, 0) + 1
+    return out
+
+
+def quarantine_info(fleet, n=4):
+    q = fleet.quarantined()
+    return {'count': len(q), 'last': [x[:160] for x in q[-n:]]}
+
+
 def status_rows(fleet, now=None, dups=None):
     now = int(time.time()) if now is None else now
     dups = duplicates(fleet) if dups is None else dups
     rows = []
     results = fleet.results()
+    quar = quarantine_by_host(fleet)
     for d in fleet.devices():
         mine = [r for r in results if r.host == d['id']]
         unverified = [r for r in mine if verify_result(fleet, r) is False]
@@ -358,7 +376,7 @@ def status_rows(fleet, now=None, dups=None):
             'aborted': sum(1 for r in mine if r.outcome == 'miss' and r.output.startswith('abort')),
             'ok': sum(1 for r in mine if r.outcome == 'ok'),
             'duplicates': sorted(i for i, dd in dups.items() if d['id'] in dd['hosts']),
-            'unverified_records': len(unverified),
+            'unverified_records': len(unverified) + quar.get(d['id'], 0),
             'quarantined': st.get('quarantined'),
             'trust': (st.get('trust') or {}).get('mode'),
             'refusals': (st.get('trust') or {}).get('refusals') or [],
@@ -393,7 +411,8 @@ def cmd_status(args):
     rollouts = rollout_states(f)
     if args.json:
         print(json.dumps({'fleet': f.meta['name'], 'mode': f.meta.get('mode'), 'devices': rows,
-                          'duplicates': dups, 'rollouts': rollouts}, indent=1))
+                          'duplicates': dups, 'rollouts': rollouts,
+                          'quarantine': quarantine_info(f)}, indent=1))
         return 0
     from rich.table import Table
     c = console()
@@ -421,6 +440,12 @@ def cmd_status(args):
             c.print('[yellow]%s[/] store: %s' % (r['id'], note), markup=True)
     for jid, st in rollouts.items():   # staged rollouts, per wave (docs/jobline.md#staged-rollouts)
         c.print('rollout ' + rollout_text(st), markup=False)
+    q = quarantine_info(f)
+    if q['count']:
+        c.print('[yellow]the fleet quarantined %d record(s)[/] boards brought that do not verify '
+                '(%s: never merged, never sent on); last:' % (q['count'], f.path('quar.txt')))
+        for x in q['last']:
+            c.print('  ' + x, markup=False)
     if dups:
         c.print('[yellow]duplicates detected[/] (single-run instances that ran on more than one board):')
         for i, d in dups.items():

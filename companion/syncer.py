@@ -371,25 +371,17 @@ def _sync(fleet, port, link, now, base=0, seen=None):
     flagged = []
 
     def local_receive(lines):
-        # the merge parses (and reports bad lines); results from signed
-        # boards also have their MAC checked here
+        # the merge parses (and reports bad lines); Fleet.receive checks
+        # signatures and device MACs and quarantines what fails (FLEET/quar.txt)
         errors = []
         conflicts = []     # rule 4: the signed text of a job came back over an unsigned one
-        refused = fleet.receive(lines, port, errors=errors, conflicts=conflicts)
+        refused = fleet.receive(lines, port, errors=errors, conflicts=conflicts, source=dev_id)
         for l, why in refused:
             flagged.append('refused from %s: %s: %s' % (dev_id, why, l[:80]))
         flagged.extend(errors)
         flagged.extend(c for c in conflicts if 'no signature' in c)
-        received.extend(lines)
-        if not fleet.insecure:
-            for l in lines:
-                if l[8:11] == ' r ':
-                    try:
-                        r = jobline.parse(l)
-                    except jobline.ParseError:
-                        continue
-                    if verify_result(fleet, r) is False:
-                        flagged.append('unverified result from %s: %s' % (r.host, l[:80]))
+        bad = {l for l, _ in refused}
+        received.extend(l for l in lines if l not in bad)
         return refused
 
     # a link that streams answers (serial, syncsrv.w) takes a whole node in
@@ -452,7 +444,8 @@ def fleet_server(fleet, port, bind='0.0.0.0', log=None):
 
     def receive(lines):
         refused = fleet.receive(lines, 'tcp')
-        res = [l for l in lines if l[8:11] == ' r ']
+        bad = {l for l, _ in refused}
+        res = [l for l in lines if l[8:11] == ' r ' and l not in bad]
         if res:
             fleet.add_results(res)
         if log:

@@ -28,11 +28,14 @@ def fleet_at(tmp_path, name, insecure=False):
 def test_an_unsigned_job_from_a_board_is_refused_and_the_rest_taken(tmp_path):
     f = fleet_at(tmp_path, 'f')
     result = '00000000 r b1 0 1796083200 ok - mac'
-    refused = f.receive([FORGED, '.h intruder', result], 'board')
-    assert sorted(l for l, _ in refused) == sorted([FORGED, '.h intruder'])
-    assert all('not signed by this fleet' in why for _, why in refused)
+    refused = dict(f.receive([FORGED, '.h intruder', result], 'board'))
+    assert sorted(refused) == sorted([FORGED, '.h intruder', result])
+    assert 'not signed by this fleet' in refused[FORGED] and 'not signed by this fleet' in refused['.h intruder']
+    # a result no board of this fleet wrote (b1 has no secret here): quarantined too (#29)
+    assert refused[result] == 'unverified result from b1 (no board b1 in this fleet)'
     held = f.lines()
-    assert FORGED not in held and '.h intruder' not in held
+    assert FORGED not in held and '.h intruder' not in held and result not in held
+    assert len(f.quarantined()) == 3
     # a rotation signs the live lines: the forged job is not among them
     assert not any(l.startswith('7q2m0c4d') for l in f.lines())
 

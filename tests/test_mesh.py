@@ -356,6 +356,9 @@ def test_assignment_record_parses_merges_and_plans():
     assert plan.decide(j, 'p3', due + 5, (2, 'ok', 1), rnk=2, assigned=(3, 'p3'), led=True)[0] == plan.RUN
     assert plan.decide(j, 'p2', due + 5, (2, 'ok', 1), rnk=0, assigned=(3, 'p3'), led=True)[0] == plan.WAIT
     assert plan.decide(j, 'p2', due + 5, (2, 'ok', 1), rnk=0, led=True)[0] == plan.WAIT
+    # the assignee ran it: settled for the others too
+    assert plan.decide(j, 'p2', due + j.grace, (2, 'ok', 1), 3, rnk=0, assigned=(3, 'p3'), led=True)[:2] == \
+        (plan.WAIT, 4)
     # leader gone: the others take over one grace later than their rule
     assert plan.decide(j, 'p2', due + 5, (2, 'ok', 1), rnk=0, assigned=(3, 'p3'))[:3] == (plan.WAIT, 3, due + j.grace)
     assert plan.decide(j, 'p2', due + j.grace, (2, 'ok', 1), rnk=0, assigned=(3, 'p3'))[0] == plan.RUN

@@ -301,15 +301,16 @@ def test_record_from_unknown_board(fleet, boards):
     ghost = _result('ghost-9', '11' * 32)          # well-formed MAC, unknown board
     bare = _result('pump-1', None, k=1)            # no MAC at all
     ref = b.push(good + [ghost, bare])
-    assert list(ref) == [bare] and ref[bare].startswith('no MAC')
-    assert ghost in b.held()                       # a board cannot check another's MAC
-    # the companion syncs and flags it
+    assert set(ref) == {ghost, bare} and ref[bare].startswith('no MAC')
+    # not a host of the fleet's signed host list: quarantined, never stored (#29)
+    assert ref[ghost].startswith("unknown host ghost-9: not in the fleet's signed host list")
+    assert ghost not in b.held() and set(good) <= b.held()
     rep = syncer._sync(fleet, 'pipe', b, T0 + 120)
-    assert any('unverified result from ghost-9' in x for x in rep['flagged']), rep['flagged']
     assert any('no MAC' in r for r in rep['status']['trust']['refusals'])
+    assert any('unknown host ghost-9' in r for r in rep['status']['trust']['refusals'])
     assert verify_result(fleet, jobline.parse(ghost)) is False
     row = fleetcmd.status_rows(fleet, T0 + 120)[0]             # `companion status`
-    assert row['quarantined'] >= 1 and any('no MAC' in q for q in row['refusals'])
+    assert row['quarantined'] >= 2 and any('no MAC' in q for q in row['refusals'])
 
 
 @pytest.mark.slow
@@ -326,15 +327,19 @@ def test_board_forges_another_boards_done_record(fleet, boards):
     ref = b1.push([forged])
     assert list(ref) == [forged] and ref[forged].startswith('bad MAC: a result of pump-1'), ref
     assert forged not in b1.held()
-    # ... the others cannot check it: they keep it, and the companion flags it
-    assert b2.push([forged]) == {}
+    # ... the others cannot check it (a host of the fleet): they keep it, and
+    # the companion quarantines it: never merged, never sent on (#29)
     b2.push(sign(fleet, ['.h pump-1', '.h pump-2', JOB_A]))
+    assert b2.push([forged]) == {}
     rep = syncer._sync(fleet, 'pipe', b2, T0 + 7 * 3600)
-    assert any('unverified result from pump-1' in x for x in rep['flagged']), rep['flagged']
+    assert any('unverified result from pump-1 (its MAC does not verify)' in x for x in rep['flagged']), \
+        rep['flagged']
+    assert forged not in fleet.lines() and forged not in [r.line() for r in fleet.results()]
+    assert any(q.endswith(forged) and q.startswith('pump-2: ') for q in fleet.quarantined())
     syncer._sync(fleet, 'pipe', b1, T0 + 7 * 3600)
     rows = {r['id']: r for r in fleetcmd.status_rows(fleet, T0 + 7 * 3600)}
     assert rows['pump-1']['unverified_records'] == 1          # status shows it
-    assert rows['pump-1']['ok'] >= 1 + 1                      # the real one kept, the forged one marked
+    assert rows['pump-1']['ok'] >= 1                          # the real one kept
     assert rows['pump-2']['unverified_records'] == 0
 
 

@@ -130,8 +130,8 @@ def decide(job, host, now, mine=None, done_k=-1, rnk=None, rnd=None, assigned=No
     assigned: the newest assignment of this job known here, (k, host) from an
       `ID a HOST K ...` line, or None (any/one only; docs/wifi.md).
     led: True while a section leader holds the lease for this host: an
-      unassigned any/one instance then waits for the leader's assignment
-      instead of drawing or ranking.
+      unassigned any/one instance then waits one grace for the leader's
+      assignment before drawing or ranking.
     heard: a rollout's outcomes of other hosts known here, (k, ok, err) for
       the newest instance any of them settled (groups.scan's tally), or None.
       A later wave past the abort threshold for instance k: ABORT; with fewer
@@ -140,6 +140,10 @@ def decide(job, host, now, mine=None, done_k=-1, rnk=None, rnd=None, assigned=No
         return IDLE, -1, 0, 0
     single = job.kind in ('any', 'one')
     k = newest(job, now)
+    if done_k > k:
+        # a run of an instance not due yet: no honest host wrote it (a forged
+        # `r HOST 1000000`, docs/security.md): it settles nothing
+        done_k = -1
     lead = single and (led or assigned is not None)   # wake at due: an assignment may come
     if k < 0:
         k = 0 if job.cal is None else job.cal.first(now)
@@ -164,19 +168,18 @@ def decide(job, host, now, mine=None, done_k=-1, rnk=None, rnd=None, assigned=No
         pk = k - 1 if job.cal is None else job.cal.prev(k)
         if mk < pk and not (single and done_k >= pk):
             return MISS, pk, now, 0
-        if single and (led or assigned is not None):
-            if assigned is not None and assigned[0] == k:
-                if assigned[1] == host:
-                    return RUN, k, now, 1
-                if not led:
-                    # the leader is gone: the ordinary rule, one grace later
-                    t = start_at(job, k, rnk) + job.grace
-                    if now < t:
-                        return (WAIT, k, t, 1) if t < end else (WAIT, k, end, 0)
-            elif led:
-                return WAIT, k, end, 0
-            if led:
-                return WAIT, k, end, 0
+        if single and (led or (assigned is not None and assigned[0] == k)):
+            if assigned is not None and assigned[0] == k and assigned[1] == host:
+                return RUN, k, now, 1
+            # assigned to another host, or a lease without an assignment yet:
+            # the ordinary rule, one grace later (`any`: at most half its
+            # window, `grace=` being a `one` option). A leader only chooses who
+            # goes first; one that assigns nothing, or a host that does not
+            # run, delays an instance by one grace at most, never stops it
+            # (docs/security.md#what-a-stolen-board-can-do)
+            t = start_at(job, k, rnk) + (job.grace if job.kind == 'one' else min(job.grace, job.within // 2))
+            if now < t:
+                return (WAIT, k, t, 1) if t < end else (WAIT, k, end, 0)
         if job.kind == 'any':
             return _any(job, host, now, k, end, rnd)
         t = start_at(job, k, rnk)

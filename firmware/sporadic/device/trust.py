@@ -109,6 +109,7 @@ class Trust:
         recs = []
         ref = 0
         wait = []     # fleet lines no batch of this delivery covers (yet)
+        dev = []      # device records (results, assignments): their hosts checked last
         for raw in lines:
             try:
                 c = jobline.canonical(raw)
@@ -133,9 +134,13 @@ class Trust:
                 self._refuse(st, c, 'bad MAC: a result of %s that %s did not write' % (self.me, self.me),
                              src, refused)
                 ref += 1
+            elif c[jobline.ID_LEN:jobline.ID_LEN + 3] in (' r ', ' a '):
+                dev.append(c)
             else:
                 out.append(c)
         if not (recs or wait):
+            if dev:
+                ref += self._hosts_known(st, dev, out, src, refused)
             return out, ref      # results, assignments: no batch to look at
         v = self._v
         held = _Stored() if stored else None
@@ -170,6 +175,8 @@ class Trust:
                     self._refuse(st, rest[i], 'not signed: no verified batch covers this line',
                                  src, refused)
                     ref += 1
+        if dev:
+            ref += self._hosts_known(st, dev, out, src, refused)
         for c in out:
             if c[:3] == '.t ':
                 try:
@@ -179,6 +186,37 @@ class Trust:
                 if self._t is None or t > self._t:
                     self._t = t
         return out, ref
+
+    def _hosts_known(self, st, dev, out, src, refused):
+        # A device record counts only for a host of the fleet: one whose
+        # signed `.h` record the store holds or this delivery brought
+        # (verified above). A result or assignment naming any other id (a
+        # ghost, a made-up `Z`) is quarantined: nothing could check its MAC,
+        # and kept it would settle a single-run job for everyone it reaches
+        # (issue #29 case 1). Moves the known ones to out; returns the
+        # number refused.
+        hosts = []
+        for c in out:
+            if c[:3] == '.h ':
+                hosts.append(jobline.host_of(c))
+        for line in st.stream():
+            if line[0] != '.' or line[:3] > '.h ':
+                break
+            if line[:3] == '.h ':
+                hosts.append(jobline.host_of(line))
+        if self.me:
+            hosts.append(self.me)
+        n = 0
+        for c in dev:
+            f = c.split(' ', 6)
+            bad = f[2] if f[2] not in hosts else f[5] if f[1] == 'a' and f[5] not in hosts else None
+            if bad is None:
+                out.append(c)
+            else:
+                self._refuse(st, c, 'unknown host %s: not in the fleet\'s signed host list' % bad,
+                             src, refused)
+                n += 1
+        return n
 
     def _mine_ok(self, c):
         # False for a result naming this board whose MAC is not this board's

@@ -23,6 +23,7 @@ except ImportError:
 SYNC_MS = const(5000)      # board-to-board sync period
 _POLL_MS = const(200)       # longest wait in one poll: connection timeouts are checked between
 _HB_BATCH = const(16)       # heartbeats read per wake-up
+_HOSTS_MS = const(5000)     # the host list is read again at most this often for an id not on it
 
 
 def wifi_join(cfg, board=None):
@@ -114,6 +115,8 @@ class Node:
                       'assigned': 0}
         self.last_err = ''
         self.hb_reasons = []
+        self._hosts = None                    # the signed host list (.h records), as last read
+        self._hosts_t = 0
 
     def keyfor(self, peer_id):
         # the companion proves itself with this board's own secret; boards
@@ -140,6 +143,30 @@ class Node:
             except OSError:
                 self._drop = []
         return peer_id not in self._drop
+
+    def fleet_host(self, host):
+        """In a signed fleet, a heartbeat counts only from a host of the
+        store's signed host list (`.h` records): an id nobody deployed
+        cannot join the election, let alone lead (docs/security.md). The
+        list is read again when an id not on it is heard, at most every
+        _HOSTS_MS (a board deployed since arrives with its `.h` record)."""
+        if self.key is None:
+            return True
+        hs = self._hosts
+        if hs is not None and host in hs:
+            return True
+        now = self.ticks()
+        if hs is None or ticks_diff(now, self._hosts_t) >= _HOSTS_MS:
+            self._hosts_t = now
+            from sporadic.core import jobline
+            hs = []
+            for line in self.source():
+                if line[0] != '.' or line[:3] > '.h ':
+                    break
+                if line[:3] == '.h ':
+                    hs.append(jobline.host_of(line))
+            self._hosts = hs
+        return host in hs
 
     def _extra(self, req):
         if req == 'net?':
@@ -201,6 +228,12 @@ class Node:
                     self.hb_reasons.pop(0)
                 continue
             if host == self.me or not self.allowed(host):
+                continue
+            if not self.fleet_host(host):
+                self.stats['hb_bad'] += 1
+                self.hb_reasons.append('heartbeat from %s: not in the fleet\'s signed host list' % host)
+                if len(self.hb_reasons) > server.REASONS_KEPT:
+                    self.hb_reasons.pop(0)
                 continue
             last = self.seqs.get(host)
             if last is not None and seq <= last and seq > last - 1000000:

@@ -1,0 +1,227 @@
+"""Issue #29, cases 1 and 7: what a forged record or a hostile leader can do
+to a single-run job (docs/security.md#what-a-stolen-board-can-do).
+
+Case 1 runs on boards provisioned as `companion deploy` provisions them
+(tests/test_trust_boards.py: the MicroPython unix port, its sync server
+answering the exact requests a serial or TCP link carries, its runtime
+stepped at chosen times); the companion side is the real syncer. Case 7
+runs on virtual boards deployed and synced with the `companion` commands on
+loopback (tests/test_mesh.py), against a hostile peer that holds the
+fleet's key. Each test fails on the code before #29.
+"""
+import os
+import socket
+import time
+
+import pytest
+
+from companion import fleetcmd, syncer
+from companion.fleet import Fleet, read_fleet_key
+from sporadic.core import hmac as shmac
+from sporadic.core import jobline, jobtext, leader, plan
+from tests import devutil
+from tests.test_trust_boards import Board, sign, fleet, boards  # noqa: F401 (fixtures)
+
+T0 = devutil.T0
+ONE = 'e0000001 one 2026-12-01T06:00Z log single ; every=1h within=30m grace=10m'
+
+
+def _forged(host, k, at=T0 + 6 * 3600):
+    # a result in another's name: a well-formed MAC nobody can check but the
+    # companion (16 random hex digits)
+    return jobline.Result(ONE[:8], host, k, at, 'ok', 1, os.urandom(8).hex(), 'forged').line()
+
+
+def _runs(b, host='pump-1'):
+    """The instances of ONE that host ran (ok) on board b."""
+    return sorted({int(l.split()[3]) for l in b.held()
+                   if l.startswith(ONE[:8] + ' r %s ' % host) and ' ok ' in l})
+
+
+# ---- case 1: a forged result does not stop a single-run job ---------------------
+
+def test_forged_results_neither_stop_a_one_job_nor_travel(fleet, boards):
+    b1 = boards('pump-1')
+    b2 = boards('pump-2')
+    fleet.receive(sign(fleet, ['.h pump-1', '.h pump-2', ONE]), 'test')
+    for b in (b1, b2):
+        assert b.push(sign(fleet, ['.h pump-1', '.h pump-2', ONE])) == {}
+    job = jobline.parse(ONE)
+    # what a hostile peer (it holds the fleet key) delivers: a run of
+    # instance 1 by a host `Z`, one of instance 1,000,000 by `ghost`, and one
+    # in the name of a real board, pump-2, of an instance not due yet
+    z = _forged('Z', 1)
+    ghost = _forged('ghost', 1000000)
+    future = _forged('pump-2', 1000000)
+    ref = b1.push([z, ghost, future])
+    # Z and ghost are no hosts of the fleet's signed host list: quarantined
+    assert set(ref) == {z, ghost}, ref
+    assert ref[z].startswith("unknown host Z: not in the fleet's signed host list")
+    assert ref[ghost].startswith('unknown host ghost')
+    assert z not in b1.held() and ghost not in b1.held()
+    assert future in b1.held()         # a board cannot check pump-2's MAC ...
+    st = b1.status()
+    assert st['quarantined'] >= 2 and any('unknown host ghost' in r for r in st['trust']['refusals'])
+    # ... but a run of an instance not due yet settles nothing: instances 0,
+    # 1 and 2 run (each one at its due time plus two graces: whatever pump-1's rank)
+    for k in (0, 1, 2):
+        b1.run(plan.due(job, k) + 2 * job.grace + 30)
+        assert _runs(b1) == list(range(k + 1)), (k, _runs(b1))
+    # the companion checks every MAC: pump-2's forged record is quarantined
+    # (FLEET/quar.txt), not merged into jobs.txt, shown in `status`
+    rep = syncer._sync(fleet, 'pipe', b1, T0 + 9 * 3600)
+    assert any('unverified result from pump-2 (its MAC does not verify)' in x for x in rep['flagged']), \
+        rep['flagged']
+    assert future not in fleet.lines() and future not in [r.line() for r in fleet.results()]
+    assert [q for q in fleet.quarantined() if q.endswith(future)] == ['pump-1: unverified result from pump-2 '
+                                                                      '(its MAC does not verify): ' + future]
+    rows = {r['id']: r for r in fleetcmd.status_rows(fleet, T0 + 9 * 3600)}
+    assert rows['pump-2']['unverified_records'] == 1
+    assert fleetcmd.quarantine_info(fleet)['count'] == 1
+    # pump-1's real runs reached the fleet; nothing forged is carried on to pump-2
+    assert {0, 1, 2} <= {r.k for r in fleet.results() if r.host == 'pump-1' and r.outcome == 'ok'}
+    syncer._sync(fleet, 'pipe', b2, T0 + 9 * 3600)
+    held2 = b2.held()
+    assert not {z, ghost, future} & held2
+    assert any(l.startswith(ONE[:8] + ' r pump-1 2 ') for l in held2)
+
+
+def test_a_ghost_in_the_fleet_folder_is_quarantined_and_status_says_so(fleet, boards, capsys):
+    """The companion end alone: a board that brings a result of a board the
+    fleet never deployed gets it quarantined; `companion status` prints it."""
+    b1 = boards('pump-1')
+    assert b1.push(sign(fleet, ['.h pump-1', ONE])) == {}
+    ghost = _forged('ghost', 1000000)
+    # the board was tampered with beyond its store (it checks nothing): the
+    # line reaches the companion all the same
+    with open(os.path.join(b1.dir, 'jobs.txt'), 'a') as f:
+        f.write(ghost + '\n')
+    refused = dict(fleet.receive([ghost], 'pump-1'))
+    assert refused == {ghost: 'unverified result from ghost (no board ghost in this fleet)'}
+    assert ghost not in fleet.lines()
+    fleetcmd.cmd_status(type('A', (), {'json': True, 'fleet': fleet.dir})())
+    import json
+    out = json.loads(capsys.readouterr().out)
+    assert out['quarantine']['count'] == 1 and out['quarantine']['last'][0].endswith(ghost)
+
+
+# ---- case 7: a hostile leader cannot make an instance run nowhere -----------------
+
+def test_a_leader_delays_an_instance_by_one_grace_at_most():
+    """The rule (plan.decide, one implementation for boards and simulator):
+    under a lease, an instance with no assignment, or assigned to a host that
+    does not run it, goes to the ordinary rule one grace later."""
+    j = jobline.parse('one 2026-12-01T00:00Z backup ; every=1d grace=10m')
+    a = jobline.parse('any:0.5 2026-12-01T00:00Z up ; every=1d tick=1m')
+    rnd = plan.hash_rnd('x')
+    for job, rnk in ((j, 0), (j, 1), (a, None)):
+        due = plan.due(job, 6)
+        late = plan.start_at(job, 6, rnk) + job.grace
+        for asg in (None, (6, 'ghost'), (6, 'p9')):
+            # the lease holds, the leader assigned nothing or another host
+            act, k, at, _ = plan.decide(job, 'p2', due + 5, (5, 'ok', 1), rnk=rnk, rnd=rnd,
+                                        assigned=asg, led=True)
+            assert (act, k, at) == (plan.WAIT, 6, late), (job.kind, asg, act, k, at)
+            # one grace later, the ordinary rule: rank 0 (or an `any` draw) runs
+            ks = [plan.decide(job, 'p2', late + i * 60, (5, 'ok', 1), rnk=rnk, rnd=rnd,
+                              assigned=asg, led=True)[0] for i in range(30)]
+            assert ks[0] == plan.RUN if job.kind == 'one' else plan.RUN in ks, (job.kind, rnk, ks)
+            # the assignee's run settles it for the others
+            assert plan.decide(job, 'p2', late, (5, 'ok', 1), 6, rnk=rnk, rnd=rnd, assigned=asg,
+                               led=True)[:2] == (plan.WAIT, 7)
+    # a run of an instance not due yet (a forged `r HOST 1000000`) settles nothing
+    due = plan.due(j, 6)
+    assert plan.decide(j, 'p2', due + 5, (5, 'ok', 1), 1000000, rnk=0)[:2] == (plan.RUN, 6)
+    assert plan.decide(j, 'p2', due + 5, (5, 'ok', 1), 6, rnk=0)[:2] == (plan.WAIT, 7)
+
+
+HEAP = '192K'
+
+
+@pytest.mark.slow
+def test_hostile_leader_with_the_fleet_key_cannot_stop_a_one_or_an_any_job(tmp_path, fleet_cli,
+                                                                           reserve_ports):
+    """Three virtual boards deployed on loopback (`companion deploy --sync-port
+    --peer`), synced with `companion sync`. A hostile peer that stole the
+    fleet key heartbeats as leader with term 99, first under an id that is
+    no host of the fleet, then in the name of a real board that is switched
+    off (boards cannot tell it from that board), and never assigns: the one
+    and the any job still run, at most one grace late."""
+    from tests.test_mesh import Board as MeshBoard
+    cli = fleet_cli
+    cli('init')
+    ids = ['h2', 'h3', 'h4']
+    ports = reserve_ports(len(ids) + 1)
+    port = dict(zip(ids, ports))
+    fl = {}
+    for b in ids:
+        fl[b] = MeshBoard(cli, str(tmp_path), b, port[b])
+    # `h1`, a real board of the fleet (its `.h` record signed), then off
+    h1 = MeshBoard(cli, str(tmp_path), 'h1', ports[-1])
+    h1.start([])
+    h1.stop()
+    try:
+        for b in ids:
+            fl[b].start([port[o] for o in ids if o != b])
+        for b in ids:
+            fl[b].sync()
+        key = bytes.fromhex(read_fleet_key(Fleet(cli.dir)))   # what a stolen board's cfg.json holds
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        seq = [int(time.time())]
+
+        def beat(host):
+            seq[0] += 1
+            msg = leader.encode(host, 99, True, ports[-1], seq[0], key).encode()
+            for b in ids:
+                sock.sendto(msg, ('127.0.0.1', port[b]))
+
+        def led_by():
+            return {b: fl[b].net()['leader'] for b in ids}
+
+        # 1. a stranger's claim (an id no `.h` record names): ignored
+        for _ in range(6):
+            beat('a0')
+            time.sleep(0.5)
+        assert 'a0' not in led_by().values()
+        for b in ids:
+            n = fl[b].net()
+            assert 'a0' not in n['alive'] and n['hb_rejected'], n
+            assert "heartbeat from a0: not in the fleet's signed host list" in n['hb_rejected'], n['hb_rejected']
+        # 2. in the name of h1, a real board: every board follows "h1" (the
+        # lowest id claiming) and waits for assignments that never come
+        stop = [False]
+        import threading
+
+        def keep_beating():
+            while not stop[0]:
+                beat('h1')
+                time.sleep(0.3)
+        t = threading.Thread(target=keep_beating, daemon=True)
+        t.start()
+        try:
+            devutil.wait_for(lambda: set(led_by().values()) == {'h1'} or None, 20, 'h1 (hostile) leads')
+            one = cli('add', 'one +20s log single ; grace=15s').strip()
+            anyj = cli('add', 'any:0.9 +20s log anyone ; tick=5s within=1m').strip()
+            for b in ids:
+                fl[b].sync()
+
+            def ran(j):
+                for b in ids:
+                    for line in fl[b].lines():
+                        f = line.split()
+                        if line.startswith(j + ' r ') and f[3] == '0' and f[5].startswith(('ok', 'run')):
+                            return f[2]
+                return None
+            # due in 20 s; the ordinary rule one grace (15 s) later: rank 0 at
+            # 35 s, rank 1 at 50 s; for the `any` job half its window (30 s)
+            # later, then a draw (p = 0.9) every 5 s on each board
+            who = devutil.wait_for(lambda: ran(one), 120, 'the one job ran despite the hostile leader')
+            assert who in ids
+            devutil.wait_for(lambda: ran(anyj), 120, 'the any job ran despite the hostile leader')
+            assert set(led_by().values()) == {'h1'}     # the lease held all along
+        finally:
+            stop[0] = True
+            t.join(5)
+    finally:
+        for b in fl.values():
+            b.stop()
