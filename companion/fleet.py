@@ -253,9 +253,15 @@ class Fleet:
         return out
 
     def quarantine(self, refused, source):
-        """Append [(line, reason)] to FLEET/quar.txt (`SOURCE: REASON: LINE`)."""
+        """Append [(line, reason)] to FLEET/quar.txt (`SOURCE: REASON: LINE`),
+        each line once: a board that holds a refused record offers it again
+        at every sync (the board keeps it; only its sender could drop it)."""
+        have = self.quarantined()
+        new = [(l, why) for l, why in refused if not any(q.endswith(': ' + l) for q in have)]
+        if not new:
+            return
         with open(self.path(QUAR), 'a', encoding='utf-8') as f:
-            for l, why in refused:
+            for l, why in new:
                 f.write('%s: %s: %s\n' % (source, why, l))
             f.flush()
             os.fsync(f.fileno())

@@ -344,7 +344,10 @@ def quarantine_by_host(fleet):
     (a result names its board; an assignment, its leader)."""
     out = {}
     for q in fleet.quarantined():
-        f = q.split(': ', 2)[-1].split()
+        f = q.split(': ', 2)
+        if len(f) < 3 or not f[1].startswith('unverified '):
+            continue
+        f = f[2].split()
         if len(f) > 5 and f[1] in ('r', 'a'):
             h = f[2] if f[1] == 'r' else f[5]
             out[h] = out.get(h, 0) + 1

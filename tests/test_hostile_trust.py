@@ -78,6 +78,10 @@ def test_forged_results_neither_stop_a_one_job_nor_travel(fleet, boards):
     rows = {r['id']: r for r in fleetcmd.status_rows(fleet, T0 + 9 * 3600)}
     assert rows['pump-2']['unverified_records'] == 1
     assert fleetcmd.quarantine_info(fleet)['count'] == 1
+    # pump-1 still holds it (it cannot check it) and offers it at every sync:
+    # refused again, quarantined once
+    rep = syncer._sync(fleet, 'pipe', b1, T0 + 9 * 3600 + 60)
+    assert any(future[:40] in x for x in rep['flagged']) and fleetcmd.quarantine_info(fleet)['count'] == 1
     # pump-1's real runs reached the fleet; nothing forged is carried on to pump-2
     assert {0, 1, 2} <= {r.k for r in fleet.results() if r.host == 'pump-1' and r.outcome == 'ok'}
     syncer._sync(fleet, 'pipe', b2, T0 + 9 * 3600)

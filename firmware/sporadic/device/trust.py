@@ -86,6 +86,7 @@ class Trust:
         self.clock_note = ''      # the last refused time record
         self._v = None
         self._t = None
+        self._hosts = None        # the signed host list (_hosts_known), read once
 
     # ---- one delivery ----
 
@@ -195,17 +196,22 @@ class Trust:
         # and kept it would settle a single-run job for everyone it reaches
         # (issue #29 case 1). Moves the known ones to out; returns the
         # number refused.
-        hosts = []
+        hosts = self._hosts
+        if hosts is None:
+            # read once a boot: `.h` records are never dropped, and the
+            # deliveries' own are added below (a P of a large sync is one of many)
+            hosts = [self.me] if self.me else []
+            for line in st.stream():
+                if line[0] != '.' or line[:3] > '.h ':
+                    break
+                if line[:3] == '.h ':
+                    hosts.append(jobline.host_of(line))
+            self._hosts = hosts
         for c in out:
             if c[:3] == '.h ':
-                hosts.append(jobline.host_of(c))
-        for line in st.stream():
-            if line[0] != '.' or line[:3] > '.h ':
-                break
-            if line[:3] == '.h ':
-                hosts.append(jobline.host_of(line))
-        if self.me:
-            hosts.append(self.me)
+                h = jobline.host_of(c)
+                if h not in hosts:
+                    hosts.append(h)
         n = 0
         for c in dev:
             f = c.split(' ', 6)
