@@ -229,3 +229,62 @@ def test_hostile_leader_with_the_fleet_key_cannot_stop_a_one_or_an_any_job(tmp_p
     finally:
         for b in fl.values():
             b.stop()
+
+
+@pytest.mark.slow
+def test_forged_results_from_a_hostile_peer_do_not_stop_a_deployed_board(tmp_path, fleet_cli, reserve_ports):
+    """Case 1 as it was found: a board deployed with `companion deploy
+    --sync-port` and synced with `companion sync HOST:PORT`; a hostile peer
+    holding the fleet key connects to its sync server as a board would and
+    pushes `r Z 1`, `r ghost 1000000` and a run of instance 1,000,000 in the
+    name of h2, a real board of the fleet (switched off). The board runs
+    instances 0, 1 and 2 of a `one` job all the same; the companion
+    quarantines the record in h2's name and `companion status` shows it."""
+    from sporadic.core import recon
+    from sporadic.net import peer
+    from tests.test_mesh import Board as MeshBoard
+    cli = fleet_cli
+    cli('init')
+    p1, p2 = reserve_ports(2)
+    h2 = MeshBoard(cli, str(tmp_path), 'h2', p2)      # a real board of the fleet, then off
+    h2.start([])
+    h2.stop()
+    h1 = MeshBoard(cli, str(tmp_path), 'h1', p1)
+    try:
+        h1.start([])
+        job = cli('add', 'one +10s log single ; every=15s within=15s grace=5s').strip()
+        h1.sync()
+        key = bytes.fromhex(read_fleet_key(Fleet(cli.dir)))   # what a stolen board's cfg.json holds
+
+        def forged(host, k):
+            return jobline.Result(job, host, k, int(time.time()), 'ok', 1, os.urandom(8).hex(), 'x').line()
+        z, ghost, future = forged('Z', 1), forged('ghost', 1000000), forged('h2', 1000000)
+        link = peer.PeerLink('h9', '127.0.0.1', p1, lambda _: key, 5000)
+        try:
+            answer = link.call('P ' + '\t'.join(recon.esc(l) for l in (z, ghost, future)))
+        finally:
+            link.close()
+        refused = [recon.unesc(w.partition(' ')[2]) for w in answer.split('\t')[1:]]
+        assert sorted(r.split(':')[0] for r in refused) == ['unknown host Z', 'unknown host ghost'], answer
+
+        def newest():
+            # the store keeps h1's newest result of the job (its watermark)
+            ks = [int(l.split()[3]) for l in h1.lines() if l.startswith(job + ' r h1 ')]
+            return ks and ks[0] >= 2
+        devutil.wait_for(newest, 120, 'h1 past instance 2')
+        held = h1.lines()
+        assert z not in held and ghost not in held and future in held
+        out = h1.sync()
+        assert 'refused from h1: unverified result from h2 (its MAC does not verify)' in out, out
+        fleet = Fleet(cli.dir)
+        assert future not in fleet.lines()
+        # every run reached the companion from h1's outbox: instances 0, 1, 2 ran
+        ok = {r.k for r in fleet.results() if r.id == job and r.host == 'h1' and r.outcome == 'ok'}
+        assert {0, 1, 2} <= ok, sorted(ok)
+        st = cli.json('status')
+        assert st['quarantine']['count'] == 1 and st['quarantine']['last'][0].endswith(future)
+        rows = {r['id']: r for r in st['devices']}
+        assert rows['h2']['unverified_records'] == 1
+        assert any('unknown host ghost' in r for r in rows['h1']['refusals']), rows['h1']
+    finally:
+        h1.stop()
