@@ -19,6 +19,7 @@ import pytest
 
 from companion import fleetcmd, syncer
 from companion.fleet import Fleet, read_fleet_key
+from sporadic.core import hmac as shmac
 from sporadic.core import jobline, leader, plan
 from tests import devutil
 from tests.test_trust_boards import sign, fleet, boards  # noqa: F401 (fixtures)
@@ -89,6 +90,27 @@ def test_forged_results_neither_stop_a_one_job_nor_travel(fleet, boards):
     held2 = b2.held()
     assert not {z, ghost, future} & held2
     assert any(l.startswith(ONE[:8] + ' r pump-1 2 ') for l in held2)
+
+
+def test_a_forged_far_future_run_hides_no_real_run(fleet, boards):
+    """A far-future run in pump-2's name stays pump-2's newest record of the
+    job on pump-1 (the merge keeps the greatest K); pump-3's real run of
+    instance 0 still settles it there: pump-1 neither runs it nor records a
+    miss (groups.scan's cap: a later instance than the one due is no run)."""
+    b1 = boards('pump-1')
+    hosts = ['.h pump-1', '.h pump-2', '.h pump-3']
+    assert b1.push(sign(fleet, hosts + [ONE])) == {}
+    job = jobline.parse(ONE)
+    from companion.fleet import device_secret
+    real = jobline.Result(ONE[:8], 'pump-3', 0, plan.due(job, 0) + 1, 'ok', 1, '-', 'ran').line()
+    real = real.replace(' - ', ' %s ' % shmac.mac_result(device_secret(fleet, 'pump-3', create=True), real), 1)
+    future = _forged('pump-2', 1000000)
+    assert b1.push([future, real]) == {}
+    b1.run(plan.due(job, 0) + 2 * job.grace + 30)
+    mine = [l for l in b1.held() if l.startswith(ONE[:8] + ' r pump-1 ')]
+    assert mine == [], mine          # settled by pump-3: no run, no miss
+    b1.run(plan.due(job, 1) + 2 * job.grace + 30)
+    assert _runs(b1) == [1]          # the next instance, which nobody ran, runs
 
 
 def test_a_ghost_in_the_fleet_folder_is_quarantined_and_status_says_so(fleet, boards, capsys):

@@ -2,7 +2,7 @@
 # about the job. The one scanner the runtime, the leader, `companion status`
 # and the simulator's cross-check use (docs/jobline.md#the-store-order).
 #
-#   scan(lines, me, hosts_max, visit, tally=None)   lines sorted: '.' records, then job groups
+#   scan(lines, me, hosts_max, visit, tally=None, cap=None)   lines sorted: '.' records, then job groups
 #
 # calls, at the end of each job group,
 #
@@ -22,6 +22,13 @@
 # rollout's later wave hears (plan.decide's `heard`): [k, ok, err] counting
 # the other hosts whose newest result is an `ok` or an `err` on k, the
 # greatest such instance ([-1, 0, 0]: none).
+#
+# cap: None, or cap(text) -> the newest instance of a single-run (`one`,
+# `any`) job due now: another host's run of a later instance is no run at
+# all (none can have run it yet: a forged record, docs/security.md
+# #what-a-stolen-board-can-do) and does not hide the others' runs from
+# done_k. Called at most once a group, only when such a result comes (the
+# job's line sorts before its results).
 #
 # A callback, not a generator: a board's loop keeps the state in one frame
 # and allocates nothing per group.
@@ -50,8 +57,9 @@ def _tally(tally, tb):
         tally[1 if tb[2] == 3 else 2] += 1
 
 
-def scan(lines, me, hosts_max, visit, tally=None):
+def scan(lines, me, hosts_max, visit, tally=None, cap=None):
     idl = jobline.ID_LEN
+    lim = None  # cap(text) of the group, once asked
     th = None   # tally: the other host being read (its results are adjacent)
     tb = None   # and its newest result (k, attempt, outcome rank)
     if tally is not None:
@@ -95,6 +103,7 @@ def scan(lines, me, hosts_max, visit, tally=None):
             done_k = -1
             asg = None
             akey = None
+            lim = None
         kind = line[idl + 1:idl + 3]
         if kind == 'r ':
             if cancelled:
@@ -111,7 +120,13 @@ def scan(lines, me, hosts_max, visit, tally=None):
                 if not f[5].startswith('miss'):
                     k = int(f[3])
                     if k > done_k:
-                        done_k = k
+                        if cap is not None and text is not None and text[idl + 1:idl + 4] in ('one', 'any'):
+                            if lim is None:
+                                lim = cap(text)
+                            if k <= lim:
+                                done_k = k
+                        else:
+                            done_k = k
                 if tally is not None:
                     key = _key(f)
                     if f[2] != th:

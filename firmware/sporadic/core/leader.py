@@ -197,7 +197,13 @@ def assignments(lines, me, alive, now, ahead=86400):
     def visit(jid, jtext, cancelled, mine, done_k, asg, known):
         if jtext is not None and not cancelled:
             _assign(jid, jtext, done_k, asg, known, me, alive, now, ahead, out)
-    groups.scan(lines, None, None, visit)
+
+    def cap(jtext):
+        try:
+            return plan.newest(jobline.parse(jtext), now)
+        except Exception:
+            return 1 << 62
+    groups.scan(lines, None, None, visit, cap=cap)
     return out
 
 

@@ -102,6 +102,7 @@ class Runtime:
         self.error = ''
         self._asg = None          # (k, host) of the job being decided (leader.py)
         self._tally = [-1, 0, 0]  # a rollout's outcomes heard, for the job being decided (groups.scan)
+        self._pj = None           # (text, job) _cap parsed for _visit
         self.mac = None           # hmac.mac_hex under the board's secret (docs/security.md)
         if self.cfg.get('secret'):
             from sporadic.core import hmac
@@ -226,7 +227,7 @@ class Runtime:
             self._agenda = []     # the AGENDA earliest [due, jid, offset] (_note)
             self._limit = None    # no job outside _agenda is due before it (None: never)
             due = self.store.stream()
-        groups.scan(due, self.id, HOSTS_MAX, self._visit, self._tally)
+        groups.scan(due, self.id, HOSTS_MAX, self._visit, self._tally, cap=self._cap)
         due = self._agenda
         self.next_wake = due[0][0] if due else self._limit   # the earliest WAIT
         due = None
@@ -316,6 +317,16 @@ class Runtime:
         if len(a) > AGENDA:
             self._limit = a.pop()[0]
 
+    def _cap(self, jtext):
+        # groups.scan's cap: the newest instance of this single-run job due
+        # now; the job parsed here is the one _visit decides (parsed once)
+        try:
+            job = jobline.parse(jtext)
+        except Exception:   # _visit parses it again and says why
+            return 1 << 62
+        self._pj = (jtext, job)
+        return plan.newest(job, self.last_now)
+
     def _visit(self, jid, jtext, cancelled, mine, done_k, asg, hosts):
         # one job at the end of its group (groups.scan): counted, decided, its wake taken
         if jtext is None or cancelled:
@@ -329,8 +340,10 @@ class Runtime:
             self.pending += 1
             self._note(now, jid)   # decided at the next pass (due now in the agenda, or past LIMIT)
             return
+        pj = self._pj
+        self._pj = None
         try:
-            job = jobline.parse(jtext)
+            job = pj[1] if pj is not None and pj[0] is jtext else jobline.parse(jtext)
         except MemoryError:
             # not the line's fault: never quarantine a good job for it; the
             # next pass tries again
