@@ -260,15 +260,20 @@ class Fleet:
         new = [(l, why) for l, why in refused if not any(q.endswith(': ' + l) for q in have)]
         if not new:
             return
-        with open(self.path(QUAR), 'a', encoding='utf-8') as f:
+        with open(self.path(QUAR), 'a', encoding='utf-8', errors='surrogateescape') as f:
             for l, why in new:
                 f.write('%s: %s: %s\n' % (source, why, l))
             f.flush()
             os.fsync(f.fileno())
 
     def quarantined(self):
-        """The quarantine entries (`SOURCE: REASON: LINE`), oldest first."""
-        return _lines(self.path(QUAR))
+        """The quarantine entries (`SOURCE: REASON: LINE`), oldest first:
+        text about records, not records (read as it is, never parsed)."""
+        try:
+            with open(self.path(QUAR), encoding='utf-8', errors='surrogateescape') as f:
+                return f.read().splitlines()
+        except FileNotFoundError:
+            return []
 
     def _unsigned(self, new_lines):
         from sporadic.core import batch
