@@ -79,6 +79,16 @@ def compact(lines, conflicts=None, signed=None):
             asg = None
             seen_job = False
         if g == '.':
+            if line[:4] == '.b @':
+                # a slot's batch records (`.b @SLOT SEQ ...`, docs/security.md#seals)
+                # sort by SEQ: the last one replaces the others (held like a job line)
+                if job is not None and job[:9] != line[:9]:
+                    yield job
+                job = line
+                continue
+            if job is not None:
+                yield job
+                job = None
             yield line
             continue
         kind = line[ID_LEN + 1:ID_LEN + 3]
