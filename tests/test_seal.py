@@ -13,7 +13,8 @@ import sys
 import pytest
 
 from companion import keys, syncer
-from companion.fleet import Fleet, add_job, add_jobs
+from companion import fleet as fleetmod
+from companion.fleet import Fleet, add_job
 from sporadic.core import batch, merge
 from sporadic.desktop import merging
 from tests.mpy import ROOT
@@ -115,7 +116,7 @@ def test_rotation_reseals_into_the_same_slots(tmp_path):
     slot; the old key's versions of the slots go from the fleet file."""
     from companion import cli
     f = fleet_at(tmp_path)
-    add_jobs(f, [job_text(i) for i in range(130)], now=T0)
+    fleetmod.add_jobs(f, [job_text(i) for i in range(130)], now=T0)
     before = [l for l in f.lines() if l.startswith('.b ')]
     assert cli.main(['--fleet', f.dir, 'keys', 'rotate']) == 0
     after = [l for l in f.lines() if l.startswith('.b ')]
