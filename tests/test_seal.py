@@ -151,15 +151,18 @@ def cli(fleet_dir, *argv, stdin=None):
 def test_add_file_and_stdin_cancel_file(tmp_path):
     f = fleet_at(tmp_path)
     cron = tmp_path / 'jobs.cron'
-    cron.write_text('# pumps\n' + ''.join(job_text(i) + '\n' + ('\n' if i == 3 else '') for i in range(40)))
+    cron.write_text('# pumps\n' + ''.join(job_text(i) + '\n' + ('\n' if i == 3 else '') for i in range(39))
+                    + 'each +10m log soon ; every=1d\n')     # resolved when added, as `add LINE` does
     p = cli(f.dir, 'check', str(cron))
     assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stderr.startswith('40 good record(s), 0 bad line(s)'), p.stderr
     p = cli(f.dir, 'add', '-f', str(cron))
     assert p.returncode == 0, p.stderr
     ids = p.stdout.split()
     assert len(ids) == 40 == len(set(ids))
     recs = [l for l in f.lines() if l.startswith('.b ')]
     assert len(recs) == 1 and len(batch.parse_batch(recs[0])[2]) == 40 * batch.DIGEST
+    assert any(l.startswith(ids[-1] + ' each 20') and 'log soon' in l for l in f.lines())
     # standard input; the same text twice in one file makes two jobs
     p = cli(f.dir, 'add', '-f', '-', stdin=job_text(100) + '\n' + job_text(100) + '\n')
     assert p.returncode == 0, p.stderr
