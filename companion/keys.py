@@ -274,8 +274,8 @@ def seal(fleet_dir, held, lines, seq=None):
     fleet file) covers yet. The newest slot, when it has room and is signed
     by the current key, takes them first as a new version of itself (a
     later SEQ: merge.compact keeps it and drops the old one, on the
-    companion and on every board), the rest go to new slots of MAX_LINES.
-    So N jobs added one `add` each cost ceil(N / MAX_LINES) records, not N.
+    companion and on every board), the rest go to new slots of SLOT_LINES.
+    So N jobs added one `add` each cost ceil(N / SLOT_LINES) records, not N.
     seq: the SEQ to sign a single record with (reserved by the caller)."""
     slots, covered = _slots(held)
     new = _todo(lines, covered)
@@ -285,15 +285,16 @@ def seal(fleet_dir, held, lines, seq=None):
     kid = rsa.keyid(pub_text_of(key))
     top = max(slots) if slots else 0
     groups = []
-    if top and slots[top][1] == kid and len(slots[top][2]) // batch.DIGEST < batch.MAX_LINES:
+    per = batching.SLOT_LINES
+    if top and slots[top][1] == kid and len(slots[top][2]) // batch.DIGEST < per:
         ds = slots[top][2]
         have = [ds[i:i + batch.DIGEST] for i in range(0, len(ds), batch.DIGEST)]
-        room = batch.MAX_LINES - len(have)
+        room = per - len(have)
         groups.append((top, have + new[:room]))
         new = new[room:]
-    for i in range(0, len(new), batch.MAX_LINES):
+    for i in range(0, len(new), per):
         top += 1
-        groups.append((top, new[i:i + batch.MAX_LINES]))
+        groups.append((top, new[i:i + per]))
     if seq is not None and len(groups) != 1:
         raise ValueError('a reserved SEQ signs one record, not %d' % len(groups))
     return [batching.make_batch_record(seq if seq is not None else next_seq(fleet_dir), kid, ds,
@@ -308,9 +309,10 @@ def reseal(fleet_dir, lines):
     key = load_private(fleet_dir)
     kid = rsa.keyid(pub_text_of(key))
     todo = _todo(lines)
-    return [batching.make_batch_record(next_seq(fleet_dir), kid, todo[i:i + batch.MAX_LINES],
-                                       lambda dg: _sign(key, dg), slot=i // batch.MAX_LINES + 1)
-            for i in range(0, len(todo), batch.MAX_LINES)]
+    per = batching.SLOT_LINES
+    return [batching.make_batch_record(next_seq(fleet_dir), kid, todo[i:i + per],
+                                       lambda dg: _sign(key, dg), slot=i // per + 1)
+            for i in range(0, len(todo), per)]
 
 
 def rotate(fleet_dir):

@@ -16,7 +16,7 @@ from companion import keys, syncer
 from companion import fleet as fleetmod
 from companion.fleet import Fleet, add_job
 from sporadic.core import batch, merge
-from sporadic.desktop import merging
+from sporadic.desktop import batching, merging
 from tests.mpy import ROOT
 
 T0 = 1796083200      # 2026-12-01T00:00Z
@@ -96,15 +96,16 @@ def test_slot_record_parses_and_verifies(tmp_path):
 # ---------------------------------------------------------------- the fleet folder
 
 def test_adds_one_at_a_time_grow_one_slot(tmp_path):
-    """200 jobs added one `add` each: 2 slot records, not 200 batches; the
-    fleet file within 1.3x its job lines (it was 6.7x: a 385-byte batch an add)."""
+    """200 jobs added one `add` each: 4 slot records (64 lines each), not
+    200 batches; the fleet file within 1.3x its job lines (it was 6.7x: a
+    385-byte batch an add)."""
     f = fleet_at(tmp_path)
     for i in range(200):
         add_job(f, job_text(i), now=T0 + i)
     ls = f.lines()
     recs = [l for l in ls if l.startswith('.b ')]
-    assert [batch.slot_of(r) for r in recs] == ['.b @0001 ', '.b @0002 ']
-    assert len(batch.parse_batch(recs[0])[2]) == batch.MAX_LINES * batch.DIGEST
+    assert [batch.slot_of(r) for r in recs] == ['.b @%04d ' % i for i in (1, 2, 3, 4)]
+    assert len(batch.parse_batch(recs[0])[2]) == batching.SLOT_LINES * batch.DIGEST
     assert file_ratio(ls) <= BUDGET, file_ratio(ls)
     # every job is covered by a record that verifies
     v = batch.Verifier([keys.load_pub(f.dir)], 0)
@@ -120,7 +121,8 @@ def test_rotation_reseals_into_the_same_slots(tmp_path):
     before = [l for l in f.lines() if l.startswith('.b ')]
     assert cli.main(['--fleet', f.dir, 'keys', 'rotate']) == 0
     after = [l for l in f.lines() if l.startswith('.b ')]
-    assert [batch.slot_of(r) for r in after] == [batch.slot_of(r) for r in before] == ['.b @0001 ', '.b @0002 ']
+    assert [batch.slot_of(r) for r in after] == [batch.slot_of(r) for r in before] == ['.b @0001 ', '.b @0002 ',
+                                                                                     '.b @0003 ']
     assert not set(before) & set(after)
     v = batch.Verifier([keys.load_pub(f.dir)], 0)
     assert all(v.take(l) is None for l in sorted(f.lines(), key=batch.ingest_key) if not l.startswith('.k '))
@@ -290,7 +292,7 @@ def test_thousand_jobs_added_one_add_each_fit_the_budget_on_a_board(tmp_path, ca
         assert not rep.get('refused'), rep.get('refused')
         held = board_file(b)
         assert len({j.id for j in f.jobs()} & {l[:8] for l in held}) == 1000
-        assert sum(l.startswith('.b ') for l in held) == 8           # ceil(1001 / 128)
+        assert sum(l.startswith('.b ') for l in held) == 16          # ceil(1001 / 64)
         ratio = file_ratio(held)
         assert ratio <= BUDGET, ratio
         assert b.quarantine() == []

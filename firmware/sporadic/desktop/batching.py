@@ -7,6 +7,14 @@ from sporadic.core import rsa
 from sporadic.core.batch import MAX_LINES, DIGEST, SEQ_W, SLOT_W, parse_batch, line_digest, _find
 
 
+# lines a seal puts in one slot record (docs/security.md#seals): a record of
+# 64 is about 1 KB, no longer than the P request a 128K board is sent (one
+# of 128, 1.7 KB, broke a 128K unix board's compaction now and then: its
+# store reads a line whole, and a heap fragmented by a sync had no block
+# that large); 13.6 -> 16.4 bytes a line
+SLOT_LINES = 64
+
+
 def _b64(sig):
     return binascii.b2a_base64(sig).decode().strip()
 

@@ -19,7 +19,6 @@ try:
 except ImportError:  # CPython (tools that read a board's flash)
     def const(x):
         return x
-import binascii
 import json
 import os
 from sporadic.core import jobline, stamp
@@ -254,10 +253,13 @@ class Trust:
         held = []
         newer = []
         if want:
-            for i, _ in _heads(st, False):
+            for line in st.stream():
+                if line[0] != '.':
+                    break
+                i = batch.rec_id(line)
                 if i in want:
-                    held.append(batch.rec_seq(i))
-                elif i[3:4] == '@':
+                    held.append(batch.rec_seq(line))
+                elif i and i[3:4] == '@':
                     for c in slots:
                         if c[:batch.SLOT_AT] == i[:batch.SLOT_AT] and c < i:
                             newer.append(c)
@@ -337,103 +339,23 @@ def _digests(line):
     return batch.held_digests(line)
 
 
-_HEAD = const(40)     # characters of a record read first (kind, slot, SEQ, key id)
-_PIECE = const(96)    # then this many at a time: 9 digests of base64, 6 of hex
-
-
-def _heads(st, digests=True):
-    """Each .b/.k record the store holds (jobs.txt's head, then the lines
-    not compacted in yet): (rid, None) at its start (rid: batch.rec_id),
-    then for a .b record when `digests` (rid, piece) for its digests in
-    pieces (bytes, whole digests, at most 72 bytes). A record is read
-    _PIECE characters at a time, never whole: a slot record is up to 1.7
-    KB, and a heap fragmented by a sync may hold no block that large (a
-    128K unix board did not, taking 1,000 jobs). One generator, no call a
-    record: the scan is in every delivery of a sync."""
-    pend = st.pending()     # (in RAM: made first, as st.stream() does, before the reads)
-    try:
-        f = open(st.jobs)
-    except OSError:
-        f = None
-    i = -1
-    line = None
-    pos = 0
-    try:
-        while True:
-            if f is not None:
-                text = f.readline(_HEAD)
-                if text[:1] != '.':
-                    f.close()
-                    f = None
-                    continue
-            else:
-                i += 1
-                if i >= len(pend):
-                    return
-                line = pend[i]
-                if line[:3] != '.b ' and line[:3] != '.k ':
-                    continue
-                text = line[:_HEAD]
-                pos = _HEAD
-            k = text[:3]
-            if k == '.b ' or k == '.k ':
-                slot = text[3:4] == '@'
-                at = batch.SLOT_AT + 18 if slot else 21     # where DIGESTS starts
-                rid = text[:at - 10] if k == '.b ' else text[:11]
-                yield rid, None
-                if k == '.b ' and digests:
-                    grp = 32 if slot else 16        # whole digests' worth of characters
-                    text = text[at:]
-                    carry = b''
-                    while True:
-                        sp = text.find(' ')
-                        cut = sp if sp >= 0 else len(text) - len(text) % grp
-                        if cut:
-                            d = (binascii.a2b_base64 if slot else binascii.unhexlify)(text[:cut])
-                            if carry:
-                                d = carry + d
-                            n = len(d) - len(d) % batch.DIGEST
-                            if n:
-                                yield rid, d[:n]
-                            carry = d[n:]
-                        if sp >= 0:
-                            text = text[sp:]
-                            break
-                        if f is not None:
-                            more = f.readline(_PIECE)
-                        else:
-                            more = line[pos:pos + _PIECE]
-                            pos += _PIECE
-                        if not more:
-                            break
-                        text = text[cut:] + more
-            if f is not None:
-                while text and text[-1] != '\n':     # the rest of the line
-                    text = f.readline(_PIECE)
-    finally:
-        if f is not None:
-            f.close()
-
-
 def _held_cover(st, lines):
     """[bool]: which lines a .b record held in the store covers (they were
     verified when they arrived; here one sha256 a line, no RSA)."""
-    want = {}
-    for i in range(len(lines)):
-        d = batch.line_digest(lines[i])
-        want[d] = want.get(d, ()) + (i,)
+    ds = [batch.line_digest(c) for c in lines]
     ok = [False] * len(lines)
     left = len(lines)
-    for rid, d in _heads(st):
-        if d is None:
+    for line in st.stream():
+        if line[0] != '.' or line[:3] > '.b ':
+            break
+        seg = _digests(line)
+        if seg is None:
             continue
-        for o in range(0, len(d), batch.DIGEST):
-            js = want.get(d[o:o + batch.DIGEST])
-            if js:
-                for j in js:
-                    if not ok[j]:
-                        ok[j] = True
-                        left -= 1
+        line = None
+        for i in range(len(ds)):
+            if not ok[i] and batch._find(seg, ds[i]):
+                ok[i] = True
+                left -= 1
         if not left:
             break
     return ok
