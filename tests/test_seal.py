@@ -260,6 +260,12 @@ def test_a_board_keeps_the_latest_seal_however_often_it_syncs(tmp_path):
         assert batch.rec_seq(stale) < batch.rec_seq(versions[-1])
         assert b.push([stale] + [l for l in f.lines() if l.startswith(f.jobs()[0].id)]) == {}
         assert stale not in b.held() and b.quarantine() == []
+        # the same, its signature tampered with: refused and reported, not ignored
+        k = len(stale) - 20
+        forged = stale[:k] + ('B' if stale[k] == 'A' else 'A') + stale[k + 1:]
+        why = b.push([forged])
+        assert list(why.values())[0].startswith('bad signature'), why
+        assert len(b.quarantine()) == 1
         # an old-style batch of the fleet's key the board never held: still a replay
         old = keys.sign_lines(f.dir, [job_text(900)])[0]
         keys.next_seq(f.dir)

@@ -155,8 +155,8 @@ class Trust:
             why = v.take(c)
             if why is None:
                 out.append(c)
-            elif self._newer and batch.rec_id(c) in self._newer:
-                pass    # an older version of a slot the store holds newer: it covers nothing new
+            elif self._newer and why[:7] == 'replay:' and batch.rec_id(c) in self._newer:
+                pass    # an older version (it verified) of a slot the store holds newer: nothing new
             else:
                 self._refuse(st, c, why, src, refused)
                 ref += 1
