@@ -192,8 +192,8 @@ def highest_seq(fleet_dir):
     try:
         with open(os.path.join(fleet_dir, "jobs.txt"), "rb") as f:
             for line in f:
-                if line[:3] in (b".b ", b".k ") and line[3:11].isdigit():
-                    best = max(best, int(line[3:11]))
+                if line[:3] in (b".b ", b".k "):     # a slot record's SEQ after its slot
+                    best = max(best, batch.rec_seq(line[:batch.SLOT_AT + batch.SEQ_W].decode("latin-1")))
     except OSError:
         pass
     return best
@@ -281,6 +281,7 @@ def seal(fleet_dir, held, lines, seq=None):
     new = _todo(lines, covered)
     if not new:
         return []
+    trusted_pubs(fleet_dir)         # a damaged key file is refused before a SEQ is reserved
     key = load_private(fleet_dir)
     kid = rsa.keyid(pub_text_of(key))
     top = max(slots) if slots else 0
@@ -306,6 +307,7 @@ def reseal(fleet_dir, lines):
     """Slot records 1..n covering every fleet-authored line of lines afresh
     under the current key (after a rotation; or to drop the digests of
     lines gone from the fleet): each replaces the slot's older version."""
+    trusted_pubs(fleet_dir)
     key = load_private(fleet_dir)
     kid = rsa.keyid(pub_text_of(key))
     todo = _todo(lines)

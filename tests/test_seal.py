@@ -62,11 +62,12 @@ def test_merge_keeps_the_latest_version_of_each_slot():
             '.b @0002 00000004 0badc0de AAAAAAAAAAM= ' + sig,
             '.b @0002 00000011 0badc0de AAAAAAAAAAQ= ' + sig,
             '.b @0003 00000010 0badc0de AAAAAAAAAAU= ' + sig,
+            '.b @0003 00000010 0badc0de AAAAAAAAAAY= ' + sig,    # one slot and SEQ twice: never signed so
             '.b 00000001 0badc0de 0000000000000001 ' + sig,
             '.b 00000002 0badc0de 0000000000000002 ' + sig,
             '.h pump-1']
     out = list(merge.compact(sorted(recs)))
-    assert out == sorted([recs[1], recs[3], recs[4], recs[5], recs[6], recs[7]])
+    assert out == sorted([recs[1], recs[3], recs[4], recs[5], recs[6], recs[7], recs[8]])
     rnd = random.Random(5)
     for _ in range(200):
         a = rnd.sample(recs, rnd.randint(0, len(recs)))
