@@ -34,9 +34,13 @@ print()
 # the loop's code grew by ~4 KB (the layout, calendar jobs, the wake index):
 # 13.5 KB free, the largest run 448 B (micropython.mem_info at a failure).
 # So these tests run at 72K; the loop alone under 64K is bench/device_heap.py's
-# figure.
-HEAP = '72K'
-HEAP_BIG = '72K'
+# figure. 88K since #27's seal slots: after #29 (6ce2fea) the margin at 72K
+# was nil: any 15 bytes more in merge.compact's code (even two lines that
+# change nothing for these files) and test_user_actions_and_failures' status
+# read could no longer place 640 B, at 72K, 76K and 80K alike (it passes at
+# 88K, 96K, 256K): fragmentation, not a leak.
+HEAP = '88K'
+HEAP_BIG = '88K'
 
 
 def run(folder, body, start=T0, env=None, check=True, heap=HEAP):

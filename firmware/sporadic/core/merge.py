@@ -40,7 +40,6 @@ def compact(lines, conflicts=None, signed=None):
     gid = None          # current group
     cancelled = False
     job = None          # pending job line (held until we know there is no cancel)
-    dup = None          # slot records under the pending one's slot and SEQ (a hand-made one)
     host = None         # current result host
     best = None         # best result line for that host (its key made only when compared)
     asg = None          # best assignment line of the group ('ID a ...' sort first in a group)
@@ -70,10 +69,6 @@ def compact(lines, conflicts=None, signed=None):
                 yield asg
             if job is not None and not cancelled:
                 yield job
-            if dup:
-                for x in dup:
-                    yield x
-                dup = None
             if best is not None and not cancelled:
                 yield best
             gid = g
@@ -84,32 +79,15 @@ def compact(lines, conflicts=None, signed=None):
             asg = None
             seen_job = False
         if g == '.':
+            # seal slots (`.b @SLOT SEQ ...`, docs/security.md#seals): of one
+            # slot's records, sorted by SEQ, those of the last SEQ stay
+            if job is not None:
+                if line[:9] != job[:9] or line[:17] == job[:17]:
+                    yield job
+                job = None
             if line[:4] == '.b @':
-                # a slot's batch records (`.b @SLOT SEQ ...`, docs/security.md#seals)
-                # sort by SEQ: the last SEQ replaces the others (held like a job
-                # line); two under one slot and SEQ (never signed so: one made
-                # by hand or by another fleet) are both kept
-                if job is not None:
-                    if job[:9] != line[:9]:
-                        yield job
-                        if dup:
-                            for x in dup:
-                                yield x
-                    elif job[:17] == line[:17]:
-                        if dup is None:
-                            dup = []
-                        dup.append(line)
-                        continue
-                    dup = None
                 job = line
                 continue
-            if job is not None:
-                yield job
-                if dup:
-                    for x in dup:
-                        yield x
-                    dup = None
-                job = None
             yield line
             continue
         kind = line[ID_LEN + 1:ID_LEN + 3]
@@ -171,9 +149,6 @@ def compact(lines, conflicts=None, signed=None):
         yield asg
     if job is not None and not cancelled:
         yield job
-    if dup:
-        for x in dup:
-            yield x
     if best is not None and not cancelled:
         yield best
 
