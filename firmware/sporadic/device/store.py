@@ -34,6 +34,10 @@ OUT_MAX = const(16)       # outbox segments kept (oldest dropped beyond)
 QUAR_MAX = const(8192)    # quar.txt bytes before it is rotated to quar.old
 CHUNK = const(256)        # bytes gathered before one write while compacting
 CRASH_EXIT = const(77)
+ENOSPC = const(28)
+RX = 'jobs.rx'            # jobs.txt's digest index (Index): what a sync reads instead of the file
+REC = const(12)           # recon.REC: an index record (digest, offset)
+TRAILER = const(64)       # bytes of jobs.rx's trailer
 FEED_LINES = const(64)    # lines read between two calls of `feed`
 WAKE_INDEX = True         # the loop keeps a wake index (wake.py); False: bench/wake.py's baseline
 
@@ -146,6 +150,61 @@ def read_lines(path, torn=False):
             yield line[:-1]
     finally:
         f.close()
+
+
+class StoreFull(OSError):
+    """The flash cannot take what a compaction writes (one line, for the peer)."""
+
+
+class Index:
+    """jobs.rx, written beside a compaction's output: per line its digest
+    (recon.digest, 8 bytes) and its offset in the file (u32, little-endian),
+    REC bytes a record, in the file's order; then a trailer of the count,
+    the XOR of every digest and the stamp of the file it indexes. A cache:
+    a sync takes it only when the stamp is jobs.ok's (storesync.index),
+    else builds it again; a cut write leaves no trailer."""
+
+    def __init__(self, path):
+        self.f = open(path, 'wb')
+        self.buf = bytearray(REC * 32)
+        self.n = 0           # bytes in buf
+        self.count = 0
+        self.off = 0         # offset of the next line
+        self.x = bytearray(8)
+
+    def add(self, line):
+        e = line.encode()
+        d = hashlib.sha256(e).digest()
+        b = self.buf
+        o = self.n
+        x = self.x
+        for i in range(8):
+            b[o + i] = d[i]
+            x[i] ^= d[i]
+        v = self.off
+        b[o + 8] = v & 255
+        b[o + 9] = (v >> 8) & 255
+        b[o + 10] = (v >> 16) & 255
+        b[o + 11] = v >> 24
+        self.off = v + len(e) + 1
+        self.count += 1
+        self.n = o + REC
+        if self.n == len(b):
+            _write(self.f, b)
+            self.n = 0
+
+    def close(self, stamp):
+        if self.n:
+            _write(self.f, memoryview(self.buf)[:self.n])
+        t = '%x %s %s' % (self.count, binascii.hexlify(self.x).decode(), stamp)
+        _write(self.f, (t + ' ' * (TRAILER - 1 - len(t)) + '\n').encode())
+        self.f.close()
+
+    def abort(self):
+        try:
+            self.f.close()
+        except OSError:
+            pass
 
 
 class Store:
@@ -261,25 +320,44 @@ class Store:
         conf = []
         f = open(self.tmp, 'w')
         h = hashlib.sha256()
+        rx = Index(self.root + RX)
         buf = []
         n = 0
         src = merge.merge_sorted(self.jobs_lines(), pend)
         if extra is not None:
             src = merge.merge_sorted(src, extra)
-        for line in merge.compact(src, conf):
-            buf.append(line)
-            n += len(line) + 1
-            if n >= CHUNK:
+        try:
+            for line in merge.compact(src, conf):
+                rx.add(line)
+                buf.append(line)
+                n += len(line) + 1
+                if n >= CHUNK:
+                    buf.append('')
+                    _write(f, '\n'.join(buf), h)
+                    buf = []
+                    n = 0
+            if buf:
                 buf.append('')
                 _write(f, '\n'.join(buf), h)
-                buf = []
-                n = 0
-        if buf:
-            buf.append('')
-            _write(f, '\n'.join(buf), h)
-        f.close()
-        self.conflicts = len(conf)
-        put(self.root + 'jobs.nok', stamp_text(size(self.tmp), h))
+            f.close()
+            f = None
+            self.conflicts = len(conf)
+            s = stamp_text(size(self.tmp), h)
+            rx.close(s)
+            put(self.root + 'jobs.nok', s)
+        except Exception as e:
+            if f is not None:
+                f.close()
+            rx.abort()
+            if isinstance(e, OSError) and e.args and e.args[0] == ENOSPC:
+                # the flash cannot hold the new file beside the old one: the
+                # old stays as it was, and so do the logs (nothing is lost)
+                for p in (self.tmp, self.root + 'jobs.nok'):
+                    if exists(p):
+                        _remove(p)
+                raise StoreFull('board full: its flash cannot take more than the %d bytes of jobs '
+                                'it holds (it keeps them); cancel jobs to make room' % size(self.jobs))
+            raise
         _rename(self.tmp, self.new)
         self.finish()
         self.compactions += 1

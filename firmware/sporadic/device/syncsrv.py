@@ -60,7 +60,8 @@ def responder():
         from sporadic.core import recon
         from sporadic.device import storesync
         st = store()
-        _responder = recon.Responder(lambda: storesync.lines(st), _refusals)
+        _responder = recon.Responder(lambda: storesync.lines(st), _refusals,
+                                     index=lambda: storesync.index(st))
     return _responder
 
 
