@@ -10,6 +10,7 @@ merge the core's (sporadic.desktop.merging), the MAC check the core's
 """
 import json
 import os
+import re
 import time
 from contextlib import contextmanager
 
@@ -292,6 +293,10 @@ def sync(fleet, port, progress=True, link=None, now=None):
     except NotSporadic as e:
         raise UserError(str(e)) from e
     except (LinkError, recon.SyncError) as e:
+        if 'board full' in str(e):
+            m = re.search(r'keeps its (\d+) B', str(e))
+            raise UserError('%s is full: its flash takes no more jobs (folding them in needs room for a second '
+                            'copy of its job file); it keeps the %s it holds' % (port, '%s bytes of jobs' % m.group(1) if m else 'jobs'))
         raise UserError('sync with %s broke off: %s (nothing is lost: the next sync completes it)%s'
                         % (port, e, memory_hint(str(e), seen.get('heap'))))
     finally:

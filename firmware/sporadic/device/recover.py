@@ -52,7 +52,7 @@ def recover(st):
         else:   # not what a compaction of this store wrote
             _rename(st.new, newbad)
     for p in (st.tmp, st.log[:-4] + '.tmp', st.inp[:-4] + '.tmp', st.root + 'jobs.chk',
-              st.root + 'jobs.dig'):
+              st.root + 'jobs.dig', st.root + 'jobs.rxn'):
         if exists(p):
             _remove(p)
             st.notes.append('removed partial ' + p)

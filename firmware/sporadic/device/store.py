@@ -36,6 +36,7 @@ CHUNK = const(256)        # bytes gathered before one write while compacting
 CRASH_EXIT = const(77)
 ENOSPC = const(28)
 RX = 'jobs.rx'            # jobs.txt's digest index (Index): what a sync reads instead of the file
+RXN = 'jobs.rxn'          # the index of a compaction's output, renamed to RX before it is stamped
 REC = const(12)           # recon.REC: an index record (digest, offset)
 TRAILER = const(64)       # bytes of jobs.rx's trailer
 FEED_LINES = const(64)    # lines read between two calls of `feed`
@@ -153,7 +154,12 @@ def read_lines(path, torn=False):
 
 
 class StoreFull(OSError):
-    """The flash cannot take what a compaction writes (one line, for the peer)."""
+    """The flash cannot take what a compaction or a delivery writes: the
+    store stays as it was (one short line, for the peer: recon cuts at 80)."""
+
+
+def full(st):
+    return StoreFull('board full: keeps its %d B of jobs' % size(st.jobs))
 
 
 class Index:
@@ -164,8 +170,10 @@ class Index:
     a sync takes it only when the stamp is jobs.ok's (storesync.index),
     else builds it again; a cut write leaves no trailer."""
 
-    def __init__(self, path):
-        self.f = open(path, 'wb')
+    def __init__(self, path, f=None):
+        # f: a binary stream to write to instead (companion.files: an image's)
+        self.own = f is None
+        self.f = open(path, 'wb') if f is None else f
         self.buf = bytearray(REC * 32)
         self.n = 0           # bytes in buf
         self.count = 0
@@ -198,13 +206,14 @@ class Index:
             _write(self.f, memoryview(self.buf)[:self.n])
         t = '%x %s %s' % (self.count, binascii.hexlify(self.x).decode(), stamp)
         _write(self.f, (t + ' ' * (TRAILER - 1 - len(t)) + '\n').encode())
-        self.f.close()
+        self.abort()
 
     def abort(self):
-        try:
-            self.f.close()
-        except OSError:
-            pass
+        if self.own:
+            try:
+                self.f.close()     # (again after close: a no-op)
+            except OSError:
+                pass
 
 
 class Store:
@@ -227,6 +236,7 @@ class Store:
         self._pend = None
         self._tr = 0             # storex.trust: 0 not loaded yet, None insecure
         self.unverified = False  # jobs.txt's stamp taken unhashed at open (recover.py)
+        self.full_at = 0         # log and in.txt bytes when a compaction last met a full flash
         self.recover()
 
     def recover(self):
@@ -305,7 +315,12 @@ class Store:
 
     def needs_compaction(self):
         # in.txt of a sync that broke off (storex.receive may have let it
-        # pass IN_MAX) is folded in at the loop's next step
+        # pass IN_MAX) is folded in at the loop's next step; after a
+        # compaction the flash could not take, the next try waits for
+        # another LOG_MAX of the logs (each try writes until the flash is full)
+        n = self.log_size + self.in_size
+        if self.full_at and n < self.full_at + LOG_MAX:
+            return False
         return self.log_size > LOG_MAX or self.in_size > IN_MAX
 
     def compact(self, extra=None):
@@ -318,9 +333,42 @@ class Store:
             from sporadic.core import stamp
             stamp.verify(self)
         conf = []
+        rxn = self.root + RXN
+        try:
+            t = None
+            if extra is None and self.jobs_size():
+                # the groups the logs touch alone, the rest copied as bytes
+                from sporadic.device import splice
+                t = splice.splice(self, pend, conf)
+            if t is None:
+                t = self._rewrite(pend, extra, conf)
+            _rename(rxn, self.root + RX)
+            put(self.root + 'jobs.nok', t)
+        except Exception as e:
+            for p in (self.tmp, rxn, self.root + 'jobs.nok'):
+                if exists(p):
+                    _remove(p)
+            if isinstance(e, OSError) and e.args and e.args[0] == ENOSPC:
+                # the flash cannot hold the new file beside the old one: the
+                # old stays as it was, and so do the logs (nothing is lost)
+                self.full_at = self.log_size + self.in_size
+                raise full(self)
+            raise
+        self.conflicts = len(conf)
+        self.full_at = 0
+        _rename(self.tmp, self.new)
+        self.finish()
+        self.compactions += 1
+        return True
+
+    def jobs_size(self):
+        return size(self.jobs)
+
+    def _rewrite(self, pend, extra, conf):
+        # the whole file through merge.compact, into jobs.tmp and jobs.rxn
         f = open(self.tmp, 'w')
         h = hashlib.sha256()
-        rx = Index(self.root + RX)
+        rx = Index(self.root + RXN)
         buf = []
         n = 0
         src = merge.merge_sorted(self.jobs_lines(), pend)
@@ -341,27 +389,13 @@ class Store:
                 _write(f, '\n'.join(buf), h)
             f.close()
             f = None
-            self.conflicts = len(conf)
-            s = stamp_text(size(self.tmp), h)
-            rx.close(s)
-            put(self.root + 'jobs.nok', s)
-        except Exception as e:
+            t = stamp_text(size(self.tmp), h)
+            rx.close(t)
+            return t
+        finally:
             if f is not None:
                 f.close()
             rx.abort()
-            if isinstance(e, OSError) and e.args and e.args[0] == ENOSPC:
-                # the flash cannot hold the new file beside the old one: the
-                # old stays as it was, and so do the logs (nothing is lost)
-                for p in (self.tmp, self.root + 'jobs.nok'):
-                    if exists(p):
-                        _remove(p)
-                raise StoreFull('board full: its flash cannot take more than the %d bytes of jobs '
-                                'it holds (it keeps them); cancel jobs to make room' % size(self.jobs))
-            raise
-        _rename(self.tmp, self.new)
-        self.finish()
-        self.compactions += 1
-        return True
 
     def finish(self):
         # jobs.new is complete: each step below is idempotent

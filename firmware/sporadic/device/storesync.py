@@ -165,7 +165,12 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None):
             if f is None:
                 f = open(st.inp, 'a')
             data = c + '\n'
-            _write(f, data)
+            try:
+                _write(f, data)
+            except OSError as e:
+                if e.args and e.args[0] == store.ENOSPC:
+                    raise store.full(st)
+                raise
             st.in_size += len(data)
             if st.in_size > limit:
                 f.close()
@@ -176,7 +181,11 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None):
         if f is not None:
             f.close()
             from sporadic.core import stamp
-            store.put(st.inp[:-4] + '.ok', stamp.file_stamp(st.inp))
+            try:
+                store.put(st.inp[:-4] + '.ok', stamp.file_stamp(st.inp))
+            except OSError:
+                pass    # no room for the stamp: the next open checks in.txt again
+
     st._pend = None
     if tr is not None:
         tr.commit(st)   # after the lines are durable
