@@ -213,10 +213,10 @@ def jobs_file(text):
     body = "".join(l + "\n" for l in lines).encode()
     import hashlib
     import io
-    from sporadic.device import store
+    from sporadic.device import splice, store
     ok = store.stamp_text(len(body), hashlib.sha256(body))
     rx = io.BytesIO()     # its digest index, as the store's compaction writes it (a sync reads it)
-    ix = store.Index(None, rx)
+    ix = splice.Index(None, rx)
     for l in lines:
         ix.add(l)
     ix.close(ok)

@@ -1,4 +1,6 @@
-# A compaction whose work follows what changed (store.compact, when
+# jobs.txt's digest index, jobs.rx: written beside each compaction's output
+# (Index), read by a sync's requests (index: recon.Responder's), and the
+# compaction whose work follows what changed (splice, store.compact when
 # jobs.txt's digest index jobs.rx is valid): the pending lines (log.txt,
 # in.txt, sorted in RAM) are folded in group by group. Each job group they
 # touch (merge.unit: a job's group, a '.' record alone) is found by
@@ -14,6 +16,7 @@ try:
 except ImportError:  # CPython
     def const(x):
         return x
+import binascii
 import hashlib
 from sporadic.core import merge
 from sporadic.device import store
@@ -21,6 +24,157 @@ from sporadic.device.store import REC, TRAILER, _write
 
 BLOCK = const(512)     # bytes of jobs.txt copied at a time
 RECS = const(32)       # index records copied at a time
+
+
+class Index:
+    """jobs.rx, written beside a compaction's output: per line its digest
+    (recon.digest, 8 bytes) and its offset in the file (u32, little-endian),
+    REC bytes a record, in the file's order; then a trailer of the count,
+    the XOR of every digest and the stamp of the file it indexes. A cache:
+    a sync takes it only when the stamp is jobs.ok's (index()),
+    else builds it again; a cut write leaves no trailer."""
+
+    def __init__(self, path, f=None):
+        # f: a binary stream to write to instead (companion.files: an image's)
+        self.own = f is None
+        self.f = open(path, 'wb') if f is None else f
+        self.buf = bytearray(REC * 32)
+        self.n = 0           # bytes in buf
+        self.count = 0
+        self.off = 0         # offset of the next line
+        self.x = bytearray(8)
+
+    def add(self, line):
+        e = line.encode()
+        d = hashlib.sha256(e).digest()
+        b = self.buf
+        o = self.n
+        x = self.x
+        for i in range(8):
+            b[o + i] = d[i]
+            x[i] ^= d[i]
+        v = self.off
+        b[o + 8] = v & 255
+        b[o + 9] = (v >> 8) & 255
+        b[o + 10] = (v >> 16) & 255
+        b[o + 11] = v >> 24
+        self.off = v + len(e) + 1
+        self.count += 1
+        self.n = o + REC
+        if self.n == len(b):
+            _write(self.f, b)
+            self.n = 0
+
+    def close(self, stamp):
+        if self.n:
+            _write(self.f, memoryview(self.buf)[:self.n])
+        t = '%x %s %s' % (self.count, binascii.hexlify(self.x).decode(), stamp)
+        _write(self.f, (t + ' ' * (TRAILER - 1 - len(t)) + '\n').encode())
+        self.abort()
+
+    def abort(self):
+        if self.own:
+            try:
+                self.f.close()     # (again after close: a no-op)
+            except OSError:
+                pass
+
+
+def index(st):
+    """jobs.txt's digest index (store.Index) for the sync's requests
+    (recon.Responder's `index`): S of the root reads its trailer alone, N,
+    D and G its 12-byte records instead of every line of the file. Lines
+    pending (in.txt, log.txt) are folded in first: the compaction the sync
+    makes anyway, once for all its deliveries (receive compacts only when
+    in.txt outgrows the heap). An index whose stamp is not jobs.ok's (the
+    loop compacted with an older firmware, a cut write) is made again in
+    one pass. None (answer from the lines): the flash is full."""
+    if st.pending():
+        try:
+            st.compact()
+        except store.StoreFull:
+            return None
+    if not store.size(st.jobs):
+        return _Rx(st, None, 0, bytes(8), 0)
+    ok = _read(st.root + 'jobs.ok')
+    if ok is None:
+        return None
+    path = st.root + store.RX
+    try:
+        f = open(path, 'rb')
+    except OSError:
+        f = None
+    if f is not None:
+        try:
+            n = f.seek(0, 2) - store.TRAILER
+            if n >= 0 and n % store.REC == 0:
+                f.seek(n)
+                t = f.read(store.TRAILER).decode().split()
+                if len(t) == 4 and ' '.join(t[2:]) == ok and int(t[0], 16) * store.REC == n:
+                    return _Rx(st, path, int(t[0], 16), binascii.unhexlify(t[1]), n)
+        except (ValueError, UnicodeError):
+            pass
+        finally:
+            f.close()
+    try:
+        rx = Index(path)
+        for line in st.jobs_lines():
+            rx.add(line)
+        rx.close(ok)
+    except OSError:
+        rx.abort()
+        return None
+    return _Rx(st, path, rx.count, bytes(rx.x), rx.count * store.REC)
+
+
+class _Rx:
+    # a valid jobs.rx, as recon.Responder reads it
+    def __init__(self, st, path, count, xor, nbytes):
+        self.st = st
+        self.path = path
+        self.count = count
+        self.xor = xor
+        self.nbytes = nbytes
+
+    def chunks(self):
+        if not self.nbytes:
+            return
+        f = open(self.path, 'rb')
+        buf = bytearray(store.REC * 64)
+        mv = memoryview(buf)
+        left = self.nbytes
+        try:
+            while left > 0:
+                want = min(len(buf), left)
+                n = 0
+                while n < want:
+                    r = f.readinto(mv[n:want])
+                    if not r:
+                        raise OSError('jobs.rx cut short')
+                    n += r
+                left -= n
+                yield buf, n
+                if store.feed is not None:
+                    store.feed()
+        finally:
+            f.close()
+
+    def lines(self, offsets):
+        f = open(self.st.jobs, 'rb')
+        try:
+            for o in offsets:
+                f.seek(o)
+                yield f.readline().decode()
+        finally:
+            f.close()
+
+
+def _read(path):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
 
 
 def valid(st):
@@ -39,7 +193,6 @@ def valid(st):
         t = f.read(TRAILER).decode().split()
         if len(t) != 4 or ' '.join(t[2:]) != ok or int(t[0], 16) * REC != n:
             return None
-        import binascii
         return int(t[0], 16), bytearray(binascii.unhexlify(t[1])), n
     except (ValueError, UnicodeError):
         return None
@@ -67,16 +220,19 @@ class _Old:
         r = self.rec(i)
         return r[8] | (r[9] << 8) | (r[10] << 16) | (r[11] << 24)
 
-    def line(self, i):
+    def head(self, i, k):
+        # the first k bytes of line i (enough to compare it with a k-byte key)
         self.jf.seek(self.off(i))
-        return self.jf.readline()[:-1]
+        return self.jf.read(k)
 
     def lower(self, key, lo):
-        # the first record >= lo whose line is >= key (bytes)
+        # the first record >= lo whose line is >= key (bytes): a line is
+        # below the key exactly when its first len(key) bytes are
         hi = self.n
+        k = len(key)
         while lo < hi:
             m = (lo + hi) >> 1
-            if self.line(m) < key:
+            if self.head(m, k) < key:
                 lo = m + 1
             else:
                 hi = m
@@ -191,7 +347,6 @@ def splice(st, pend, conf):
         out.close()
         out = None
         s = store.stamp_text(w[0], h)
-        import binascii
         t = '%x %s %s' % (w[1], binascii.hexlify(x).decode(), s)
         _write(rxo, (t + ' ' * (TRAILER - 1 - len(t)) + '\n').encode())
         rxo.close()

@@ -162,60 +162,6 @@ def full(st):
     return StoreFull('board full: keeps its %d B of jobs' % size(st.jobs))
 
 
-class Index:
-    """jobs.rx, written beside a compaction's output: per line its digest
-    (recon.digest, 8 bytes) and its offset in the file (u32, little-endian),
-    REC bytes a record, in the file's order; then a trailer of the count,
-    the XOR of every digest and the stamp of the file it indexes. A cache:
-    a sync takes it only when the stamp is jobs.ok's (storesync.index),
-    else builds it again; a cut write leaves no trailer."""
-
-    def __init__(self, path, f=None):
-        # f: a binary stream to write to instead (companion.files: an image's)
-        self.own = f is None
-        self.f = open(path, 'wb') if f is None else f
-        self.buf = bytearray(REC * 32)
-        self.n = 0           # bytes in buf
-        self.count = 0
-        self.off = 0         # offset of the next line
-        self.x = bytearray(8)
-
-    def add(self, line):
-        e = line.encode()
-        d = hashlib.sha256(e).digest()
-        b = self.buf
-        o = self.n
-        x = self.x
-        for i in range(8):
-            b[o + i] = d[i]
-            x[i] ^= d[i]
-        v = self.off
-        b[o + 8] = v & 255
-        b[o + 9] = (v >> 8) & 255
-        b[o + 10] = (v >> 16) & 255
-        b[o + 11] = v >> 24
-        self.off = v + len(e) + 1
-        self.count += 1
-        self.n = o + REC
-        if self.n == len(b):
-            _write(self.f, b)
-            self.n = 0
-
-    def close(self, stamp):
-        if self.n:
-            _write(self.f, memoryview(self.buf)[:self.n])
-        t = '%x %s %s' % (self.count, binascii.hexlify(self.x).decode(), stamp)
-        _write(self.f, (t + ' ' * (TRAILER - 1 - len(t)) + '\n').encode())
-        self.abort()
-
-    def abort(self):
-        if self.own:
-            try:
-                self.f.close()     # (again after close: a no-op)
-            except OSError:
-                pass
-
-
 class Store:
     def __init__(self, root=''):
         r = root
@@ -368,6 +314,7 @@ class Store:
         # the whole file through merge.compact, into jobs.tmp and jobs.rxn
         f = open(self.tmp, 'w')
         h = hashlib.sha256()
+        from sporadic.device.splice import Index
         rx = Index(self.root + RXN)
         buf = []
         n = 0

@@ -3,7 +3,6 @@
 # compacted view, the outbox and the health report. Only a sync (serial
 # after a soft reset, or TCP) and the store's recovery of a hand-written
 # job file load this module; the loop never does (docs/device.md#memory).
-import binascii
 import gc
 from sporadic.core import jobline, merge
 from sporadic.device import store
@@ -18,103 +17,6 @@ def lines(st):
     if not st.pending():
         return st.jobs_lines()
     return merge.compact(st.stream())
-
-
-def index(st):
-    """jobs.txt's digest index (store.Index) for the sync's requests
-    (recon.Responder's `index`): S of the root reads its trailer alone, N,
-    D and G its 12-byte records instead of every line of the file. Lines
-    pending (in.txt, log.txt) are folded in first: the compaction the sync
-    makes anyway, once for all its deliveries (receive compacts only when
-    in.txt outgrows the heap). An index whose stamp is not jobs.ok's (the
-    loop compacted with an older firmware, a cut write) is made again in
-    one pass. None (answer from the lines): the flash is full."""
-    if st.pending():
-        try:
-            st.compact()
-        except store.StoreFull:
-            return None
-    if not size(st.jobs):
-        return _Rx(st, None, 0, bytes(8), 0)
-    ok = _read(st.root + 'jobs.ok')
-    if ok is None:
-        return None
-    path = st.root + store.RX
-    try:
-        f = open(path, 'rb')
-    except OSError:
-        f = None
-    if f is not None:
-        try:
-            n = f.seek(0, 2) - store.TRAILER
-            if n >= 0 and n % store.REC == 0:
-                f.seek(n)
-                t = f.read(store.TRAILER).decode().split()
-                if len(t) == 4 and ' '.join(t[2:]) == ok and int(t[0], 16) * store.REC == n:
-                    return _Rx(st, path, int(t[0], 16), binascii.unhexlify(t[1]), n)
-        except (ValueError, UnicodeError):
-            pass
-        finally:
-            f.close()
-    try:
-        rx = store.Index(path)
-        for line in st.jobs_lines():
-            rx.add(line)
-        rx.close(ok)
-    except OSError:
-        rx.abort()
-        return None
-    return _Rx(st, path, rx.count, bytes(rx.x), rx.count * store.REC)
-
-
-class _Rx:
-    # a valid jobs.rx, as recon.Responder reads it
-    def __init__(self, st, path, count, xor, nbytes):
-        self.st = st
-        self.path = path
-        self.count = count
-        self.xor = xor
-        self.nbytes = nbytes
-
-    def chunks(self):
-        if not self.nbytes:
-            return
-        f = open(self.path, 'rb')
-        buf = bytearray(store.REC * 64)
-        mv = memoryview(buf)
-        left = self.nbytes
-        try:
-            while left > 0:
-                want = min(len(buf), left)
-                n = 0
-                while n < want:
-                    r = f.readinto(mv[n:want])
-                    if not r:
-                        raise OSError('jobs.rx cut short')
-                    n += r
-                left -= n
-                yield buf, n
-                if store.feed is not None:
-                    store.feed()
-        finally:
-            f.close()
-
-    def lines(self, offsets):
-        f = open(self.st.jobs, 'rb')
-        try:
-            for o in offsets:
-                f.seek(o)
-                yield f.readline().decode()
-        finally:
-            f.close()
-
-
-def _read(path):
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError:
-        return None
 
 
 def receive(st, lines, src='sync', refused=None, stored=False, sink=None):
