@@ -275,6 +275,8 @@ def deploy(fleet, port, dev_id=None, board=None, network=None, compile=True, pro
 
 def _check(resp, what):
     if resp.startswith('!error'):
+        if 'board full' in resp:      # store.full: sync() says it in one line
+            raise recon.SyncError(resp[7:])
         raise UserError('board refused %s: %s' % (what, resp[7:]))
     return resp
 
@@ -439,6 +441,11 @@ def _sync(fleet, port, link, now, base=0, seen=None):
                  # the sections it ran in: a duplicate names each run's last sync (fleetcmd.duplicates)
                  'syncs': (info.get('syncs') or [])[1 - SYNCS_KEPT:] + [now]})
     fleet.save_device(info)
+    store = (status or {}).get('store') or {}
+    if store.get('full'):
+        # it answered from what it holds, lines it could not fold in waiting
+        # in in.txt: said in one line at every sync until it has room
+        raise recon.SyncError('board full: keeps its %d B of jobs' % store.get('jobs_bytes', 0))
     refused = ['%s (%s)' % (l[:80], why) for l, why in stats.get('refused_remote', [])]
     return {'id': dev_id, 'drift': drift or 0, 'lines_sent': stats['lines_out'],
             'lines_received': stats['lines_in'], 'new_results': len(new_results),

@@ -92,7 +92,9 @@ def index(st):
     if st.pending():
         try:
             st.compact()
-        except store.StoreFull:
+        except OSError as e:    # store.full: answer from the lines
+            if e.args[0] != store.ENOSPC:
+                raise
             return None
     if not store.size(st.jobs):
         return _Rx(st, None, 0, bytes(8), 0)

@@ -153,13 +153,11 @@ def read_lines(path, torn=False):
         f.close()
 
 
-class StoreFull(OSError):
-    """The flash cannot take what a compaction or a delivery writes: the
-    store stays as it was (one short line, for the peer: recon cuts at 80)."""
-
-
 def full(st):
-    return StoreFull('board full: keeps its %d B of jobs' % size(st.jobs))
+    """The flash cannot take what a compaction or a delivery writes: the
+    store stays as it was. OSError(ENOSPC) with one short line for the peer
+    (recon cuts at 80): 'board full' is what the companion looks for."""
+    return OSError(ENOSPC, 'board full: keeps its %d B of jobs' % size(st.jobs))
 
 
 class Store:
@@ -282,7 +280,7 @@ class Store:
         rxn = self.root + RXN
         try:
             t = None
-            if extra is None and self.jobs_size():
+            if extra is None and size(self.jobs):
                 # the groups the logs touch alone, the rest copied as bytes
                 from sporadic.device import splice
                 t = splice.splice(self, pend, conf)
@@ -306,9 +304,6 @@ class Store:
         self.finish()
         self.compactions += 1
         return True
-
-    def jobs_size(self):
-        return size(self.jobs)
 
     def _rewrite(self, pend, extra, conf):
         # the whole file through merge.compact, into jobs.tmp and jobs.rxn

@@ -134,7 +134,7 @@ def health(st):
     return {'jobs_bytes': size(st.jobs), 'log_bytes': st.log_size,
             'in_bytes': st.in_size, 'outbox': len(st.out_seqs()),
             'outbox_dropped': st.out_dropped, 'compactions': st.compactions,
-            'conflicts': st.conflicts, 'quarantined': st.quarantined,
+            'conflicts': st.conflicts, 'quarantined': st.quarantined, 'full': st.full_at > 0,
             'recovered': st.notes, 'ok': True}
 
 
