@@ -36,7 +36,8 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None):
         lines, ref = tr.admit(st, lines, src, refused, stored)
     f = None
     # in.txt may grow to 1/16 of the free heap (at least IN_MAX) before this
-    # compacts: each compaction rewrites all of jobs.txt, and at IN_MAX a
+    # compacts: each compaction copies all of jobs.txt (splice.py; it was a
+    # rewrite through merge.compact), and at IN_MAX a
     # Pico took 140 of them for 140 KB received (docs/sync.md, rp2). The
     # in-RAM sort of pending() holds about in.txt's size: an ESP8266 stays
     # at IN_MAX. (gc.collect: the requests' garbage is not used memory.)
