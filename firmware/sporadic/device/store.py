@@ -286,7 +286,8 @@ class Store:
                 t = splice.splice(self, pend, conf)
             if t is None:
                 t = self._rewrite(pend, extra, conf)
-            _rename(rxn, self.root + RX)
+            if exists(rxn):
+                _rename(rxn, self.root + RX)
             put(self.root + 'jobs.nok', t)
         except Exception as e:
             for p in (self.tmp, rxn, self.root + 'jobs.nok'):
@@ -309,8 +310,12 @@ class Store:
         # the whole file through merge.compact, into jobs.tmp and jobs.rxn
         f = open(self.tmp, 'w')
         h = hashlib.sha256()
-        from sporadic.device.splice import Index
-        rx = Index(self.root + RXN)
+        rx = None
+        if extra is None:
+            # its index too (a re-import, at boot in a heap the loop must fit
+            # beside, writes none: the next sync makes it, splice.index)
+            from sporadic.device.splice import Index
+            rx = Index(self.root + RXN)
         buf = []
         n = 0
         src = merge.merge_sorted(self.jobs_lines(), pend)
@@ -318,7 +323,8 @@ class Store:
             src = merge.merge_sorted(src, extra)
         try:
             for line in merge.compact(src, conf):
-                rx.add(line)
+                if rx is not None:
+                    rx.add(line)
                 buf.append(line)
                 n += len(line) + 1
                 if n >= CHUNK:
@@ -332,12 +338,14 @@ class Store:
             f.close()
             f = None
             t = stamp_text(size(self.tmp), h)
-            rx.close(t)
+            if rx is not None:
+                rx.close(t)
             return t
         finally:
             if f is not None:
                 f.close()
-            rx.abort()
+            if rx is not None:
+                rx.abort()
 
     def finish(self):
         # jobs.new is complete: each step below is idempotent
