@@ -220,7 +220,7 @@ def jobs_file(text):
     for l in lines:
         ix.add(l)
     ix.close(ok)
-    return [("/jobs.txt", body), ("/jobs.ok", ok.encode()), ("/" + store.RX, rx.getvalue())]
+    return [("/jobs.txt", body), ("/jobs.ok", ok.encode()), ("/" + splice.RX, rx.getvalue())]
 
 
 def all_files(board, board_id, jobs_text="", secret=None, pubkey=None, extra=None, compile=True,

@@ -84,6 +84,7 @@ RECEIVE = '''
 import sys
 from sporadic.device import store, storesync
 st = store.open_store('')
+st.rx = True        # as in a sync (splice.index sets it): its compactions keep jobs.rx
 new = [l for l in open('new.txt').read().split('\\n') if l]
 acc, ref = storesync.receive(st, new)
 from sporadic.device import splice

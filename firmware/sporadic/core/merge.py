@@ -27,21 +27,6 @@ def assign_key(line):
     return (int(f[3]), int(f[4]), line)
 
 
-def unit(line):
-    """The prefix of the lines whose compaction decides this line's fate
-    (compact() over those alone gives what it gives over the whole file):
-    a job's group, 'ID '; a '.' record, which compact passes through, the
-    record itself; slot batch records ('.b @SLOT SEQ ...', where the last of
-    a slot replaces the others) all of them, '.b @'. A compaction of a few
-    new lines into a large file (device/splice.py) rewrites these alone.
-    Keep in step with the rules of compact()."""
-    if line[:1] != '.':
-        return line[:ID_LEN] + ' '
-    if line[:4] == '.b @':
-        return '.b @'
-    return line
-
-
 def compact(lines, conflicts=None, signed=None):
     """Sorted, de-duplicated canonical lines -> compacted lines (a generator).
     `conflicts` (a list) receives a note for each job id with two texts.

@@ -243,7 +243,7 @@ class Runtime:
             gc.collect()
             try:
                 self.store.compact()
-            except OSError as e:   # store.full: the flash is full, keep running on what it holds
+            except OSError as e:   # the flash is full: keep running on what it holds
                 if e.args[0] != store.ENOSPC:
                     raise
                 self.error = str(e)

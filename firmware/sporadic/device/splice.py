@@ -3,7 +3,7 @@
 # compaction whose work follows what changed (splice, store.compact when
 # jobs.txt's digest index jobs.rx is valid): the pending lines (log.txt,
 # in.txt, sorted in RAM) are folded in group by group. Each job group they
-# touch (merge.unit: a job's group, a '.' record alone) is found by
+# touch (unit(): a job's group, a '.' record alone) is found by
 # bisection over the index's line offsets and compacted alone with them
 # (merge.compact's rules never look past a unit). Everything between is copied as
 # bytes, a block at a time, and so are the index's records (their offsets
@@ -20,7 +20,12 @@ import binascii
 import hashlib
 from sporadic.core import merge
 from sporadic.device import store
-from sporadic.device.store import REC, TRAILER, _write
+from sporadic.device.store import _write
+
+RX = 'jobs.rx'            # jobs.txt's digest index (Index): what a sync reads instead of the file
+RXN = 'jobs.rxn'          # the index of a compaction's output, renamed to RX before it is stamped
+REC = const(12)           # recon.REC: an index record (digest, offset)
+TRAILER = const(64)       # bytes of jobs.rx's trailer
 
 BLOCK = const(512)     # bytes of jobs.txt copied at a time
 RECS = const(32)       # index records copied at a time
@@ -89,6 +94,7 @@ def index(st):
     in.txt outgrows the heap). An index whose stamp is not jobs.ok's (the
     loop compacted with an older firmware, a cut write) is made again in
     one pass. None (answer from the lines): the flash is full."""
+    st.rx = True     # from now on this store's compactions keep the index
     if st.pending():
         try:
             st.compact()
@@ -101,18 +107,18 @@ def index(st):
     ok = _read(st.root + 'jobs.ok')
     if ok is None:
         return None
-    path = st.root + store.RX
+    path = st.root + RX
     try:
         f = open(path, 'rb')
     except OSError:
         f = None
     if f is not None:
         try:
-            n = f.seek(0, 2) - store.TRAILER
-            if n >= 0 and n % store.REC == 0:
+            n = f.seek(0, 2) - TRAILER
+            if n >= 0 and n % REC == 0:
                 f.seek(n)
-                t = f.read(store.TRAILER).decode().split()
-                if len(t) == 4 and ' '.join(t[2:]) == ok and int(t[0], 16) * store.REC == n:
+                t = f.read(TRAILER).decode().split()
+                if len(t) == 4 and ' '.join(t[2:]) == ok and int(t[0], 16) * REC == n:
                     return _Rx(st, path, int(t[0], 16), binascii.unhexlify(t[1]), n)
         except (ValueError, UnicodeError):
             pass
@@ -126,7 +132,7 @@ def index(st):
     except OSError:
         rx.abort()
         return None
-    return _Rx(st, path, rx.count, bytes(rx.x), rx.count * store.REC)
+    return _Rx(st, path, rx.count, bytes(rx.x), rx.count * REC)
 
 
 class _Rx:
@@ -142,7 +148,7 @@ class _Rx:
         if not self.nbytes:
             return
         f = open(self.path, 'rb')
-        buf = bytearray(store.REC * 64)
+        buf = bytearray(REC * 64)
         mv = memoryview(buf)
         left = self.nbytes
         try:
@@ -179,12 +185,98 @@ def _read(path):
         return None
 
 
+def unit(line):
+    """The prefix of the lines whose compaction decides this line's fate
+    (compact() over those alone gives what it gives over the whole file):
+    a job's group, 'ID '; a '.' record, which compact passes through, the
+    record itself; slot batch records ('.b @SLOT SEQ ...', where the last of
+    a slot replaces the others) all of them, '.b @'. A compaction of a few
+    new lines into a large file (splice) rewrites these alone. Keep in step
+    with the rules of merge.compact() (here, not in core/merge.py, which the
+    loop holds in its heap: a 72K board ran short by these bytes)."""
+    if line[:1] != '.':
+        return line[:merge.ID_LEN] + ' '
+    if line[:4] == '.b @':
+        return '.b @'
+    return line
+
+
+def full(st):
+    """The flash cannot take what a compaction or a delivery writes: the
+    store stays as it was. OSError(ENOSPC) with one short line for the peer
+    (recon cuts at 80): 'board full' is what the companion looks for."""
+    return OSError(store.ENOSPC, 'board full: keeps its %d B of jobs' % store.size(st.jobs))
+
+
+def compact(st, pend, extra, conf):
+    """store.compact of a sync's store: jobs.tmp and its index jobs.rxn (a
+    splice when jobs.rx is valid, else the whole file through merge.compact),
+    jobs.rxn renamed to jobs.rx, the stamp to jobs.nok. On a full flash what
+    it wrote goes, and it raises full() (the old file and the logs stay)."""
+    rxn = st.root + RXN
+    try:
+        t = None
+        if extra is None and store.size(st.jobs):
+            t = splice(st, pend, conf)
+        if t is None:
+            t = _rewrite(st, pend, extra, conf)
+        if store.exists(rxn):
+            store._rename(rxn, st.root + RX)
+        store.put(st.root + 'jobs.nok', t)
+    except Exception as e:
+        for p in (st.tmp, rxn, st.root + 'jobs.nok'):
+            if store.exists(p):
+                store._remove(p)
+        if isinstance(e, OSError) and e.args and e.args[0] == store.ENOSPC:
+            st.full_at = st.log_size + st.in_size
+            raise full(st)
+        raise
+
+
+def _rewrite(st, pend, extra, conf):
+    # the whole file through merge.compact, into jobs.tmp and (without
+    # `extra`: a re-import writes none, the next sync makes it) jobs.rxn
+    f = open(st.tmp, 'w')
+    h = hashlib.sha256()
+    rx = Index(st.root + RXN) if extra is None else None
+    buf = []
+    n = 0
+    src = merge.merge_sorted(st.jobs_lines(), pend)
+    if extra is not None:
+        src = merge.merge_sorted(src, extra)
+    try:
+        for line in merge.compact(src, conf):
+            if rx is not None:
+                rx.add(line)
+            buf.append(line)
+            n += len(line) + 1
+            if n >= store.CHUNK:
+                buf.append('')
+                _write(f, '\n'.join(buf), h)
+                buf = []
+                n = 0
+        if buf:
+            buf.append('')
+            _write(f, '\n'.join(buf), h)
+        f.close()
+        f = None
+        t = store.stamp_text(store.size(st.tmp), h)
+        if rx is not None:
+            rx.close(t)
+        return t
+    finally:
+        if f is not None:
+            f.close()
+        if rx is not None:
+            rx.abort()
+
+
 def valid(st):
     """(count, xor, index bytes) of jobs.rx when its stamp is jobs.ok's, else None."""
     try:
         with open(st.root + 'jobs.ok') as f:
             ok = f.read().strip()
-        f = open(st.root + store.RX, 'rb')
+        f = open(st.root + RX, 'rb')
     except OSError:
         return None
     try:
@@ -205,7 +297,7 @@ def valid(st):
 class _Old:
     # jobs.txt and its index, read at record i
     def __init__(self, st, n):
-        self.rx = open(st.root + store.RX, 'rb')
+        self.rx = open(st.root + RX, 'rb')
         self.jf = open(st.jobs, 'rb')
         self.n = n
         self.size = self.jf.seek(0, 2)
@@ -255,7 +347,7 @@ def splice(st, pend, conf):
     n, x, _ = v
     old = _Old(st, n)
     out = open(st.tmp, 'wb')
-    rxo = open(st.root + store.RXN, 'wb')
+    rxo = open(st.root + RXN, 'wb')
     h = hashlib.sha256()
     w = [0, n]        # bytes written, records in the output
     buf = bytearray(BLOCK)
@@ -326,7 +418,7 @@ def splice(st, pend, conf):
         i = 0
         np = len(pend)
         while i < np:
-            u = merge.unit(pend[i])
+            u = unit(pend[i])
             j = i + 1
             while j < np and pend[j][:len(u)] == u:
                 j += 1

@@ -35,10 +35,6 @@ QUAR_MAX = const(8192)    # quar.txt bytes before it is rotated to quar.old
 CHUNK = const(256)        # bytes gathered before one write while compacting
 CRASH_EXIT = const(77)
 ENOSPC = const(28)
-RX = 'jobs.rx'            # jobs.txt's digest index (Index): what a sync reads instead of the file
-RXN = 'jobs.rxn'          # the index of a compaction's output, renamed to RX before it is stamped
-REC = const(12)           # recon.REC: an index record (digest, offset)
-TRAILER = const(64)       # bytes of jobs.rx's trailer
 FEED_LINES = const(64)    # lines read between two calls of `feed`
 WAKE_INDEX = True         # the loop keeps a wake index (wake.py); False: bench/wake.py's baseline
 
@@ -153,13 +149,6 @@ def read_lines(path, torn=False):
         f.close()
 
 
-def full(st):
-    """The flash cannot take what a compaction or a delivery writes: the
-    store stays as it was. OSError(ENOSPC) with one short line for the peer
-    (recon cuts at 80): 'board full' is what the companion looks for."""
-    return OSError(ENOSPC, 'board full: keeps its %d B of jobs' % size(st.jobs))
-
-
 class Store:
     def __init__(self, root=''):
         r = root
@@ -181,6 +170,8 @@ class Store:
         self._tr = 0             # storex.trust: 0 not loaded yet, None insecure
         self.unverified = False  # jobs.txt's stamp taken unhashed at open (recover.py)
         self.full_at = 0         # log and in.txt bytes when a compaction last met a full flash
+        self.rx = False          # compactions write jobs.rx and splice with it: set by a sync
+                                 # (splice.index); the loop's own leave splice.py unloaded
         self.recover()
 
     def recover(self):
@@ -196,8 +187,8 @@ class Store:
             _drop(had)
             gc.collect()
             if todo:
-                from sporadic.device import storesync
-                storesync.reimport_all(self, todo, signed)
+                from sporadic.device import reimport
+                reimport.reimport_all(self, todo, signed)
         finally:
             self._tr = 0
             _drop(had)
@@ -277,75 +268,46 @@ class Store:
             from sporadic.core import stamp
             stamp.verify(self)
         conf = []
-        rxn = self.root + RXN
-        try:
-            t = None
-            if extra is None and size(self.jobs):
-                # the groups the logs touch alone, the rest copied as bytes
-                from sporadic.device import splice
-                t = splice.splice(self, pend, conf)
-            if t is None:
-                t = self._rewrite(pend, extra, conf)
-            if exists(rxn):
-                _rename(rxn, self.root + RX)
-            put(self.root + 'jobs.nok', t)
-        except Exception as e:
-            for p in (self.tmp, rxn, self.root + 'jobs.nok'):
-                if exists(p):
-                    _remove(p)
-            if isinstance(e, OSError) and e.args and e.args[0] == ENOSPC:
-                # the flash cannot hold the new file beside the old one: the
-                # old stays as it was, and so do the logs (nothing is lost)
+        if self.rx:
+            # a sync's store: the index too, and a splice when it is valid;
+            # a full flash leaves everything as it was (splice.compact)
+            from sporadic.device import splice
+            splice.compact(self, pend, extra, conf)
+        else:
+            f = open(self.tmp, 'w')
+            try:
+                h = hashlib.sha256()
+                buf = []
+                n = 0
+                src = merge.merge_sorted(self.jobs_lines(), pend)
+                if extra is not None:
+                    src = merge.merge_sorted(src, extra)
+                for line in merge.compact(src, conf):
+                    buf.append(line)
+                    n += len(line) + 1
+                    if n >= CHUNK:
+                        buf.append('')
+                        _write(f, '\n'.join(buf), h)
+                        buf = []
+                        n = 0
+                if buf:
+                    buf.append('')
+                    _write(f, '\n'.join(buf), h)
+            except OSError:
+                # a full flash: the old file and the logs stay (the next try
+                # after another LOG_MAX of the logs: needs_compaction)
+                f.close()
+                _remove(self.tmp)
                 self.full_at = self.log_size + self.in_size
-                raise full(self)
-            raise
+                raise
+            f.close()
+            put(self.root + 'jobs.nok', stamp_text(size(self.tmp), h))
         self.conflicts = len(conf)
         self.full_at = 0
         _rename(self.tmp, self.new)
         self.finish()
         self.compactions += 1
         return True
-
-    def _rewrite(self, pend, extra, conf):
-        # the whole file through merge.compact, into jobs.tmp and jobs.rxn
-        f = open(self.tmp, 'w')
-        h = hashlib.sha256()
-        rx = None
-        if extra is None:
-            # its index too (a re-import, at boot in a heap the loop must fit
-            # beside, writes none: the next sync makes it, splice.index)
-            from sporadic.device.splice import Index
-            rx = Index(self.root + RXN)
-        buf = []
-        n = 0
-        src = merge.merge_sorted(self.jobs_lines(), pend)
-        if extra is not None:
-            src = merge.merge_sorted(src, extra)
-        try:
-            for line in merge.compact(src, conf):
-                if rx is not None:
-                    rx.add(line)
-                buf.append(line)
-                n += len(line) + 1
-                if n >= CHUNK:
-                    buf.append('')
-                    _write(f, '\n'.join(buf), h)
-                    buf = []
-                    n = 0
-            if buf:
-                buf.append('')
-                _write(f, '\n'.join(buf), h)
-            f.close()
-            f = None
-            t = stamp_text(size(self.tmp), h)
-            if rx is not None:
-                rx.close(t)
-            return t
-        finally:
-            if f is not None:
-                f.close()
-            if rx is not None:
-                rx.abort()
 
     def finish(self):
         # jobs.new is complete: each step below is idempotent
