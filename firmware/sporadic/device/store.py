@@ -1,7 +1,7 @@
 # The flash store (docs/device.md): jobs.txt (sorted, compacted, canonical)
 # + log.txt (append-only own records) + in.txt (append-only received lines)
-# + quar.txt (refused lines with reasons) + out/N (outbox: own records the
-# companion has not acknowledged yet).
+# + quar.txt (refused lines with reasons) + out/N, out/pN (outbox: own
+# records the companion has not acknowledged yet, device/outbox.py).
 #
 # Compaction: the small logs are sorted in RAM and stream-merged with
 # jobs.txt (merge.merge_sorted + merge.compact) into jobs.tmp, whose stamp
@@ -30,7 +30,6 @@ LOG_MAX = const(2048)     # own log bytes that trigger a compaction
 # late) ran a 56K board out of memory here, on every boot after it too
 PASS_LOG_MAX = const(4096)
 IN_MAX = const(1024)      # received bytes that trigger a compaction
-OUT_MAX = const(16)       # outbox segments kept (oldest dropped beyond)
 QUAR_MAX = const(8192)    # quar.txt bytes before it is rotated to quar.old
 CHUNK = const(256)        # bytes gathered before one write while compacting
 CRASH_EXIT = const(77)
@@ -163,7 +162,7 @@ class Store:
         self.notes = []          # what recovery did at open
         self.quarantined = 0     # lines in quar.txt (and rotated away)
         self.compactions = 0
-        self.out_dropped = 0
+        self.out_dropped = 0     # own records dropped for want of flash (outbox.lost)
         self.conflicts = 0
         self._pend = None
         self._tr = 0             # storex.trust: 0 not loaded yet, None insecure
@@ -287,13 +286,12 @@ class Store:
 
     def finish(self):
         # jobs.new is complete: each step below is idempotent
+        sealed = False
         if exists(self.log):
             if size(self.log):
                 seqs = self.out_seqs()
-                while len(seqs) >= OUT_MAX:
-                    _remove(self._seg(seqs.pop(0)))
-                    self.out_dropped += 1
                 _rename(self.log, self._seg(seqs[-1] + 1 if seqs else 1))
+                sealed = True
             else:
                 _remove(self.log)
         if exists(self.inp):
@@ -305,15 +303,35 @@ class Store:
         self.log_size = 0
         self.in_size = 0
         self._pend = None
+        if sealed:
+            # room for the next compaction, raw segments packed (outbox.py;
+            # loaded for this only)
+            had = list(sys.modules)
+            from sporadic.device import outbox
+            outbox.tidy(self)
+            outbox = None
+            _drop(had)
 
     # ---- outbox: own records until the companion acknowledges them ----
 
     def _seg(self, n):
         return self.out + '/' + str(n)
 
+    def out_lost(self):
+        """Own records dropped for want of flash the companion has not
+        counted yet (device/outbox.py make_room)."""
+        try:
+            with open(self.out + '/lost') as f:
+                return int(f.read().strip() or 0)
+        except (OSError, ValueError):
+            return 0
+
     def out_seqs(self):
+        """The numbers of the outbox files (raw `N`, packed `pN`: outbox.py), oldest first."""
         s = []
         for name in os.listdir(self.out):
+            if name[:1] == 'p':
+                name = name[1:]
             if name.isdigit():
                 s.append(int(name))
         s.sort()

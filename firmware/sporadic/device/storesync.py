@@ -103,28 +103,35 @@ def seal(st):
 
 
 def outbox(st, upto=None):
-    """Own records not yet acknowledged, oldest segment first."""
+    """Own records not yet acknowledged, oldest first, as full lines (the
+    outbox's packed files unpacked: core/outpack.py)."""
+    from sporadic.core import outpack
+    u = outpack.Unpacker()
     for n in st.out_seqs():
         if upto is not None and n > upto:
             break
-        for line in read_lines(st._seg(n)):
-            yield line
+        name = st._seg(n)
+        if not store.exists(name):
+            name = st.out + '/p' + str(n)
+        else:
+            u.line('@')
+        for line in read_lines(name):
+            line = u.line(line)
+            if line is not None:
+                yield line
 
 
-def ack(st, upto):
-    """The companion holds every outbox segment <= upto: remove them."""
-    k = 0
-    for n in st.out_seqs():
-        if n <= upto:
-            _remove(st._seg(n))
-            k += 1
-    return k
+def ack(st, upto, lost_read=0):
+    """The companion holds every outbox file <= upto (and has counted
+    `lost_read` records dropped for want of flash): remove them."""
+    from sporadic.device import outbox
+    return outbox.ack(st, upto, lost_read)
 
 
 def health(st):
     return {'jobs_bytes': size(st.jobs), 'log_bytes': st.log_size,
             'in_bytes': st.in_size, 'outbox': len(st.out_seqs()),
-            'outbox_dropped': st.out_dropped, 'compactions': st.compactions,
+            'outbox_dropped': st.out_lost(), 'compactions': st.compactions,
             'conflicts': st.conflicts, 'quarantined': st.quarantined,
             'recovered': st.notes, 'ok': True}
 

@@ -1,0 +1,184 @@
+# The outbox on flash (docs/device.md#the-outbox): own records the companion
+# has not confirmed yet. A compaction renames log.txt to out/N (a raw
+# segment, full lines: costs no write); once the raw segments pass PACK_AT
+# bytes they are packed together (core/outpack.py: an `each` run is one
+# short line) into out/pN, N the newest segment it holds: written to
+# out/p.tmp, renamed, then the raw segments go (recover.py finishes either
+# step after a power cut). Nothing is dropped while the flash has room; when
+# it has none (less free than the next compaction and packing need), the
+# oldest outbox file goes and its records are counted in out/lost, which
+# the board reports (status, and the answer to `O`) until the companion
+# has read it.
+#
+# Loaded by a compaction only when it has something to do here, and by a
+# sync; the loop never keeps it.
+try:
+    from micropython import const
+except ImportError:
+    def const(x):
+        return x
+import os
+from sporadic.device.store import size, read_lines, _write, _rename, _remove
+
+PACK_AT = const(12288)    # raw segment bytes that are packed together
+MARGIN = const(4)         # flash blocks kept free beyond what the next compaction needs
+
+
+def files(st):
+    """The outbox files as (N, name), oldest first (raw `N`, packed `pN`)."""
+    s = []
+    for name in os.listdir(st.out):
+        if name.isdigit():
+            s.append((int(name), name))
+        elif name[:1] == 'p' and name[1:].isdigit():
+            s.append((int(name[1:]), name))
+    s.sort()
+    return s
+
+
+def raw_bytes(st):
+    n = 0
+    for k, name in files(st):
+        if name[0] != 'p':
+            n += size(st.out + '/' + name)
+    return n
+
+
+def _host(paths):
+    # the board's id, as its own results name it (the log holds own records)
+    for p in paths:
+        for line in read_lines(p):
+            if line[8:11] == ' r ':
+                return line.split(' ', 3)[2]
+    return ''
+
+
+def pack(st):
+    """Pack every raw segment into one file (see the top)."""
+    from sporadic.core import outpack
+    raw = [(k, st.out + '/' + name) for k, name in files(st) if name[0] != 'p']
+    if not raw:
+        return
+    paths = [p for k, p in raw]
+    host = _host(paths)
+    tmp = st.out + '/p.tmp'
+
+    def src():
+        for p in paths:
+            for line in read_lines(p):
+                yield line
+    f = open(tmp, 'w')
+    try:
+        buf = []
+        n = 0
+        for s in (outpack.pack(src(), host) if host else src()):
+            buf.append(s)
+            n += len(s) + 1
+            if n >= 256:
+                buf.append('')
+                _write(f, '\n'.join(buf))
+                buf = []
+                n = 0
+        if not host:
+            buf.insert(0, '@')
+        if buf:
+            buf.append('')
+            _write(f, '\n'.join(buf))
+    finally:
+        f.close()
+    _rename(tmp, st.out + '/p' + str(raw[-1][0]))
+    for k, p in raw:
+        _remove(p)
+
+
+def free(st):
+    """Free bytes on the store's flash (None: the port cannot say)."""
+    try:
+        v = os.statvfs(st.root or '/')
+    except (AttributeError, OSError):
+        return None
+    return v[0] * v[4], v[0]
+
+
+def _count(path):
+    n = 0
+    for line in read_lines(path):
+        if line[:1] != '@':
+            n += 1
+    return n
+
+
+def make_room(st, need):
+    """Drop the oldest outbox files while the flash has less than `need`
+    bytes (+ MARGIN blocks) free; each dropped record is counted."""
+    while True:
+        fr = free(st)
+        if fr is None or fr[0] >= need + MARGIN * fr[1]:
+            return
+        fs = files(st)
+        if len(fs) < 2:    # the newest stays: it is what the next sync hands over
+            return
+        p = st.out + '/' + fs[0][1]
+        n = st.out_lost() + _count(p)
+        from sporadic.device.store import put
+        put(st.out + '/lost.tmp', str(n))
+        _rename(st.out + '/lost.tmp', st.out + '/lost')
+        _remove(p)
+        st.out_dropped = n
+
+
+def tidy(st):
+    """After a compaction: room for the next one, and the raw segments
+    packed. A heap too full to pack in (the loop's, on a small board)
+    leaves them raw: the sync packs them (syncsrv, in its fresh heap)."""
+    import gc
+    gc.collect()
+    raw = raw_bytes(st)
+    make_room(st, size(st.jobs) + raw)
+    if raw >= PACK_AT:
+        try:
+            pack(st)
+        except MemoryError:
+            pass     # nothing lost: p.tmp is written again by the next pack
+
+
+def answer(st, most):
+    """The answer to `O MOST`: "UPTO LEFT LOST" then whole outbox files from
+    the oldest while they stay within MOST bytes (at least one), each as it
+    is on flash, a raw segment under a header `@` (core/outpack.py). UPTO:
+    the newest file sent (0: none), LEFT: the files after it. Yields pieces."""
+    fs = files(st)
+    n = 0
+    i = 0
+    while i < len(fs):
+        s = size(st.out + '/' + fs[i][1])
+        if i and n + s > most:
+            break
+        n += s
+        i += 1
+    yield '%d %d %d' % (fs[i - 1][0] if i else 0, len(fs) - i, st.out_lost())
+    for k, name in fs[:i]:
+        if name[0] != 'p':
+            yield '\n@'
+        for line in read_lines(st.out + '/' + name):
+            yield '\n' + line
+
+
+def ack(st, upto, lost_read=0):
+    """The companion holds every outbox file <= upto (and has counted
+    `lost_read` dropped records): remove them."""
+    k = 0
+    for n, name in files(st):
+        if n <= upto:
+            _remove(st.out + '/' + name)
+            k += 1
+    if lost_read:
+        left = st.out_lost() - lost_read
+        if left > 0:
+            from sporadic.device.store import put
+            put(st.out + '/lost.tmp', str(left))
+            _rename(st.out + '/lost.tmp', st.out + '/lost')
+        else:
+            _remove(st.out + '/lost')
+        st.out_dropped = max(left, 0)
+    return k
