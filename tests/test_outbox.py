@@ -21,7 +21,7 @@ from companion.fleet import Fleet
 from sporadic.core import jobline
 from tests.devutil import CLI, outbox_lines, unsettled, wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.needs('micropython', 'mpy-cross')]
+pytestmark = pytest.mark.needs("micropython", "mpy-cross")
 
 HOST = 'b-1'
 JOBS = 10
@@ -60,6 +60,7 @@ def run_offline(cli, flash, heap, hours, insecure=False):
     return {j.id for j in jobs}, t0
 
 
+@pytest.mark.slow
 def test_a_month_without_sync_arrives_in_one_sync(tmp_path):
     cli = CLI(str(tmp_path / 'fleet'))
     flash = str(tmp_path / 'flash')
@@ -89,6 +90,7 @@ def test_a_month_without_sync_arrives_in_one_sync(tmp_path):
         cli.stop_boards()
 
 
+@pytest.mark.slow
 def test_outbox_cut_mid_way_resumes(tmp_path):
     """A board with a few days of results (several `O` pieces on a 96K
     heap), synced through a link cut at points spread over the hand-over:
@@ -163,3 +165,70 @@ def all_own(flash):
         except FileNotFoundError:
             pass
     return out
+
+
+FULL = r'''
+import os
+from sporadic.device import store, storesync, outbox
+from sporadic.core import jobline
+
+class RAM:
+    # a small flash: LittleFS on 512-byte blocks in RAM
+    def __init__(self, n, size):
+        self.size = size
+        self.data = bytearray(b'\xff' * (n * size))
+        self.n = n
+    def readblocks(self, b, buf, off=0):
+        a = b * self.size + off
+        buf[:] = self.data[a:a + len(buf)]
+    def writeblocks(self, b, buf, off=None):
+        a = b * self.size + (off or 0)
+        self.data[a:a + len(buf)] = buf
+    def ioctl(self, op, arg):
+        if op == 4:
+            return self.n
+        if op == 5:
+            return self.size
+        if op == 6:
+            a = arg * self.size
+            self.data[a:a + self.size] = b'\xff' * self.size
+        return 0
+
+bd = RAM(%d, 512)
+os.VfsLfs2.mkfs(bd)
+os.mount(os.VfsLfs2(bd), '/flash')
+with open('/flash/jobs.txt', 'w') as f:
+    f.write(''.join(l + '\n' for l in %r))
+st = store.Store('/flash/')
+n = 0
+for i in range(%d):
+    r = jobline.Result('aaaaaaaa', 'dev-1', i, 1796083200 + i * 3600, 'ok', 1, '0123456789abcdef', 'n%%d' %% i)
+    st.append(r.line())
+    n += 1
+    if st.needs_compaction():
+        st.compact()
+storesync.seal(st)
+kept = sum(1 for l in storesync.outbox(st))
+head = next(outbox.answer(st, 1 << 20))
+print('N', n, 'KEPT', kept, 'LOST', st.out_lost(), 'HEAD', head, 'HEALTH', storesync.health(st)['outbox_dropped'])
+up = int(head.split()[0])
+storesync.ack(st, up, int(head.split()[2]))
+print('AFTER', st.out_lost(), st.out_seqs(), storesync.health(st)['outbox_dropped'])
+'''
+
+
+def test_a_full_flash_drops_the_oldest_results_counted_and_reported():
+    """On a flash too small for what the board wrote between two syncs, the
+    oldest outbox files go, every record of them counted: the count is in
+    the answer to `O` and in the status until the companion acknowledges it;
+    what is kept plus what is counted is everything written, and the store
+    keeps compacting (no ENOSPC)."""
+    from tests.mpy import run_mpy
+    job = 'aaaaaaaa each 2026-12-01T00:00Z log t ; every=1h'
+    out = run_mpy(FULL % (48, [job], 1500), heap='128K', timeout=300)
+    f = out.split()
+    n, kept, lost = int(f[f.index('N') + 1]), int(f[f.index('KEPT') + 1]), int(f[f.index('LOST') + 1])
+    assert n == 1500 and lost > 0 and kept + lost == n, out
+    head = out.split('HEAD ')[1].split(' HEALTH')[0].split()
+    assert int(head[2]) == lost and int(out.split('HEALTH ')[1].split()[0]) == lost
+    assert out.split('AFTER ')[1].split()[0] == '0'     # counted by the companion: reported once

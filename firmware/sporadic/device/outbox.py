@@ -4,8 +4,9 @@
 # bytes they are packed together (core/outpack.py: an `each` run is one
 # short line) into out/pN, N the newest segment it holds: written to
 # out/p.tmp, renamed, then the raw segments go (recover.py finishes either
-# step after a power cut). Nothing is dropped while the flash has room; when
-# it has none (less free than the next compaction and packing need), the
+# step after a power cut); sooner when the flash runs short. Nothing is
+# dropped while the flash has room; when it has none (less free than the
+# next compaction and packing need), the
 # oldest outbox file goes and its records are counted in out/lost, which
 # the board reports (status, and the answer to `O`) until the companion
 # has read it.
@@ -128,18 +129,28 @@ def make_room(st, need):
 
 
 def tidy(st):
-    """After a compaction: room for the next one, and the raw segments
-    packed. A heap too full to pack in (the loop's, on a small board)
-    leaves them raw: the sync packs them (syncsrv, in its fresh heap)."""
+    """After a compaction: the raw segments packed once they pass PACK_AT,
+    or sooner when the flash runs short (packing frees about 3/4 of them),
+    then room for the next compaction (a copy of jobs.txt and a log). A
+    heap too full to pack in (the loop's, on a small board) leaves them
+    raw: the sync packs them (syncsrv, in its fresh heap)."""
     import gc
+    from sporadic.device.store import PASS_LOG_MAX, exists
     gc.collect()
     raw = raw_bytes(st)
-    make_room(st, size(st.jobs) + raw)
-    if raw >= PACK_AT:
+    need = size(st.jobs) + PASS_LOG_MAX
+    fr = free(st)
+    short = fr is not None and fr[0] < need + raw + MARGIN * fr[1]
+    if raw and (raw >= PACK_AT or short):
+        make_room(st, raw >> 1)       # the pack is written before the segments go
         try:
             pack(st)
-        except MemoryError:
-            pass     # nothing lost: p.tmp is written again by the next pack
+        except (MemoryError, OSError):
+            # nothing lost: the raw segments are all there, and the next
+            # pack writes p.tmp again
+            if exists(st.out + '/p.tmp'):
+                _remove(st.out + '/p.tmp')
+    make_room(st, need)
 
 
 def answer(st, most):

@@ -35,6 +35,7 @@ CHUNK = const(256)        # bytes gathered before one write while compacting
 CRASH_EXIT = const(77)
 FEED_LINES = const(64)    # lines read between two calls of `feed`
 WAKE_INDEX = True         # the loop keeps a wake index (wake.py); False: bench/wake.py's baseline
+PACK = True               # the outbox is packed (outbox.py); False: bench/scale_outbox.py's baseline
 
 # The watchdog: every long read calls feed() each FEED_LINES lines (set to
 # board.wdt_feed by the runtime and the sync server). A board's watchdog,
@@ -303,7 +304,7 @@ class Store:
         self.log_size = 0
         self.in_size = 0
         self._pend = None
-        if sealed:
+        if sealed and PACK:
             # room for the next compaction, raw segments packed (outbox.py;
             # loaded for this only)
             had = list(sys.modules)
