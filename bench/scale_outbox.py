@@ -33,7 +33,8 @@ Figures:
 With board "rp2" (the Pico firmware present): the new board's outbox files,
 as its loop wrote them on the unix port, are copied onto an emulated Pico
 deployed as the same board (`companion deploy --id`, `mpremote cp`), and
-the Pico hands them over in one `companion sync`: results_in_one_sync is
+the Pico hands them over in one `companion sync` (with the log.txt not
+sealed into the outbox yet, also copied): results_in_one_sync is
 then the Pico's (its month of running is the unix port's: a month of the
 emulated chip's loop is hours of emulation).
 """
@@ -124,16 +125,20 @@ def rp2_sync(tmp, fleet_dir, outbox_dir, ids, hours):
     from companion import syncer
     from companion.fleet import Fleet
     fleet = Fleet(fleet_dir)
+    from tests.devutil import CLI
     vb = RP2VBoard(os.path.join(tmp, 'pico.flash'), firmware=os.environ['SPORADIC_RP2_UF2'],
-                   bootrom=os.environ['SPORADIC_RP2_BOOTROM'], unpaced=True)
+                   bootrom=os.environ['SPORADIC_RP2_BOOTROM'])
     vb.start()
     try:
-        syncer.deploy(fleet, vb.path, HOST, board='rp2-pico', progress=False)
+        CLI(fleet_dir).run('deploy', vb.path, '--id', HOST, '--board', 'rp2-pico', '-q', timeout=900)
         names = sorted(n for n in os.listdir(outbox_dir) if n.lstrip('p').isdigit())
         args = [sys.executable, '-m', 'mpremote', 'connect', vb.path,
                 'exec', "import os\ntry:\n os.mkdir('out')\nexcept OSError:\n pass", '+']
         for n in names:
             args += ['fs', 'cp', os.path.join(outbox_dir, n), ':out/' + n, '+']
+        log = os.path.join(outbox_dir, 'log.txt')
+        if os.path.exists(log):     # the records not sealed into the outbox yet
+            args += ['fs', 'cp', log, ':log.txt', '+']
         p = subprocess.run(args[:-1], capture_output=True, text=True, timeout=3600)
         if p.returncode:
             return {'error': 'mpremote cp: ' + p.stderr[-300:]}
@@ -163,6 +168,8 @@ def measure(board='unix', hours=720, jobs=10):
         per_base = _outbox_bytes(base) / float(len(held_base))
         kept = os.path.join(tmp, 'out-kept')
         shutil.copytree(os.path.join(flash, 'out'), kept)
+        if os.path.exists(os.path.join(flash, 'log.txt')):
+            shutil.copy(os.path.join(flash, 'log.txt'), os.path.join(kept, 'log.txt'))
         fleet_kept = os.path.join(tmp, 'fleet-kept')
         shutil.copytree(cli.dir, fleet_kept)
         # the 64K attempt on copies first, then the sync at the default heap

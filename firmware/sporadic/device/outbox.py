@@ -125,7 +125,6 @@ def make_room(st, need):
         put(st.out + '/lost.tmp', str(n))
         _rename(st.out + '/lost.tmp', st.out + '/lost')
         _remove(p)
-        st.out_dropped = n
 
 
 def tidy(st):
@@ -191,5 +190,4 @@ def ack(st, upto, lost_read=0):
             _rename(st.out + '/lost.tmp', st.out + '/lost')
         else:
             _remove(st.out + '/lost')
-        st.out_dropped = max(left, 0)
     return k

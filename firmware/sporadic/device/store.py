@@ -163,7 +163,6 @@ class Store:
         self.notes = []          # what recovery did at open
         self.quarantined = 0     # lines in quar.txt (and rotated away)
         self.compactions = 0
-        self.out_dropped = 0     # own records dropped for want of flash (outbox.lost)
         self.conflicts = 0
         self._pend = None
         self._tr = 0             # storex.trust: 0 not loaded yet, None insecure
