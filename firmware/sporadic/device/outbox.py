@@ -1,28 +1,20 @@
 # The outbox on flash (docs/device.md#the-outbox): own records the companion
 # has not confirmed yet. A compaction renames log.txt to out/N (a raw
-# segment, full lines: costs no write); once the raw segments pass PACK_AT
-# bytes they are packed together (core/outpack.py: an `each` run is one
-# short line) into out/pN, N the newest segment it holds: written to
-# out/p.tmp, renamed, then the raw segments go (recover.py finishes either
-# step after a power cut); sooner when the flash runs short. Nothing is
-# dropped while the flash has room; when it has none (less free than the
-# next compaction and packing need), the
-# oldest outbox file goes and its records are counted in out/lost, which
-# the board reports (status, and the answer to `O`) until the companion
-# has read it.
+# segment, full lines: costs no write); once the raw segments pass
+# store.PACK_AT bytes, or sooner when the flash runs short, they are packed
+# together (core/outpack.py: an `each` run is one short line) into out/pN,
+# N the newest segment it holds: written to out/p.tmp, renamed, then the
+# raw segments go (recover.py finishes either step after a power cut).
+# Nothing is dropped while the flash has room; when it has none (less free
+# than the next compaction and packing need), the oldest outbox file goes
+# and its records are counted in out/lost, which the board reports (status,
+# and the answer to `O`) until the companion has counted it.
 #
 # Loaded by a compaction only when it has something to do here, and by a
 # sync; the loop never keeps it.
-try:
-    from micropython import const
-except ImportError:
-    def const(x):
-        return x
 import os
-from sporadic.device.store import size, read_lines, _write, _rename, _remove
+from sporadic.device.store import size, read_lines, _write, _rename, _remove, PASS_LOG_MAX, OUT_MARGIN
 
-PACK_AT = const(12288)    # raw segment bytes that are packed together
-MARGIN = const(4)         # flash blocks kept free beyond what the next compaction needs
 
 
 def files(st):
@@ -35,14 +27,6 @@ def files(st):
             s.append((int(name[1:]), name))
     s.sort()
     return s
-
-
-def raw_bytes(st):
-    n = 0
-    for k, name in files(st):
-        if name[0] != 'p':
-            n += size(st.out + '/' + name)
-    return n
 
 
 def _host(paths):
@@ -111,10 +95,10 @@ def _count(path):
 
 def make_room(st, need):
     """Drop the oldest outbox files while the flash has less than `need`
-    bytes (+ MARGIN blocks) free; each dropped record is counted."""
+    bytes (+ OUT_MARGIN blocks) free; each dropped record is counted."""
     while True:
         fr = free(st)
-        if fr is None or fr[0] >= need + MARGIN * fr[1]:
+        if fr is None or fr[0] >= need + OUT_MARGIN * fr[1]:
             return
         fs = files(st)
         if len(fs) < 2:    # the newest stays: it is what the next sync hands over
@@ -128,28 +112,34 @@ def make_room(st, need):
 
 
 def tidy(st):
-    """After a compaction: the raw segments packed once they pass PACK_AT,
-    or sooner when the flash runs short (packing frees about 3/4 of them),
-    then room for the next compaction (a copy of jobs.txt and a log). A
-    heap too full to pack in (the loop's, on a small board) leaves them
-    raw: the sync packs them (syncsrv, in its fresh heap)."""
+    """After a compaction that sealed a segment (or a sync's `O`): the raw
+    segments packed once they pass PACK_AT, or sooner when the flash runs
+    short (packing frees about 2/3 of them), then room for the next
+    compaction (a copy of jobs.txt and a log): Store.out_due says when."""
     import gc
-    from sporadic.device.store import PASS_LOG_MAX, exists
     gc.collect()
-    raw = raw_bytes(st)
-    need = size(st.jobs) + PASS_LOG_MAX
-    fr = free(st)
-    short = fr is not None and fr[0] < need + raw + MARGIN * fr[1]
-    if raw and (raw >= PACK_AT or short):
+    due = st.out_due()
+    if due is None:
+        return
+    raw = due[0]
+    if raw:
         make_room(st, raw >> 1)       # the pack is written before the segments go
         try:
             pack(st)
         except (MemoryError, OSError):
             # nothing lost: the raw segments are all there, and the next
             # pack writes p.tmp again
-            if exists(st.out + '/p.tmp'):
+            if _exists(st.out + '/p.tmp'):
                 _remove(st.out + '/p.tmp')
-    make_room(st, need)
+    make_room(st, size(st.jobs) + PASS_LOG_MAX)
+
+
+def _exists(p):
+    try:
+        os.stat(p)
+        return True
+    except OSError:
+        return False
 
 
 def answer(st, most):

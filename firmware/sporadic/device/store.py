@@ -36,6 +36,8 @@ CRASH_EXIT = const(77)
 FEED_LINES = const(64)    # lines read between two calls of `feed`
 WAKE_INDEX = True         # the loop keeps a wake index (wake.py); False: bench/wake.py's baseline
 PACK = True               # the outbox is packed (outbox.py); False: bench/scale_outbox.py's baseline
+PACK_AT = const(12288)    # raw outbox segment bytes packed together (outbox.py)
+OUT_MARGIN = const(4)     # flash blocks kept free beyond what the next compaction needs
 
 # The watchdog: every long read calls feed() each FEED_LINES lines (set to
 # board.wdt_feed by the runtime and the sync server). A board's watchdog,
@@ -303,12 +305,16 @@ class Store:
         self.log_size = 0
         self.in_size = 0
         self._pend = None
-        if sealed and PACK:
-            # room for the next compaction, raw segments packed (outbox.py;
-            # loaded for this only)
+        if sealed and PACK and self.out_due():
+            # raw segments packed, room for the next compaction (outbox.py,
+            # loaded for this only; a heap too full for it leaves that to
+            # the next compaction, or to the sync's fresh heap)
             had = list(sys.modules)
-            from sporadic.device import outbox
-            outbox.tidy(self)
+            try:
+                from sporadic.device import outbox
+                outbox.tidy(self)
+            except MemoryError:
+                pass
             outbox = None
             _drop(had)
 
@@ -316,6 +322,23 @@ class Store:
 
     def _seg(self, n):
         return self.out + '/' + str(n)
+
+    def out_due(self):
+        """(raw, short): the raw outbox segments' bytes and whether the flash
+        has less free than they, the next compaction (jobs.txt and a log)
+        and OUT_MARGIN blocks need; true when outbox.tidy has work: raw past
+        PACK_AT, or the flash short."""
+        raw = 0
+        for name in os.listdir(self.out):
+            if name.isdigit():
+                raw += size(self.out + '/' + name)
+        short = False
+        try:
+            v = os.statvfs(self.root or '/')
+            short = v[0] * v[4] < size(self.jobs) + PASS_LOG_MAX + raw + OUT_MARGIN * v[0]
+        except (AttributeError, OSError):
+            pass
+        return (raw, short) if raw >= PACK_AT or short else None
 
     def out_lost(self):
         """Own records dropped for want of flash the companion has not
