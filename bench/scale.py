@@ -97,8 +97,7 @@ def table(d):
             base = d.get(k + '_baseline', '-')
             rows.append((k, _fmt(d[k]), _fmt(base), TARGETS[k], d['board'].get(k, '?')))
     for k in sorted(d):
-        if k not in TARGETS and not k.endswith('_baseline') and k not in ('board', 'errors', 'modules') \
-                and not isinstance(d[k], dict):
+        if k not in TARGETS and not k.endswith('_baseline') and k not in ('board', 'errors', 'modules'):
             rows.append((k, _fmt(d[k]), _fmt(d.get(k + '_baseline', '-')), '', d['board'].get(k, '')))
     w = [max(len(str(r[i])) for r in rows) for i in range(5)]
     out = []

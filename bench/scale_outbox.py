@@ -28,7 +28,11 @@ Figures:
     `O` answer built in RAM: 0 arrived), not measured again here: the old
     sync code is gone;
   - results_in_one_sync_64K: the same sync tried at -X heapsize=64K on a
-    copy (what arrived, and the error when the sync breaks off).
+    copy (what arrived, and the error when the sync breaks off);
+    outbox_handover_64K: the records the outbox hand-over alone (a sync's
+    soft reset and `T`, then syncer.outbox: `O` pieces and `A`) moved from
+    that 64K board (the signed reconciliation before it is what a 64K
+    sync of this port's .mpy firmware runs out of memory in).
 
 With board "rp2" (the Pico firmware present): the new board's outbox files,
 as its loop wrote them on the unix port, are copied onto an emulated Pico
@@ -118,6 +122,35 @@ def sync_once(fleet_dir, flash, heap):
         vb.stop()
 
 
+def outbox_only(fleet_dir, flash, heap):
+    """The outbox hand-over alone (syncer.outbox, what a sync does after the
+    reconciliation: `O` pieces and `A`) over the board's serial line, after
+    the soft reset and `T` a sync starts with: what a board at `heap` hands
+    over when the reconciliation before it is not what runs out of memory.
+    Returns (records handed over, seconds, error)."""
+    from companion import syncer
+    from companion.fleet import Fleet
+    from companion.transport_serial import SerialLink
+    from companion.vboard import VBoard
+    vb = VBoard(flash, board_id=HOST, heap=heap)
+    vb.start()
+    t = time.monotonic()
+    try:
+        link = SerialLink(vb.path)
+        try:
+            syncer.fresh_heap(link)
+            ans = link.call('T %d' % int(time.time())).split()
+            got = syncer.outbox(Fleet(fleet_dir), ans[0], lambda r: link.call(r, stream=True), link.call,
+                                int(ans[2]), [])
+            return got['records'], time.monotonic() - t, None
+        finally:
+            link.close()
+    except Exception as e:
+        return 0, time.monotonic() - t, str(e)[:300]
+    finally:
+        vb.stop()
+
+
 def rp2_sync(tmp, fleet_dir, outbox_dir, ids, hours):
     """The outbox files copied onto an emulated Pico deployed as the same
     board, then one sync (see the top)."""
@@ -177,6 +210,7 @@ def measure(board='unix', hours=720, jobs=10):
         shutil.copytree(cli.dir, f64)
         shutil.copytree(flash, fl64, symlinks=True)
         rep64, s64, err64 = sync_once(f64, fl64, '64K')
+        n64, o64_s, o64_err = outbox_only(f64, fl64, '64K')
         rep, sync_s, err = sync_once(cli.dir, flash, '128K')
         got = _month_rows(cli.dir, ids, hours)
         out = {
@@ -185,6 +219,9 @@ def measure(board='unix', hours=720, jobs=10):
             'results_waiting': len(held),
             'results_in_one_sync_64K': _month_rows(f64, ids, hours),
             'sync_64K_error': err64,
+            'outbox_handover_64K': n64,
+            'outbox_handover_64K_s': round(o64_s, 1),
+            'outbox_handover_64K_error': o64_err,
             'sync_s': round(sync_s, 1),
             'sync_wire_bytes': rep['bytes'] if rep else None,
             'sync_error': err,
@@ -213,6 +250,8 @@ def show(d):
     print('  results in one sync:      %6d   (before #27: %d, every sync failed at ~120)  [%s]'
           % (d['results_in_one_sync'], d['results_in_one_sync_baseline'], d['board']['results_in_one_sync']))
     print('  ... at -X heapsize=64K:   %6d   %s' % (d['results_in_one_sync_64K'], d['sync_64K_error'] or ''))
+    print('  outbox alone at 64K:      %6d   in %s s %s' % (d['outbox_handover_64K'], d['outbox_handover_64K_s'],
+                                                          d['outbox_handover_64K_error'] or ''))
     print('  outbox bytes per result:  %6.1f   (baseline, raw log segments: %.1f)'
           % (d['outbox_bytes_per_result'], d['outbox_bytes_per_result_baseline']))
     print('  the sync: %s s, %s bytes on the wire %s' % (d['sync_s'], d['sync_wire_bytes'], d['sync_error'] or ''))
