@@ -232,3 +232,47 @@ def test_a_full_flash_drops_the_oldest_results_counted_and_reported():
     head = out.split('HEAD ')[1].split(' HEALTH')[0].split()
     assert int(head[2]) == lost and int(out.split('HEALTH ')[1].split()[0]) == lost
     assert out.split('AFTER ')[1].split()[0] == '0'     # counted by the companion: reported once
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group('rp2')
+def test_the_emulated_pico_hands_its_outbox_over_in_one_sync(tmp_path):
+    """The real rp2 firmware (emulated Pico) holding two days of 10 hourly
+    jobs' records in its outbox (packed and raw files as a board's loop wrote
+    them, on the unix port: copied onto the Pico deployed as that board)
+    hands every one over in one sync, streamed from its LittleFS, and frees
+    them once the companion holds them."""
+    from tests.test_rp2 import WHY, UF2, BOOTROM
+    if WHY is not None:
+        pytest.skip('emulated Pico: %s' % WHY)
+    import subprocess
+    import sys
+    from companion.vboard_rp2 import RP2VBoard
+    cli = CLI(str(tmp_path / 'fleet'))
+    flash = str(tmp_path / 'flash')
+    try:
+        ids, t0 = run_offline(cli, flash, '128K', 2 * 24)
+    finally:
+        cli.stop_boards()
+    out = os.path.join(flash, 'out')
+    names = sorted(os.listdir(out))
+    assert any(n[0] == 'p' for n in names) and any(n.isdigit() for n in names), names
+    held = outbox_lines(flash)
+    vb = RP2VBoard(str(tmp_path / 'pico.flash'), firmware=UF2, bootrom=BOOTROM)
+    vb.start()
+    try:
+        cli.run('deploy', vb.path, '--id', HOST, '--board', 'rp2-pico', '-q', timeout=900)
+        args = [sys.executable, '-m', 'mpremote', 'connect', vb.path,
+                'exec', "import os\ntry:\n os.mkdir('out')\nexcept OSError:\n pass"]
+        for n in names:
+            args += ['+', 'fs', 'cp', os.path.join(out, n), ':out/' + n]
+        p = subprocess.run(args, capture_output=True, text=True, timeout=900)
+        assert p.returncode == 0, p.stderr
+        rep = syncer.sync(Fleet(cli.dir), vb.path, progress=False)
+        assert rep['status']['store']['outbox'] == 0 and rep['status']['store']['outbox_dropped'] == 0
+        results = fleet_results(Fleet(cli.dir))
+        assert not unsettled(held, set(results))
+        assert len([l for l in results if l[:8] in ids and l.split()[5] == 'ok']) >= len(
+            [l for l in held if l.split()[5] == 'ok'])
+    finally:
+        vb.stop()
