@@ -49,6 +49,8 @@ def pack(st):
     tmp = st.out + '/p.tmp'
 
     def src():
+        if not host:
+            yield '@'      # no own result to name the board by: the lines as they are
         for p in paths:
             for line in read_lines(p):
                 yield line
@@ -64,8 +66,6 @@ def pack(st):
                 _write(f, '\n'.join(buf))
                 buf = []
                 n = 0
-        if not host:
-            buf.insert(0, '@')
         if buf:
             buf.append('')
             _write(f, '\n'.join(buf))
