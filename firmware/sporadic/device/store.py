@@ -38,6 +38,7 @@ WAKE_INDEX = True         # the loop keeps a wake index (wake.py); False: bench/
 PACK = True               # the outbox is packed (outbox.py); False: bench/scale_outbox.py's baseline
 PACK_AT = const(12288)    # raw outbox segment bytes packed together (outbox.py)
 OUT_MARGIN = const(4)     # flash blocks kept free beyond what the next compaction needs
+PACK_FREE = const(32768)  # free heap the loop needs to pack the outbox itself (else the sync does)
 
 # The watchdog: every long read calls feed() each FEED_LINES lines (set to
 # board.wdt_feed by the runtime and the sync server). A board's watchdog,
@@ -305,10 +306,13 @@ class Store:
         self.log_size = 0
         self.in_size = 0
         self._pend = None
-        if sealed and PACK and self.out_due():
+        due = self.out_due() if sealed and PACK else None
+        if due is not None and (due[1] or _roomy()):
             # raw segments packed, room for the next compaction (outbox.py,
-            # loaded for this only; a heap too full for it leaves that to
-            # the next compaction, or to the sync's fresh heap)
+            # loaded for this only). Packing waits for the sync's fresh heap
+            # on a board whose loop has little to spare: loading and letting
+            # go of the code at every pack scatters a small heap (a 72K unix
+            # board then failed its next import); room is made whatever the heap
             had = list(sys.modules)
             try:
                 from sporadic.device import outbox
@@ -359,6 +363,14 @@ class Store:
                 s.append(int(name))
         s.sort()
         return s
+
+
+def _roomy():
+    # the loop's heap has PACK_FREE bytes free: packing in it costs nothing
+    # the loop needs (a Pico: ~200 KB; a 64-72K board packs at its syncs)
+    import gc
+    gc.collect()
+    return not hasattr(gc, 'mem_free') or gc.mem_free() >= PACK_FREE
 
 
 def _drop(had):

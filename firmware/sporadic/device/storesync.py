@@ -119,13 +119,23 @@ def outbox(st, upto=None):
             line = u.line(line)
             if line is not None:
                 yield line
+    u = outpack = None
+    _forget('sporadic.core.outpack')
 
 
 def ack(st, upto, lost_read=0):
     """The companion holds every outbox file <= upto (and has counted
     `lost_read` records dropped for want of flash): remove them."""
     from sporadic.device import outbox
-    return outbox.ack(st, upto, lost_read)
+    k = outbox.ack(st, upto, lost_read)
+    outbox = None
+    _forget('sporadic.device.outbox')    # the next `O` loads it again: a running loop's heap has no room to keep it
+    return k
+
+
+def _forget(name):
+    import sporadic
+    sporadic.forget(name)
 
 
 def health(st):
