@@ -380,8 +380,19 @@ def outbox(fleet, dev_id, call, plain_call, heap, flagged):
                 raise UserError('board refused the outbox: %s' % l[7:])
         top, left, gone = int(head[0]), int(head[1]), int(head[2])
         res = []
-        for l in outpack.unpack(l for l in lines[1:] if l):
-            r = jobline.parse(l)
+        u = outpack.Unpacker()
+        for s in lines[1:]:
+            if not s:
+                continue
+            try:
+                l = u.line(s)
+                if l is None:
+                    continue
+                r = jobline.parse(l)
+            except (ValueError, IndexError, jobline.ParseError):
+                # not a record (a board that lies, or a torn file): reported, never kept
+                flagged.append('bad line in outbox of %s: %s' % (dev_id, s[:80]))
+                continue
             if isinstance(r, jobline.Result) and verify_result(fleet, r) is False:
                 flagged.append('unverified result in outbox of %s: %s' % (dev_id, l[:80]))
             res.append(l)
