@@ -162,22 +162,3 @@ def answer(st, most):
             yield '\n@'
         for line in read_lines(st.out + '/' + name):
             yield '\n' + line
-
-
-def ack(st, upto, lost_read=0):
-    """The companion holds every outbox file <= upto (and has counted
-    `lost_read` dropped records): remove them."""
-    k = 0
-    for n, name in files(st):
-        if n <= upto:
-            _remove(st.out + '/' + name)
-            k += 1
-    if lost_read:
-        left = st.out_lost() - lost_read
-        if left > 0:
-            from sporadic.device.store import put
-            put(st.out + '/lost.tmp', str(left))
-            _rename(st.out + '/lost.tmp', st.out + '/lost')
-        else:
-            _remove(st.out + '/lost')
-    return k
