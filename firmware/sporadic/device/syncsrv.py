@@ -189,6 +189,12 @@ def h(req):
 def _outbox(req):
     # `O MOST`: the log sealed into the outbox, then its oldest files within
     # MOST bytes, in pieces (device/outbox.py answer)
+    # the reconciliation is over when the outbox is asked for: its answerer
+    # (and what it holds) goes first, the heaviest part of a sync session
+    # (a 128K unix board's `O` then found no 640-byte run)
+    global _responder
+    _responder = None
+    gc.collect()
     from sporadic.device import storesync, outbox
     st = store()
     storesync.seal(st)
