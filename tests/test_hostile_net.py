@@ -1,0 +1,180 @@
+"""A hostile network against boards set up as a user sets them up (issue
+#29, cases 2-4; docs/security.md): virtual boards (`companion vboard`, the
+unix port on loopback) deployed with `companion deploy --sync-port --peer`
+in a signed fleet, jobs added with `companion add` and synced with
+`companion sync`. Each attack runs while a job is due every few seconds;
+the board's own result records (the instance and the board time it ran)
+say whether its jobs ran on time: every instance due while the attack
+goes on must have run within LATE seconds of its due time. Waits poll a
+condition with a deadline; nothing here sleeps to make timing pass.
+
+Case 2: a slow peer (a hello trickled a byte every 2 s at the address of
+a stopped peer; a fake peer's heartbeats, under the fleet key, pointing at
+such a trickler) costs a board's loop at most its network slice per wake
+(net/node.py SLICE_MS), then it is backed off; a peer not heard for
+FORGET_MS is forgotten."""
+import os
+import socket
+import threading
+import time
+
+import pytest
+
+from companion.fleet import Fleet
+from sporadic.core import jobline, leader, plan
+from sporadic.net import node
+from tests.devutil import own_results, wait_for
+from tests.test_mesh import fleet_of  # noqa: F401  (the fixture: boards deployed on loopback)
+
+EVERY = 5          # s between a job's instances
+LATE = 4           # s an instance may run after its due time: the slice (2 s), a poll, the clock's second
+
+
+class Trickler:
+    """A TCP server on a loopback port that answers every connection with a
+    sporadic-looking hello, one byte every `every` seconds (and never
+    closes first): the slowest peer that still looks alive."""
+
+    def __init__(self, port, every=2.0, hello=b'SPS1 zz 0123456789abcdef\n'):
+        self.s = socket.socket()
+        self.s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.s.bind(('127.0.0.1', port))
+        self.s.listen(16)
+        self.port = port
+        self.every = every
+        self.hello = hello
+        self.accepted = 0
+        self.stop = threading.Event()
+        self.conns = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        self.s.settimeout(0.2)
+        while not self.stop.is_set():
+            try:
+                c, _ = self.s.accept()
+            except OSError:
+                continue
+            self.accepted += 1
+            self.conns.append(c)
+            threading.Thread(target=self._trickle, args=(c,), daemon=True).start()
+
+    def _trickle(self, c):
+        try:
+            for i in range(len(self.hello)):
+                c.sendall(self.hello[i:i + 1])
+                if self.stop.wait(self.every):
+                    return
+        except OSError:
+            pass
+
+    def close(self):
+        self.stop.set()
+        for c in self.conns:
+            c.close()
+        self.s.close()
+
+
+def tick_job(cli):
+    """`companion add` of a job each board runs every EVERY s; its record."""
+    jid = cli('add', 'each +2s log tick ; every=%ds' % EVERY).strip()
+    return next(jobline.parse(l) for l in Fleet(cli.dir).lines() if l.startswith(jid + ' '))
+
+
+def runs(board, job):
+    """{instance: board time it ran} from the board's own result records."""
+    out = {}
+    for r in own_results(board.dir, board.id):
+        if r['id'] == job.id and r['outcome'] == 'ok':
+            out[r['k']] = r['at']
+    return out
+
+
+def on_time(board, job, since, count):
+    """Wait until the board has run `count` instances due after `since`
+    (Unix time); then each of them ran within LATE s of its due time."""
+    k0 = 0
+    while plan.due(job, k0) < since:
+        k0 += 1
+    want = range(k0, k0 + count)
+
+    def done():
+        r = runs(board, job)
+        return r if all(k in r for k in want) else None
+    # a board whose loop waits on the network runs one instance in minutes:
+    # twice the time the instances take is plenty for one that does not
+    r = wait_for(done, 2 * count * EVERY + 20, '%s to run instances %d-%d' % (board.id, want[0], want[-1]),
+                 every=0.5)
+    late = {k: r[k] - plan.due(job, k) for k in want}
+    assert all(0 <= v <= LATE for v in late.values()), (board.id, late)
+    return late
+
+
+@pytest.mark.slow
+def test_a_hello_trickled_at_a_stopped_peers_address_costs_a_slice(fleet_of):  # noqa: F811
+    fl = fleet_of(['n1', 'n2'])            # each the other's --peer
+    n1, n2 = fl['n1'], fl['n2']
+    job = tick_job(fleet_of.cli)
+    n1.sync()
+    port = n2.port
+    n2.stop()
+    t = Trickler(port)
+    try:
+        since = time.time()
+        on_time(n1, job, since, 8)
+        st = n1.net()
+        # n1 tried n2's address, gave up each time at its slice, backed off
+        assert t.accepted >= 2 and st['sync']['sync_fail'] >= 2, (t.accepted, st['sync'])
+        assert 'too slow' in st['last_error'], st['last_error']
+        assert any(b.startswith('127.0.0.1:%d ' % port) for b in st['backoff']), st['backoff']
+        # backed off: far fewer tries than one each sync period
+        assert t.accepted <= (time.time() - since) * 1000 / node.SYNC_MS / 2 + 1, t.accepted
+    finally:
+        t.close()
+
+
+@pytest.mark.slow
+def test_a_fake_peers_heartbeats_cost_a_slice_and_it_is_forgotten(fleet_of, reserve_ports):  # noqa: F811
+    ids = ['h1', 'h2', 'h3']
+    fl = fleet_of(ids)
+    c = fleet_of.cli
+    job = tick_job(c)
+    for b in ids:
+        fl[b].sync()
+    with open(os.path.join(c.dir, 'keys', 'peer')) as f:
+        key = bytes.fromhex(f.read().strip())
+    t = Trickler(reserve_ports(1)[0])
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    stop = threading.Event()
+
+    def beat():
+        # 'zz' sorts after every board: each of them syncs to it
+        seq = 0
+        while not stop.is_set():
+            seq += 1
+            for b in ids:
+                u.sendto(leader.encode('zz', 0, False, t.port, seq, key).encode(), ('127.0.0.1', fl[b].port))
+            stop.wait(0.5)
+    th = threading.Thread(target=beat, daemon=True)
+    th.start()
+    try:
+        wait_for(lambda: all('zz' in fl[b].net()['peers'] for b in ids), 20, 'zz heard by every board')
+        since = time.time()
+        for b in ids:
+            on_time(fl[b], job, since, 6)
+        assert t.accepted >= 3
+        for b in ids:
+            st = fl[b].net()
+            assert any(x.startswith('127.0.0.1:%d ' % t.port) for x in st['backoff']), (b, st['backoff'])
+    finally:
+        stop.set()
+        th.join(5)
+        u.close()
+        t.close()
+    # silent now: forgotten (no more heartbeats sent to it, nor syncs tried)
+    wait_for(lambda: all('zz' not in fl[b].net()['peers'] for b in ids), node.FORGET_MS / 1000 + 15,
+             'zz forgotten')
+    for b in ids:
+        st = fl[b].net()
+        assert st['sync']['forgotten'] >= 1 and not any(x.startswith('127.0.0.1:%d ' % t.port)
+                                                        for x in st['backoff']), st
