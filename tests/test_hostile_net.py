@@ -82,11 +82,20 @@ def tick_job(cli):
 
 
 def runs(board, job):
-    """{instance: board time it ran} from the board's own result records."""
+    """{instance: board time it ran} from the board's own result records
+    (those a sync took away since: from the fleet's results.txt)."""
     out = {}
     for r in own_results(board.dir, board.id):
         if r['id'] == job.id and r['outcome'] == 'ok':
             out[r['k']] = r['at']
+    try:
+        with open(Fleet(board.cli.dir).path('results.txt')) as f:
+            for l in f:
+                r = jobline.parse(l.strip())
+                if r.id == job.id and r.host == board.id and r.outcome == 'ok':
+                    out[r.k] = r.at
+    except FileNotFoundError:
+        pass
     return out
 
 
@@ -178,3 +187,108 @@ def test_a_fake_peers_heartbeats_cost_a_slice_and_it_is_forgotten(fleet_of, rese
         st = fl[b].net()
         assert st['sync']['forgotten'] >= 1 and not any(x.startswith('127.0.0.1:%d ' % t.port)
                                                         for x in st['backoff']), st
+
+
+# ---- case 3: idle and trickling connections against the sync server -----------------
+
+def _connect(src, port):
+    s = socket.socket()
+    s.bind((src, 0))
+    s.settimeout(10)
+    s.connect(('127.0.0.1', port))
+    return s
+
+
+def _idle(src, port, stop, opened):
+    """Open a connection and say nothing; when the board closes it (its
+    hello deadline, a newcomer, "busy"), open another at once."""
+    while not stop.is_set():
+        try:
+            s = _connect(src, port)
+        except OSError:
+            continue
+        opened.append(1)
+        try:
+            while not stop.is_set() and s.recv(256):
+                pass
+        except OSError:
+            pass
+        s.close()
+
+
+def _trickler(src, port, key, me, stop, closed_after):
+    """Authenticate as a peer board (the fleet key), then send a frame one
+    byte every 2 s; when the board closes it, start again."""
+    from sporadic.net import wire
+    while not stop.is_set():
+        try:
+            s = _connect(src, port)
+            f = s.makefile('rb')
+            _, sid, sn = f.readline().decode().split()
+            cn = '0123456789abcdef'
+            s.sendall(('SPC1 %s %s %s\n' % (me, cn, wire.mac(key, wire.hello_text('c', sn, cn, me, sid))))
+                      .encode())
+            if not f.readline().startswith(b'OK '):
+                s.close()
+                stop.wait(0.2)
+                continue
+        except (OSError, ValueError):
+            continue
+        t0 = time.monotonic()
+        try:
+            for b in b'100 -\n' + b'S' * 100:
+                s.sendall(bytes([b]))
+                if stop.wait(2):
+                    break
+                s.settimeout(0.001)
+                try:
+                    if s.recv(1) == b'':
+                        break
+                except socket.timeout:
+                    pass
+                s.settimeout(10)
+        except OSError:
+            pass
+        if not stop.is_set():
+            closed_after.append(time.monotonic() - t0)
+        s.close()
+
+
+@pytest.mark.slow
+def test_idle_and_trickling_connections_never_lock_the_companion_out(fleet_of):  # noqa: F811
+    fl = fleet_of(['s1'])
+    b = fl['s1']
+    c = fleet_of.cli
+    job = tick_job(c)
+    b.sync()
+    with open(os.path.join(c.dir, 'keys', 'peer')) as f:
+        key = bytes.fromhex(f.read().strip())
+    stop = threading.Event()
+    opened, closed_after = [], []
+    threads = [threading.Thread(target=_idle, args=('127.0.0.2', b.port, stop, opened), daemon=True)
+               for _ in range(4)]
+    threads += [threading.Thread(target=_trickler, args=('127.0.0.3', b.port, key, 'peer-%d' % i, stop,
+                                                         closed_after), daemon=True) for i in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        wait_for(lambda: len(opened) >= 4, 10, 'the idle connections open')
+        since = time.time()
+        # five syncs by the companion, each one first time
+        for i in range(5):
+            c('add', 'each +1d log during-%d' % i)
+            p = c.run('sync', '127.0.0.1:%d' % b.port, '-q', ok=False)
+            assert p.returncode == 0, (i, p.stdout, p.stderr)
+        on_time(b, job, since, 4)
+        # every trickled frame was cut at its deadline
+        wait_for(lambda: len(closed_after) >= 4, 30, 'trickled frames cut')
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(15)
+    from sporadic.net import server
+    assert max(closed_after) <= server.FRAME_MS / 1000 + 3, closed_after
+    st = b.net()
+    assert 'frame too slow' in ' | '.join(st['rejected']) or st['server']['timeouts'] >= 4, st['server']
+    held = b.lines()
+    assert all(any(' during-%d' % i in l for l in held) for i in range(5))

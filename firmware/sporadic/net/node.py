@@ -100,7 +100,8 @@ class Node:
         self.server = server.Server(me, served, self.port, bind, self.keyfor, ticks,
                                     n.get('max_conn', server.MAX_CONN), n.get('max_req', server.MAX_REQ),
                                     n.get('auth_ms', server.AUTH_MS), n.get('stall_ms', server.STALL_MS),
-                                    n.get('idle_ms', server.IDLE_MS), self.allowed, self._extra, self.poller)
+                                    n.get('idle_ms', server.IDLE_MS), self.allowed, self._extra, self.poller,
+                                    n.get('frame_ms', server.FRAME_MS))
         now = ticks()
         self.elector = leader.Elector(me, now, n.get('lease_ms', leader.TIMEOUT),
                                       n.get('hb_ms', leader.PERIOD))
