@@ -12,6 +12,8 @@
 #   SPORADIC_VBOARD_IMAGE  a LittleFS v2 image file (a board's flash region;
 #                          SPORADIC_VBOARD_BLOCK bytes a block, default 4096),
 #                          behind vboard_blockdev.FileBlockDevice
+#   SPORADIC_VBOARD_WDT    the file descriptor of the relay's watchdog pipe:
+#                          machine.WDT here (_vboard_wdt) writes to it
 #   SPORADIC_VBOARD_BOOT   'main' (power-on / soft reboot from the friendly
 #                          REPL: boot.py then main.py), 'raw' (soft reboot
 #                          from the raw REPL: boot.py only) or 'interrupted'
@@ -48,6 +50,7 @@ def _vboard_boot(g, interrupted):
     flash = os.getenv('SPORADIC_VBOARD_FLASH')
     image = os.getenv('SPORADIC_VBOARD_IMAGE')
     kind = os.getenv('SPORADIC_VBOARD_BOOT') or 'main'
+    _vboard_wdt(os, sys)   # a host path: before the flash hides the host's files
     if image:
         os.mount(_vboard_lfs(os, image), '/')
         os.chdir('/')
@@ -85,6 +88,32 @@ def _vboard_boot(g, interrupted):
                 break
         finally:
             g.pop('__file__', None)
+
+
+def _vboard_wdt(os, sys):
+    # A board's machine.WDT: its hardware is the relay (vboard_relay.py),
+    # told through a pipe that the watchdog starts ("S MS") and is fed ("F").
+    # `import machine` gets the unix port's machine with WDT added.
+    fd = os.getenv('SPORADIC_VBOARD_WDT')
+    if not fd:
+        return
+    import machine
+    pipe = open('/proc/self/fd/' + fd, 'wb')
+
+    class WDT:
+        def __init__(self, id=0, timeout=5000):
+            pipe.write(('S %d\n' % timeout).encode())
+
+        def feed(self):
+            pipe.write(b'F\n')
+
+    class Machine:
+        # the port's machine, WDT added (delegated: no copy of its names in RAM)
+        def __getattr__(self, name):
+            return getattr(machine, name)
+
+    Machine.WDT = WDT
+    sys.modules['machine'] = Machine()
 
 
 def _vboard_os(os):
@@ -145,4 +174,4 @@ def _vboard_traceback(e):
 
 
 _vboard_boot(globals(), _vboard_ki)
-del _vboard_traceback, _vboard_os, _vboard_lfs
+del _vboard_traceback, _vboard_os, _vboard_lfs, _vboard_wdt

@@ -8,6 +8,15 @@ say whether its jobs ran on time: every instance due while the attack
 goes on must have run within LATE seconds of its due time. Waits poll a
 condition with a deadline; nothing here sleeps to make timing pass.
 
+Case 4: a companion that dies mid-sync (its serial link closed after a
+sync's first requests, the board left in its raw REPL) leaves the board
+there only until its watchdog fires: the unix board's (boards/unix/board.py,
+given by the virtual board's relay) and a Pico's (8 s each).
+
+Case 3: idle connections reopened as soon as closed, and peers with the
+fleet key trickling a frame, never lock the companion out of a board's sync
+server (net/server.py: slots, per-address quota, frame deadline).
+
 Case 2: a slow peer (a hello trickled a byte every 2 s at the address of
 a stopped peer; a fake peer's heartbeats, under the fleet key, pointing at
 such a trickler) costs a board's loop at most its network slice per wake
@@ -292,3 +301,92 @@ def test_idle_and_trickling_connections_never_lock_the_companion_out(fleet_of): 
     assert 'frame too slow' in ' | '.join(st['rejected']) or st['server']['timeouts'] >= 4, st['server']
     held = b.lines()
     assert all(any(' during-%d' % i in l for l in held) for i in range(5))
+
+
+# ---- case 4: a companion that dies mid-sync -----------------------------------------
+
+class DyingLink:
+    """The serial link of a companion that dies after `calls` requests of a
+    sync: its port closed where it stands, the board left in the raw REPL
+    (no Ctrl-B, no soft reset)."""
+
+    def __new__(cls, port, calls):
+        from companion.transport_serial import SerialLink
+        import serial
+
+        class Dying(SerialLink):
+            def call(self, request, stream=False):
+                if self.left <= 0:
+                    self.serial.close()
+                    raise serial.SerialException('the companion died')
+                self.left -= 1
+                return super().call(request, stream)
+        link = Dying(port, timeout=20.0)
+        link.left = calls
+        return link
+
+
+def cut_sync(cli, port):
+    """`companion sync PORT` (the sync library, on a link that dies after
+    its first two requests: the clock, the recon root) with a new job to
+    push; returns the time it died."""
+    from companion import syncer
+    cli('add', 'each +1d log pushed-by-the-cut-sync')
+    link = DyingLink(port, 2)
+    with pytest.raises(Exception):
+        syncer.sync(Fleet(cli.dir), port, progress=False, link=link)
+    t = time.time()
+    assert link.left == 0            # cut mid-sync, not before it began
+    link.close(resume=False)
+    return t
+
+
+def results_since(records, host, job):
+    out = {}
+    for l in records:
+        try:
+            r = jobline.parse(l)
+        except jobline.ParseError:
+            continue     # a line torn by the reset
+        if isinstance(r, jobline.Result) and r.id == job.id and r.host == host and r.outcome == 'ok':
+            out[r.k] = r.at
+    return out
+
+
+def back_in_loop(read_records, host, job, cut, after, count, late):
+    """Instances due from `after` s past the cut on ran, each within
+    `late` s of its time: the board went back to its loop by itself."""
+    k0 = 0
+    while plan.due(job, k0) < cut + after:
+        k0 += 1
+    want = range(k0, k0 + count)
+
+    def done():
+        r = results_since(read_records(), host, job)
+        return r if all(k in r for k in want) else None
+    r = wait_for(done, after + count * EVERY + 60, '%s back in its loop (instances %d-%d)' % (host, want[0], want[-1]),
+                 every=0.5)
+    lateness = {k: r[k] - plan.due(job, k) for k in want}
+    assert all(0 <= v <= late for v in lateness.values()), lateness
+    first = min(at for k, at in r.items() if at >= cut)
+    return lateness, first - cut
+
+
+@pytest.mark.slow
+def test_a_unix_board_cut_off_mid_sync_is_back_in_its_loop(fleet_cli):
+    from tests.devutil import all_records
+    c = fleet_cli
+    c('init')
+    flash = os.path.join(os.path.dirname(c.dir), 'u1')
+    vb = c.vboard('--id', 'u1', '--flash', flash)
+    c('deploy', vb.path, '--id', 'u1', '-q')
+    job = tick_job(c)
+    c('sync', vb.path, '-q')
+    cut = cut_sync(c, vb.path)
+    # the watchdog (8 s, boards/unix/board.py WDT_MS) resets it into its loop
+    lateness, first = back_in_loop(lambda: all_records(flash), 'u1', job, cut, 12, 4, LATE)
+    assert first <= 8 + 2 + EVERY, first
+    # the next sync goes through as ever
+    assert c('sync', vb.path, '-q').startswith('synced u1')
+
+
