@@ -390,3 +390,37 @@ def test_a_unix_board_cut_off_mid_sync_is_back_in_its_loop(fleet_cli):
     assert c('sync', vb.path, '-q').startswith('synced u1')
 
 
+
+
+from tests import test_rp2 as _rp2    # noqa: E402  (the emulated Pico's firmware, boot ROM, flash reader)
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group('rp2')
+@pytest.mark.skipif(_rp2.WHY is not None, reason='emulated Pico: %s' % _rp2.WHY)
+def test_an_emulated_pico_cut_off_mid_sync_is_back_in_its_loop(fleet_cli, tmp_path):
+    """The real rp2 firmware: its hardware watchdog (8 s, started by the
+    loop and fed by each sync request) resets it out of the raw REPL."""
+    from companion.vboard_rp2 import RP2VBoard
+    c = fleet_cli
+    c('init')
+    vb = RP2VBoard(str(tmp_path / 'pico.flash'), firmware=_rp2.UF2, bootrom=_rp2.BOOTROM)
+    vb.start()
+    try:
+        c('deploy', vb.path, '--id', 'pico-1', '--board', 'rp2-pico', '-q')
+        job = tick_job(c)
+        c('sync', vb.path, '-q')
+        cut = cut_sync(c, vb.path)
+
+        def records():
+            out = []
+            for path, data in _rp2.flash_snapshot(vb.flash).items():
+                if path in ('/jobs.txt', '/log.txt', '/in.txt') or path.startswith('/out/'):
+                    out += data.decode(errors='replace').splitlines()
+            return out
+        lateness, first = back_in_loop(records, 'pico-1', job, cut, 20, 4, LATE)
+        print('pico lateness', lateness, 'first run after the cut: %.1f s' % first)
+        assert first <= 8 + 10 + EVERY, first     # the watchdog, the boot (the store opens in seconds here)
+        assert c('sync', vb.path, '-q').startswith('synced pico-1')
+    finally:
+        vb.stop()
