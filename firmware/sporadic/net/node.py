@@ -335,6 +335,8 @@ class Node:
         except Exception as e:
             self.stats['sync_fail'] += 1
             self.last_err = '%s:%d %s' % (a[0], a[1], e)
+            if 'ERR busy' in self.last_err:
+                return      # a peer at work answers at once: tried again next round
             # skipped for sync_ms x 2^failures (at most BACKOFF_MS)
             n = self.backoff[a][0] + 1 if a in self.backoff else 1
             w = self.sync_ms << (n if n < 16 else 16)
