@@ -278,7 +278,8 @@ class Server:
         if self.allow is not None and not self.allow(cid):
             self._refuse(c, 'dropped')
             return False
-        if cid != wire.COMPANION:
+        if cid != wire.COMPANION and self.me != wire.COMPANION:
+            # (the companion's own server, `companion serve`, keeps none)
             n = 0
             for x in self.conns:
                 if x.state == 1 and x.peer != wire.COMPANION:
