@@ -20,10 +20,11 @@ HALF_PER_ADDR = const(2)   # half-open connections from one address (more: its o
 GRACE_MS = const(500)      # a half-open connection is not evicted this young (its hello's round trip)
 # Slots: a board answers max_conn + 1 connections at once. Authenticated
 # peer boards hold at most max_conn - 2 of them and an address at most
-# HALF_PER_ADDR half-open ones, so whatever one address does (idle
-# connections reopened, frames trickled), the companion from another finds
-# a slot; a newcomer when all are taken evicts the oldest half-open
-# connection past GRACE_MS (docs/wifi.md).
+# HALF_PER_ADDR half-open ones; a newcomer when all are taken evicts a
+# half-open connection of the address holding the most (at once from one
+# at its quota, else past GRACE_MS): so idle connections reopened as fast
+# as they are closed, and trickled frames, from any few addresses, leave
+# the companion a slot (docs/wifi.md, Server._victim).
 REASONS_KEPT = const(8)
 
 _EAGAIN = (11, 115, 119, 35)   # EAGAIN, EINPROGRESS (linux, lwip), EAGAIN (bsd)
@@ -120,24 +121,18 @@ class Server:
         s.setblocking(False)
         c = Conn(s, addr, now, wire.nonce())
         ip = wire.ip(addr)
-        # an address past its half-open quota, or all slots taken: the
-        # oldest half-open connection (of that address, else of any) past
-        # its grace gives its slot up, else the newcomer is refused
         mine = 0
-        full = len(self.conns) > self.max_conn
-        old = None
         for x in self.conns:
             if x.state == 0 and wire.ip(x.addr) == ip:
                 mine += 1
-        for x in self.conns:
-            if x.state == 0 and (mine < HALF_PER_ADDR or wire.ip(x.addr) == ip) \
-                    and ticks_diff(now, x.t0) >= GRACE_MS and (old is None or ticks_diff(x.t0, old.t0) < 0):
-                old = x
-        if (full or mine >= HALF_PER_ADDR) and old is not None:
-            self.stats['evicted'] += 1
-            self._refuse(old, 'half-open, its slot taken by a newcomer')
-            full = False
-            mine = 0
+        full = len(self.conns) > self.max_conn
+        if full or mine >= HALF_PER_ADDR:
+            old = self._victim(ip, now, mine >= HALF_PER_ADDR)
+            if old is not None:
+                self.stats['evicted'] += 1
+                self._refuse(old, 'half-open, its slot taken by a newcomer')
+                full = False
+                mine = 0
         if full or mine >= HALF_PER_ADDR:
             self.stats['busy'] += 1
             try:
@@ -151,6 +146,32 @@ class Server:
         self.poller.register(s, select.POLLIN)
         c.out.append(('SPS1 %s %s\n' % (self.me, c.sn)).encode())
         self._flush(c)
+
+    def _victim(self, ip, now, own):
+        # the half-open connection a newcomer from ip takes the slot of:
+        # its own address's oldest past GRACE_MS when that address is at
+        # its quota (own), else another address's, from the one holding
+        # the most: at once from one holding HALF_PER_ADDR, else only past
+        # GRACE_MS. A lone half-open connection (the companion's, its hello
+        # on the way) is never taken by another address inside its grace.
+        n = {}
+        for x in self.conns:
+            if x.state == 0:
+                a = wire.ip(x.addr)
+                n[a] = n.get(a, 0) + 1
+        best = None
+        for x in self.conns:
+            if x.state != 0:
+                continue
+            a = wire.ip(x.addr)
+            if (a == ip) != own:
+                continue
+            if (own or n[a] < HALF_PER_ADDR) and ticks_diff(now, x.t0) < GRACE_MS:
+                continue
+            if best is None or n[a] > n[wire.ip(best.addr)] or \
+                    (n[a] == n[wire.ip(best.addr)] and ticks_diff(x.t0, best.t0) < 0):
+                best = x
+        return best
 
     def _flush(self, c):
         while c.out:
