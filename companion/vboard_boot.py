@@ -64,6 +64,7 @@ def _vboard_boot(g, interrupted):
     # soft-reboots the board as a real one would.
     os.putenv('MICROPYINSPECT', '1')
 
+    _vboard_board(sys)
     names = ['boot.py']
     if kind != 'raw':
         names.append('main.py')
@@ -114,6 +115,39 @@ def _vboard_wdt(os, sys):
 
     Machine.WDT = WDT
     sys.modules['machine'] = Machine()
+
+
+def _vboard_board(sys):
+    # The unix board module (/lib/board.py) has no watchdog of its own (its
+    # wdt_feed does nothing, as under tests/devboot.py): on a virtual board
+    # the relay is one, so its feed reaches machine.WDT, and its sleeps are
+    # cut into pieces that feed a running watchdog (as mboard's on a board).
+    try:
+        import board
+    except ImportError:
+        return      # nothing deployed yet
+    if getattr(board, 'NAME', '') != 'unix':
+        return
+    import machine
+    dog = []
+    sleep = board.sleep_ms
+
+    def wdt_feed():
+        if not dog:
+            dog.append(machine.WDT(timeout=8000))
+        dog[0].feed()
+
+    def sleep_ms(ms):
+        ms = int(ms)
+        while ms > 0:
+            step = min(ms, 4000 * board.SCALE) if dog else ms
+            sleep(step)
+            if dog:
+                dog[0].feed()
+            ms -= step
+
+    board.wdt_feed = wdt_feed
+    board.sleep_ms = sleep_ms
 
 
 def _vboard_os(os):
@@ -174,4 +208,4 @@ def _vboard_traceback(e):
 
 
 _vboard_boot(globals(), _vboard_ki)
-del _vboard_traceback, _vboard_os, _vboard_lfs, _vboard_wdt
+del _vboard_traceback, _vboard_os, _vboard_lfs, _vboard_wdt, _vboard_board

@@ -60,7 +60,7 @@ Once started it runs across Ctrl-C and soft reboots, as on a board; not fed
 for its timeout, the relay kills the interpreter and boots it as after a
 reset (main.py runs; the watchdog is off until started again). So a board
 left in the raw REPL by a companion that died mid-sync is back in its loop
-within the timeout (boards/unix/board.py: 8 s, as a Pico's).
+within the timeout (8 s, as a Pico's: the shim's feed of the unix board module).
 
 Known differences: code run through raw-paste runs with the terminal in raw
 mode on the unix port, so Ctrl-C cannot interrupt it (mpremote and SerialLink

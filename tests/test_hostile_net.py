@@ -10,7 +10,7 @@ condition with a deadline; nothing here sleeps to make timing pass.
 
 Case 4: a companion that dies mid-sync (its serial link closed after a
 sync's first requests, the board left in its raw REPL) leaves the board
-there only until its watchdog fires: the unix board's (boards/unix/board.py,
+there only until its watchdog fires: the unix board's (companion/vboard_boot.py,
 given by the virtual board's relay) and a Pico's (8 s each).
 
 Case 3: idle connections reopened as soon as closed, and peers with the
@@ -389,7 +389,7 @@ def test_a_unix_board_cut_off_mid_sync_is_back_in_its_loop(fleet_cli):
     job = tick_job(c)
     c('sync', vb.path, '-q')
     cut = cut_sync(c, vb.path)
-    # the watchdog (8 s, boards/unix/board.py WDT_MS) resets it into its loop
+    # the watchdog (8 s, companion/vboard_boot.py) resets it into its loop
     lateness, first = back_in_loop(lambda: all_records(flash), 'u1', job, cut, 12, 4, LATE)
     assert first <= 8 + 2 + EVERY, first
     # the next sync goes through as ever

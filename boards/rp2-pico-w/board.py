@@ -15,7 +15,9 @@ LIGHT = True  # machine.lightsleep; False: time.sleep_ms (keeps USB alive)
 DEEP_MS = 0  # deepsleep here is lightsleep + reset: never worth it
 
 from sporadic.device.mboard import (unique_id, time_s, set_time, pin, pin_toggle, reset,  # noqa: E402
-                             wdt_feed, sleep_ms, rtc_memory, time_kept)
+                             wdt_feed, sleep_ms, rtc_memory, keep_time)
+
+keep_time()  # after a watchdog timeout: the clock it cleared, from the last feed's
 
 
 def led(on):

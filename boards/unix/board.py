@@ -13,9 +13,6 @@
 # A set time is kept in /rtc.txt (virtual time and the real time it was
 # taken at), so it survives a soft reboot or a crash, as an RTC does.
 # Pins and the LED are appended to /pins.txt: "TIME pin N V" / "TIME led V".
-# The watchdog: machine.WDT where the port has one (a virtual board's relay
-# gives it one: companion/vboard_relay.py), started by the first feed, WDT_MS
-# as a Pico's; none under tests/devboot.py.
 from micropython import const
 import os
 import time
@@ -26,7 +23,6 @@ RTC_FILE = '/rtc.txt'
 PINS_FILE = '/pins.txt'
 RTCMEM_FILE = '/rtcmem.bin'
 UID_FILE = '/uid.txt'
-WDT_MS = const(8000)
 
 
 def _env(name, default=None):
@@ -52,7 +48,6 @@ SCALE = int(_env('SPORADIC_CLOCK_SCALE', '1'))
 _base = None    # virtual Unix time at real time _ref
 _ref = 0.0
 _pins = {}
-_wdt = None     # machine.WDT once started; False: this port has none
 
 
 def _real():
@@ -105,15 +100,8 @@ def sleep_ms(ms):
     if STEP:
         _base += (ms + 999) // 1000
         _save()
-        return
-    ms = ms // SCALE if SCALE > 1 else ms
-    while ms > 0:
-        # in pieces short enough to feed a running watchdog
-        step = ms if not _wdt or ms < WDT_MS // 2 else WDT_MS // 2
-        time.sleep_ms(step)
-        if _wdt:
-            _wdt.feed()
-        ms -= step
+    else:
+        time.sleep_ms(ms // SCALE if SCALE > 1 else ms)
 
 
 def unique_id():
@@ -152,15 +140,7 @@ def led(on):
 
 
 def wdt_feed():
-    global _wdt
-    if _wdt is None:
-        try:
-            import machine
-            _wdt = machine.WDT(timeout=WDT_MS)
-        except (ImportError, AttributeError):
-            _wdt = False
-    if _wdt:
-        _wdt.feed()
+    pass
 
 
 def reset():

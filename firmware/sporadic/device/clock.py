@@ -4,8 +4,7 @@
 #
 # States: 'unknown' (fresh boot without RTC, never set: no dated job runs)
 # and 'trusted' (set by the companion or a signed time record, or kept by
-# the RTC across a reset, or, on a board whose RTC a watchdog reset clears,
-# carried across it by the board: board.time_kept(), source 'watchdog'). Large jumps (set or observed) are recorded.
+# the RTC across a reset). Large jumps (set or observed) are recorded.
 from micropython import const
 import time
 import board
@@ -31,14 +30,6 @@ def init():
     """At boot: an RTC that kept a plausible time (after a reset or deep
     sleep) is trusted; a board that lost its time is not."""
     global state, source
-    if raw() < FLOOR:
-        kept = getattr(board, 'time_kept', None)
-        t = kept() if kept is not None else None
-        if t is not None and t + OFFSET >= FLOOR:
-            board.set_time(t + OFFSET)
-            state = 'trusted'
-            source = 'watchdog'
-            return state
     if raw() >= FLOOR:
         state = 'trusted'
         source = 'rtc'

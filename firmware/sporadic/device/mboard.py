@@ -74,21 +74,20 @@ def _feed():
         m[_scratch] = t ^ _MAGIC
 
 
-def time_kept():
-    """After a watchdog timeout on a board whose clock does not survive it
-    (board.WDT_SCRATCH: RP2040): the time now (port epoch seconds, to within
-    a second), from the one the last feed left; else None. Once: the next
-    call says None."""
-    s = getattr(_b(), 'WDT_SCRATCH', 0)
-    if not s:
-        return None
+def keep_time():
+    """At import of the board module, on a board whose clock a watchdog
+    reset clears (board.WDT_SCRATCH: RP2040), after a watchdog timeout: set
+    the clock to the time the last feed left plus WDT_MS and the time since
+    the boot (to within a second); clock.init() then trusts it as an RTC
+    that kept its time. Once: the registers are cleared."""
+    s = _b().WDT_SCRATCH
     m = machine.mem32
     t = m[s + 4] & 0xffffffff
     ok = (m[s] & 0xffffffff) == t ^ _MAGIC and m[s - 4] & 1    # REASON: TIMER (not a forced reset)
     m[s] = 0
-    if not ok:
-        return None
-    return t + _b().WDT_MS // 1000 + time.ticks_ms() // 1000
+    if ok:
+        off = 946684800 if time.gmtime(0)[0] == 2000 else 0
+        set_time(t + off + _b().WDT_MS // 1000 + time.ticks_ms() // 1000)
 
 
 def sleep_ms(ms):
