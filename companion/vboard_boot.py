@@ -12,6 +12,8 @@
 #   SPORADIC_VBOARD_IMAGE  a LittleFS v2 image file (a board's flash region;
 #                          SPORADIC_VBOARD_BLOCK bytes a block, default 4096),
 #                          behind vboard_blockdev.FileBlockDevice
+#   SPORADIC_VBOARD_WDT    the file descriptor of the relay's watchdog pipe:
+#                          machine.WDT here (_vboard_wdt) writes to it
 #   SPORADIC_VBOARD_BOOT   'main' (power-on / soft reboot from the friendly
 #                          REPL: boot.py then main.py), 'raw' (soft reboot
 #                          from the raw REPL: boot.py only) or 'interrupted'
@@ -48,6 +50,7 @@ def _vboard_boot(g, interrupted):
     flash = os.getenv('SPORADIC_VBOARD_FLASH')
     image = os.getenv('SPORADIC_VBOARD_IMAGE')
     kind = os.getenv('SPORADIC_VBOARD_BOOT') or 'main'
+    _vboard_wdt(os, sys)   # a host path: before the flash hides the host's files
     if image:
         os.mount(_vboard_lfs(os, image), '/')
         os.chdir('/')
@@ -61,6 +64,7 @@ def _vboard_boot(g, interrupted):
     # soft-reboots the board as a real one would.
     os.putenv('MICROPYINSPECT', '1')
 
+    _vboard_board(sys)
     names = ['boot.py']
     if kind != 'raw':
         names.append('main.py')
@@ -85,6 +89,65 @@ def _vboard_boot(g, interrupted):
                 break
         finally:
             g.pop('__file__', None)
+
+
+def _vboard_wdt(os, sys):
+    # A board's machine.WDT: its hardware is the relay (vboard_relay.py),
+    # told through a pipe that the watchdog starts ("S MS") and is fed ("F").
+    # `import machine` gets the unix port's machine with WDT added.
+    fd = os.getenv('SPORADIC_VBOARD_WDT')
+    if not fd:
+        return
+    import machine
+    pipe = open('/proc/self/fd/' + fd, 'wb')
+
+    class WDT:
+        def __init__(self, id=0, timeout=5000):
+            pipe.write(('S %d\n' % timeout).encode())
+
+        def feed(self):
+            pipe.write(b'F\n')
+
+    class Machine:
+        # the port's machine, WDT added (delegated: no copy of its names in RAM)
+        def __getattr__(self, name):
+            return getattr(machine, name)
+
+    Machine.WDT = WDT
+    sys.modules['machine'] = Machine()
+
+
+def _vboard_board(sys):
+    # The unix board module (/lib/board.py) has no watchdog of its own (its
+    # wdt_feed does nothing, as under tests/devboot.py): on a virtual board
+    # the relay is one, so its feed reaches machine.WDT, and its sleeps are
+    # cut into pieces that feed a running watchdog (as mboard's on a board).
+    try:
+        import board
+    except ImportError:
+        return      # nothing deployed yet
+    if getattr(board, 'NAME', '') != 'unix':
+        return
+    import machine
+    dog = []
+    sleep = board.sleep_ms
+
+    def wdt_feed():
+        if not dog:
+            dog.append(machine.WDT(timeout=8000))
+        dog[0].feed()
+
+    def sleep_ms(ms):
+        ms = int(ms)
+        while ms > 0:
+            step = min(ms, 4000 * board.SCALE) if dog else ms
+            sleep(step)
+            if dog:
+                dog[0].feed()
+            ms -= step
+
+    board.wdt_feed = wdt_feed
+    board.sleep_ms = sleep_ms
 
 
 def _vboard_os(os):
@@ -145,4 +208,4 @@ def _vboard_traceback(e):
 
 
 _vboard_boot(globals(), _vboard_ki)
-del _vboard_traceback, _vboard_os, _vboard_lfs
+del _vboard_traceback, _vboard_os, _vboard_lfs, _vboard_wdt, _vboard_board

@@ -53,6 +53,15 @@ and ``import os`` gets os with ``rename`` mended, because the unix port's
 ``image=`` the flash is instead a LittleFS v2 image on a file-backed block
 device, as a board's (files are committed when closed, sizes are finite).
 
+The relay is also the board's watchdog (a board's is hardware): the shim
+gives ``machine`` a ``WDT(timeout=MS)`` whose creation and ``feed()`` reach
+the relay through a pipe (``SPORADIC_VBOARD_WDT``, its file descriptor).
+Once started it runs across Ctrl-C and soft reboots, as on a board; not fed
+for its timeout, the relay kills the interpreter and boots it as after a
+reset (main.py runs; the watchdog is off until started again). So a board
+left in the raw REPL by a companion that died mid-sync is back in its loop
+within the timeout (8 s, as a Pico's: the shim's feed of the unix board module).
+
 Known differences: code run through raw-paste runs with the terminal in raw
 mode on the unix port, so Ctrl-C cannot interrupt it (mpremote and SerialLink
 execute through raw-paste); there is no machine.reset/deepsleep; ``-X
@@ -229,6 +238,10 @@ class Relay:
         self.wakeup_fd = None  # read end of a signal.set_wakeup_fd pipe
         self.parent_pid = None  # stop when this process is no longer our parent
         self.trace = False  # log every byte through self.log
+        self._wdt_r = self._wdt_w = None  # the watchdog's pipe (the interpreter writes)
+        self._wdt_ms = None  # its timeout once started, None while off
+        self._wdt_fed = 0.0  # monotonic time of the last feed
+        self._wdt_buf = b""
 
     # -- pty A ---------------------------------------------------------
     def open(self):
@@ -236,6 +249,9 @@ class Relay:
         tty.setraw(self._sa)  # 8-bit clean for any reader, cat included
         self.path = os.ttyname(self._sa)
         os.set_blocking(self._ma, False)
+        self._wdt_r, self._wdt_w = os.pipe()
+        os.set_blocking(self._wdt_r, False)
+        os.set_inheritable(self._wdt_w, True)
         os.makedirs(self.flash_dir, exist_ok=True)
         if self.image and not os.path.exists(self.image):
             with open(self.image, "wb") as f:  # blank flash: the board formats it
@@ -260,6 +276,7 @@ class Relay:
         else:
             env["SPORADIC_VBOARD_FLASH"] = self.flash_dir
         env["SPORADIC_VBOARD_BOOT"] = kind
+        env["SPORADIC_VBOARD_WDT"] = str(self._wdt_w)
         argv = list(self.command) + ["-X", "heapsize=" + self.heap, BOOT_SHIM]
         pid, mb = pty.fork()
         if pid == 0:  # child: pty B is already our controlling terminal
@@ -328,8 +345,10 @@ class Relay:
             deadlocked = True
             self._replay_after_sigint()
         if self._reset_requested or (signalled and not deadlocked):
-            # Reset button / crash: a power-on boot runs main.py.
+            # Reset button / watchdog / crash: a power-on boot runs main.py,
+            # the watchdog off
             self._reset_requested = False
+            self._wdt_ms = None
             kind = "main"
             self.log("hard reset (status %#x)" % status)
         elif deadlocked:
@@ -350,6 +369,40 @@ class Relay:
             time.sleep(1.0)
         self._exits_unasked = recent
         self._spawn(kind)
+
+    # -- the watchdog ------------------------------------------------------
+    def _wdt_read(self):
+        try:
+            data = os.read(self._wdt_r, 4096)
+        except BlockingIOError:
+            return
+        lines = (self._wdt_buf + data).split(b"\n")
+        self._wdt_buf = lines.pop()
+        now = time.monotonic()
+        for line in lines:
+            if line[:2] == b"S ":  # machine.WDT(timeout=MS): started (or set again), fed
+                try:
+                    self._wdt_ms = max(1, int(line[2:]))
+                except ValueError:
+                    continue
+                self._wdt_fed = now
+                self.log("watchdog started (%d ms)" % self._wdt_ms)
+            elif line == b"F" and self._wdt_ms is not None:
+                self._wdt_fed = now
+
+    def _wdt_left(self):
+        """Seconds until the watchdog fires (None: off)."""
+        if self._wdt_ms is None or not self._pid:
+            return None
+        return self._wdt_ms / 1000.0 - (time.monotonic() - self._wdt_fed)
+
+    def _wdt_check(self):
+        left = self._wdt_left()
+        if left is not None and left <= 0:
+            self.log("watchdog not fed for %d ms: reset" % self._wdt_ms)
+            self._wdt_ms = None
+            self._reset_requested = True
+            self._kill_child()
 
     def _kill_child(self, sig=signal.SIGKILL):
         if self._pid:
@@ -515,10 +568,11 @@ class Relay:
                     break  # whoever started us is gone: so is the board
                 if self._reset_requested and self._pid:
                     self._kill_child()
+                self._wdt_check()
                 if self._pid and not self._deadlock_kill and time.monotonic() - self._last_sigint < DEADLOCK_WATCH:
                     self._watch_deadlock()
                     self._resend_sigint()
-                rl, wl = [self._ma], []
+                rl, wl = [self._ma, self._wdt_r], []
                 if self.wakeup_fd is not None:
                     rl.append(self.wakeup_fd)
                 if self._mb is not None:
@@ -531,6 +585,9 @@ class Relay:
                 timeout = 0.005 if (self._to_dev and not n) else 0.5
                 if self._pid and time.monotonic() - self._last_sigint < DEADLOCK_WATCH:
                     timeout = min(timeout, 0.1)
+                left = self._wdt_left()
+                if left is not None:
+                    timeout = max(0.0, min(timeout, left + 0.001))
                 try:
                     r, w, _ = select.select(rl, wl, [], timeout)
                 except InterruptedError:
@@ -538,6 +595,8 @@ class Relay:
                 if self.wakeup_fd is not None and self.wakeup_fd in r:
                     drain_wakeup(self.wakeup_fd)
                     continue
+                if self._wdt_r in r:
+                    self._wdt_read()
                 if self._ma in r:
                     try:
                         data = os.read(self._ma, 65536)
@@ -602,10 +661,10 @@ class Relay:
             except ChildProcessError:
                 pass
             self._pid = None
-        for fd in (self._mb, self._ma, self._sa):
+        for fd in (self._mb, self._ma, self._sa, self._wdt_r, self._wdt_w):
             if fd is not None:
                 try:
                     os.close(fd)
                 except OSError:
                     pass
-        self._mb = self._ma = self._sa = None
+        self._mb = self._ma = self._sa = self._wdt_r = self._wdt_w = None

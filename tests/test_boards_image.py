@@ -120,6 +120,14 @@ def deepsleep(ms):
     log.append(("deep", ms)); raise SystemExit
 def reset():
     log.append(("reset",))
+class _Mem:
+    def __init__(self):
+        self.d = {}
+    def __getitem__(self, a):
+        return self.d.get(a, 0)
+    def __setitem__(self, a, v):
+        self.d[a] = v & 0xffffffff
+mem32 = _Mem()
 '''
 
 FAKE_NEOPIXEL = r'''
@@ -148,6 +156,17 @@ board.sleep_ms(1500)
 board.wdt_feed()
 board.sleep_ms(20000)
 out["rtc"] = str(board.rtc_memory(b"abc"), "ascii")
+if hasattr(board, "keep_time"):
+    import time
+    board.wdt_feed()                              # leaves the time in the scratch registers
+    t = int(time.time())
+    machine.mem32[board.WDT_SCRATCH - 4] = 1   # REASON: TIMER, as after a watchdog timeout
+    machine._dt[0] = None
+    board.keep_time()
+    first = machine._dt[0]
+    machine._dt[0] = None
+    board.keep_time()                             # once: the registers were cleared
+    out["kept"] = [t, list(first) if first else None, machine._dt[0]]
 out["log"] = [list(x) for x in machine.log]
 print(json.dumps(out))
 '''
@@ -173,6 +192,12 @@ def test_board_module_runs_on_the_unix_port(name, tmp_path):
     after = log[log.index(wdt[0]):]
     pieces = [x[1] for x in after if x[0] == "light"]
     assert sum(pieces) == 20000 and max(pieces) <= data["watchdog"]["timeout_ms"] // 2
+    if "kept" in out:
+        # an RP2040: the time of the last feed, in the watchdog's scratch
+        # registers, gives the time after its reset (once); the unix port's
+        # ticks_ms does not start at the boot, so only a lower bound here
+        now, kept, again = out["kept"]
+        assert kept is not None and again is None, out["kept"]
     if data["led"]["kind"] == "neopixel":
         assert ("np", 48, [0, 12, 0]) in log
     else:

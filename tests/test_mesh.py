@@ -227,8 +227,10 @@ def test_bad_network_board_keeps_running_and_loses_nothing(fleet_of):
     secret = b.secret()
     with open(os.path.join(comp.dir, 'keys', 'peer')) as f:
         fleet_key = f.read().strip()
-    # half-open: connect, say nothing
-    quiet = [socket.create_connection(('127.0.0.1', port), timeout=3) for _ in range(2)]
+    # half-open: connect, say nothing (from another address: a board takes
+    # at most server.HALF_PER_ADDR half-open connections from one)
+    quiet = [socket.create_connection(('127.0.0.1', port), timeout=3, source_address=('127.0.0.2', 0))
+             for _ in range(2)]
     # a stalled peer: a good-looking frame header, then silence
     s, f, hello = _hello(port)
     s.sendall(b'SPC1 stall 0123456789abcdef -\n')

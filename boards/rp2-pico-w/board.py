@@ -7,6 +7,7 @@ LED_PIN = "LED"  # on the CYW43 Wi-Fi chip (WL_GPIO0)
 WDT_MS = const(8000)  # WDT_TIMEOUT_MAX is 8388 on RP2040
 CHUNK_MS = const(3600000)  # lightsleep refuses delays of 2**32 us or more
 RTC_MEM = const(0)  # no RTC user memory on RP2040
+WDT_SCRATCH = const(0x4005800C)  # WATCHDOG SCRATCH0-1: kept by a watchdog reset, which the clock is not
 DEEP_MAX_MS = const(0)  # (no deep sleep: DEEP_MS is 0)
 
 # Tunables the runtime may assign.
@@ -14,7 +15,9 @@ LIGHT = True  # machine.lightsleep; False: time.sleep_ms (keeps USB alive)
 DEEP_MS = 0  # deepsleep here is lightsleep + reset: never worth it
 
 from sporadic.device.mboard import (unique_id, time_s, set_time, pin, pin_toggle, reset,  # noqa: E402
-                             wdt_feed, sleep_ms, rtc_memory)
+                             wdt_feed, sleep_ms, rtc_memory, keep_time)
+
+keep_time()  # after a watchdog timeout: the clock it cleared, from the last feed's
 
 
 def led(on):

@@ -19,7 +19,9 @@
 // * UART TX interrupt: raised only when a byte has left, not for ever.
 // * resets: a watchdog reset (machine.reset(), a watchdog timeout) or
 //   SIGUSR1 (the reset button) boots a new chip on the same flash; the
-//   watchdog's reason register survives, as on silicon.
+//   watchdog's reason register and, after a watchdog reset, its eight
+//   scratch registers survive, as on silicon (RP2040 datasheet 4.7.5: they
+//   persist through a soft reset of the chip).
 // * time: paced to the wall clock (the emulated clock never runs ahead of
 //   the wall, idle time is waited, not skipped, and time the emulator was
 //   too slow for is given up: the board's clock then trails the wall, as a
@@ -227,6 +229,7 @@ let programmedBytes = 0;
 let bootInstructions = 0; // the instruction count when the current chip was powered on
 let sleepMarks = []; // the instruction count at the last SLEEP_MARKS WFIs
 let wfis = 0;
+let lastScratch = null; // the watchdog's scratch registers through a watchdog reset
 
 function boot() {
   clock = new SimulationClock();
@@ -240,8 +243,11 @@ function boot() {
   chip.core.PC = XIP_BASE;
   const watchdog = chip.peripherals[0x40058];
   watchdog.reason = lastReason;
+  if (lastScratch) watchdog.scratchData.set(lastScratch);
+  lastScratch = null;
   watchdog.onWatchdogTrigger = () => {
     lastReason = watchdog.reason;
+    lastScratch = watchdog.scratchData.slice();
     // this chip is done: stop its watchdog (rp2040js re-arms an expired one
     // at the same instant, for ever) and boot a new one from the flash
     watchdog.alarm.enable = false;

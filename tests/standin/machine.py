@@ -30,3 +30,12 @@ def deepsleep(ms):
     raise SystemExit
 def reset():
     raise SystemExit
+class _Mem:
+    # machine.mem32: registers read back as written (an RP2040's watchdog scratch)
+    def __init__(self):
+        self.d = {}
+    def __getitem__(self, a):
+        return self.d.get(a, 0)
+    def __setitem__(self, a, v):
+        self.d[a] = v & 0xffffffff
+mem32 = _Mem()

@@ -3,15 +3,19 @@
 # facts as constants (WDT_MS, RTC_MEM, CHUNK_MS, DEEP_MAX_MS and the
 # tunables LIGHT, DEEP_MS) and imports these functions, which read them from
 # the `board` module when called. Not used on the unix port.
+from micropython import const
 import machine
 import sys
 import time
+
+_MAGIC = const(0x53507444)   # beside the time a feed leaves in the watchdog's scratch registers
 
 
 def _b():
     return sys.modules['board']
 
 _wdt = None
+_scratch = 0    # board.WDT_SCRATCH once the watchdog runs (RP2040), else 0
 _pins = {}
 
 
@@ -51,10 +55,39 @@ def reset():
 
 
 def wdt_feed():
-    global _wdt
+    global _wdt, _scratch
     if _wdt is None:
         _wdt = machine.WDT(timeout=_b().WDT_MS)
+        _scratch = getattr(_b(), 'WDT_SCRATCH', 0)
+    _feed()
+
+
+def _feed():
     _wdt.feed()
+    if _scratch:
+        # an RP2040 loses its clock in a watchdog reset, not these two
+        # registers: the time of the last feed, which the reset follows by
+        # WDT_MS (time_kept)
+        t = int(time.time()) & 0xffffffff
+        m = machine.mem32
+        m[_scratch + 4] = t
+        m[_scratch] = t ^ _MAGIC
+
+
+def keep_time():
+    """At import of the board module, on a board whose clock a watchdog
+    reset clears (board.WDT_SCRATCH: RP2040), after a watchdog timeout: set
+    the clock to the time the last feed left plus WDT_MS and the time since
+    the boot (to within a second); clock.init() then trusts it as an RTC
+    that kept its time. Once: the registers are cleared."""
+    s = _b().WDT_SCRATCH
+    m = machine.mem32
+    t = m[s + 4] & 0xffffffff
+    ok = (m[s] & 0xffffffff) == t ^ _MAGIC and m[s - 4] & 1    # REASON: TIMER (not a forced reset)
+    m[s] = 0
+    if ok:
+        off = 946684800 if time.gmtime(0)[0] == 2000 else 0
+        set_time(t + off + _b().WDT_MS // 1000 + time.ticks_ms() // 1000)
 
 
 def sleep_ms(ms):
@@ -72,7 +105,7 @@ def sleep_ms(ms):
         else:
             time.sleep_ms(step)
         if _wdt is not None:
-            _wdt.feed()
+            _feed()
         ms -= step
 
 

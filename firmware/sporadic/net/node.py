@@ -24,6 +24,10 @@ SYNC_MS = const(5000)      # board-to-board sync period
 _POLL_MS = const(200)       # longest wait in one poll: connection timeouts are checked between
 _HB_BATCH = const(16)       # heartbeats read per wake-up
 _HOSTS_MS = const(5000)     # the host list is read again at most this often for an id not on it
+SLICE_MS = const(2000)      # the most one board-to-board sync may take: the loop's network slice
+BACKOFF_MS = const(300000)  # the longest a peer that failed is left alone (doubling from sync_ms)
+FORGET_MS = const(30000)    # a peer not heard this long is forgotten
+MAX_PEERS = const(16)       # peers heard kept at once (the stalest goes for a new one)
 
 
 def wifi_join(cfg, board=None):
@@ -79,6 +83,8 @@ class Node:
         self.unix_now = unix_now
         self.sync_ms = n.get('sync_ms', SYNC_MS)
         self.call_ms = n.get('call_ms')     # None: peer.CALL_MS
+        self.slice_ms = n.get('slice_ms', SLICE_MS)
+        self.forget_ms = n.get('forget_ms', FORGET_MS)
         self.drop_path = n.get('drop') or getattr(board, 'NET_DROP', None)
         self._drop = []
         self._drop_t = None
@@ -94,7 +100,8 @@ class Node:
         self.server = server.Server(me, served, self.port, bind, self.keyfor, ticks,
                                     n.get('max_conn', server.MAX_CONN), n.get('max_req', server.MAX_REQ),
                                     n.get('auth_ms', server.AUTH_MS), n.get('stall_ms', server.STALL_MS),
-                                    n.get('idle_ms', server.IDLE_MS), self.allowed, self._extra, self.poller)
+                                    n.get('idle_ms', server.IDLE_MS), self.allowed, self._extra, self.poller,
+                                    n.get('frame_ms', server.FRAME_MS))
         now = ticks()
         self.elector = leader.Elector(me, now, n.get('lease_ms', leader.TIMEOUT),
                                       n.get('hb_ms', leader.PERIOD))
@@ -106,13 +113,16 @@ class Node:
         self.bcast = cfg.get('broadcast', getattr(board, 'NET_BROADCAST', bind == '0.0.0.0'))
         self.peers = {}                       # id -> (host, port) heard
         self.seqs = {}                        # id -> last heartbeat seq
+        self.heard_at = {}                    # id -> ticks of its last heartbeat
+        self.backoff = {}                     # (host, port) -> (failures in a row, ticks of the next try)
         self.static = [wire.parse_addr(p) for p in cfg.get('peers', [])]
         self.next_sync = now
+        self.next_forget = now
         self.turn = 0
         self.changed = False                  # lines arrived or the lease changed
         self.was_led = False
         self.stats = {'syncs': 0, 'sync_fail': 0, 'lines_in': 0, 'hb_in': 0, 'hb_bad': 0,
-                      'assigned': 0}
+                      'assigned': 0, 'forgotten': 0}
         self.last_err = ''
         self.hb_reasons = []
         self._hosts = None                    # the signed host list (.h records), as last read
@@ -182,6 +192,7 @@ class Node:
         d['sync'] = self.stats
         d['last_error'] = self.last_err
         d['peers'] = sorted(self.peers)
+        d['backoff'] = ['%s:%d %d' % (a[0], a[1], self.backoff[a][0]) for a in self.backoff]
         d['hb_rejected'] = self.hb_reasons
         d['secure'] = self.key is not None
         try:
@@ -239,16 +250,45 @@ class Node:
             if last is not None and seq <= last and seq > last - 1000000:
                 self.stats['hb_bad'] += 1
                 continue
+            now = self.ticks()
+            if host not in self.peers and len(self.peers) >= MAX_PEERS:
+                # a key holder inventing ids cannot grow the table: the stalest goes
+                old = None
+                for p in self.heard_at:
+                    if old is None or ticks_diff(self.heard_at[p], self.heard_at[old]) < 0:
+                        old = p
+                self._forget(old)
             self.seqs[host] = seq
             self.stats['hb_in'] += 1
             self.peers[host] = (wire.ip(addr), port)
-            self.elector.heard(host, term, claim, self.ticks())
+            self.heard_at[host] = now
+            self.elector.heard(host, term, claim, now)
+
+    def _forget(self, host):
+        a = self.peers.pop(host, None)
+        self.heard_at.pop(host, None)
+        self.seqs.pop(host, None)
+        if a is not None and a not in self.static:
+            self.backoff.pop(a, None)
+        self.stats['forgotten'] += 1
+
+    def forget_silent(self, now):
+        """Forget the peers not heard for forget_ms (their address, their
+        heartbeat count, their back-off): a peer heard once is not synced,
+        nor sent heartbeats, for ever."""
+        if ticks_diff(now, self.next_forget) < 0:
+            return
+        self.next_forget = now + 1000
+        for p in list(self.heard_at):
+            if ticks_diff(now, self.heard_at[p]) > self.forget_ms:
+                self._forget(p)
 
     # ---- board-to-board sync ----
 
-    def _targets(self):
+    def _targets(self, now):
         # heard peers with a higher id (a pair syncs one way round: no two
-        # boards block on each other), then static peers not heard yet
+        # boards block on each other), then static peers not heard yet;
+        # less those backed off (a peer that failed waits its turn out)
         out = []
         heard = list(self.peers.values())
         for p in sorted(self.peers):
@@ -257,15 +297,18 @@ class Node:
         for a in self.static:
             if a not in heard:
                 out.append(a)
-        return out
+        return [a for a in out if a not in self.backoff or ticks_diff(now, self.backoff[a][1]) >= 0]
 
     def sync_with(self, host, port):
         # the client end loads with the first peer to sync: a board only the
         # companion syncs never holds it
         from sporadic.core import recondrv
         from sporadic.net import peer
+        # the whole sync, connect to last answer, within slice_ms: a peer
+        # trickling its bytes or never answering costs the loop that much
         link = peer.PeerLink(self.me, host, port, self.keyfor,
-                             peer.CALL_MS if self.call_ms is None else self.call_ms)
+                             peer.CALL_MS if self.call_ms is None else self.call_ms,
+                             deadline=self.ticks() + self.slice_ms)
         try:
             if not self.allowed(link.peer):
                 return None
@@ -280,16 +323,24 @@ class Node:
         return st
 
     def sync_round(self):
-        t = self._targets()
+        now = self.ticks()
+        t = self._targets(now)
         if not t:
             return
         self.turn = (self.turn + 1) % len(t)
-        host, port = t[self.turn]
+        a = t[self.turn]
         try:
-            self.sync_with(host, port)
+            self.sync_with(a[0], a[1])
+            self.backoff.pop(a, None)
         except Exception as e:
             self.stats['sync_fail'] += 1
-            self.last_err = '%s:%d %s' % (host, port, e)
+            self.last_err = '%s:%d %s' % (a[0], a[1], e)
+            if 'ERR busy' in self.last_err:
+                return      # a peer at work answers at once: tried again next round
+            # skipped for sync_ms x 2^failures (at most BACKOFF_MS)
+            n = self.backoff[a][0] + 1 if a in self.backoff else 1
+            w = self.sync_ms << (n if n < 16 else 16)
+            self.backoff[a] = (n, self.ticks() + (w if w < BACKOFF_MS else BACKOFF_MS))
 
     # ---- leader duties ----
 
@@ -324,6 +375,7 @@ class Node:
         end = self.ticks() + ms
         while True:
             now = self.ticks()
+            self.forget_silent(now)
             self._beat(now)
             led = self.elector.led(now)
             if led != self.was_led:

@@ -7,6 +7,7 @@ except ImportError:  # CPython
 import socket
 
 from sporadic.net import wire
+from sporadic.net.wire import ticks_ms, ticks_diff
 
 MAX_RESP = const(32768)    # bytes of one response frame
 CALL_MS = const(3000)      # one request's timeout
@@ -15,11 +16,18 @@ CALL_MS = const(3000)      # one request's timeout
 class PeerLink:
     """Client side of one connection (blocking with timeouts): the device
     end of board-to-board sync, and the companion's TCP link;
-    call(request) -> response."""
+    call(request) -> response.
+    deadline: a ticks_ms() time (wire.py's clock) after which the link
+    fails ("peer too slow") whatever the peer sends: a board's sync of a
+    peer is a bounded slice of its loop, however slowly the peer trickles
+    bytes (each wait is min(timeout_ms, time left)). None: no deadline
+    (the companion), each wait timeout_ms."""
 
-    def __init__(self, me, host, port, keyfor=None, timeout_ms=CALL_MS, max_resp=MAX_RESP):
+    def __init__(self, me, host, port, keyfor=None, timeout_ms=CALL_MS, max_resp=MAX_RESP, deadline=None):
         self.me = me
         self.max_resp = max_resp
+        self.timeout_ms = timeout_ms
+        self.deadline = deadline
         self.seq = 0
         self.bytes_sent = 0
         self.bytes_received = 0
@@ -28,6 +36,7 @@ class PeerLink:
         s.settimeout(timeout_ms / 1000)
         self.sock = s
         try:
+            self._arm()
             s.connect(socket.getaddrinfo(host, port)[0][-1])
             hello = self._line(wire.HELLO_MAX).decode().split(' ')
             if len(hello) != 3 or hello[0] != 'SPS1':
@@ -48,11 +57,22 @@ class PeerLink:
             s.close()
             raise
 
+    def _arm(self):
+        # the next wait: timeout_ms, or less when the deadline comes first
+        if self.deadline is None:
+            return
+        left = ticks_diff(self.deadline, ticks_ms())
+        if left <= 0:
+            raise OSError('peer too slow (deadline passed)')
+        self.sock.settimeout((left if left < self.timeout_ms else self.timeout_ms) / 1000)
+
     def _send(self, b):
+        self._arm()
         self.sock.sendall(b) if hasattr(self.sock, 'sendall') else self.sock.write(b)
         self.bytes_sent += len(b)
 
     def _fill(self):
+        self._arm()
         b = self.sock.recv(2048)
         if not b:
             raise OSError('connection closed by peer')

@@ -10,11 +10,21 @@ import socket
 from sporadic.net import wire
 from sporadic.net.wire import ticks_ms, ticks_diff
 
-MAX_CONN = const(4)        # concurrent connections; more are refused ("busy")
+MAX_CONN = const(4)        # concurrent connections, plus one kept for the companion; more: "busy"
 MAX_REQ = const(8192)      # bytes of one request frame
 AUTH_MS = const(3000)      # hello -> authenticated, or closed (half-open)
 STALL_MS = const(3000)     # no progress inside a frame, or output not drained
 IDLE_MS = const(20000)     # an authenticated connection without a request
+FRAME_MS = const(5000)     # a request frame's first byte -> its last, however it is paced
+HALF_PER_ADDR = const(2)   # half-open connections from one address (more: its oldest goes)
+GRACE_MS = const(500)      # a half-open connection is not evicted this young (its hello's round trip)
+# Slots: a board answers max_conn + 1 connections at once. Authenticated
+# peer boards hold at most max_conn - 2 of them and an address at most
+# HALF_PER_ADDR half-open ones; a newcomer when all are taken evicts a
+# half-open connection of the address holding the most (at once from one
+# at its quota, else past GRACE_MS): so idle connections reopened as fast
+# as they are closed, and trickled frames, from any few addresses, leave
+# the companion a slot (docs/wifi.md, Server._victim).
 REASONS_KEPT = const(8)
 
 _EAGAIN = (11, 115, 119, 35)   # EAGAIN, EINPROGRESS (linux, lwip), EAGAIN (bsd)
@@ -36,6 +46,7 @@ class Conn:
         self.out = []             # bytes waiting to be sent, in order
         self.off = 0              # of out[0], sent already
         self.seq = 0
+        self.f0 = now             # when the frame being received began
         self.closing = False
         self.elevated = False
         self.polled_out = False   # its poll registration asks for POLLOUT too
@@ -50,7 +61,7 @@ class Server:
 
     def __init__(self, me, handler, port=wire.PORT, bind='0.0.0.0', keyfor=None, ticks=ticks_ms,
                  max_conn=MAX_CONN, max_req=MAX_REQ, auth_ms=AUTH_MS, stall_ms=STALL_MS,
-                 idle_ms=IDLE_MS, allow=None, extra=None, poller=None):
+                 idle_ms=IDLE_MS, allow=None, extra=None, poller=None, frame_ms=FRAME_MS):
         self.me = me
         self.h = handler
         self.keyfor = keyfor or (lambda cid: None)   # peer id -> key bytes or None
@@ -60,10 +71,11 @@ class Server:
         self.auth_ms = auth_ms
         self.stall_ms = stall_ms
         self.idle_ms = idle_ms
+        self.frame_ms = frame_ms
         self.allow = allow        # allow(peer_id) -> bool (drop lists, tests)
         self.extra = extra        # extra(request) -> response or None (net?)
         self.conns = []
-        self.stats = {'accepted': 0, 'busy': 0, 'rejected': 0, 'timeouts': 0, 'requests': 0}
+        self.stats = {'accepted': 0, 'busy': 0, 'rejected': 0, 'timeouts': 0, 'requests': 0, 'evicted': 0}
         self.reasons = []
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -108,7 +120,20 @@ class Server:
             return
         s.setblocking(False)
         c = Conn(s, addr, now, wire.nonce())
-        if len(self.conns) >= self.max_conn:
+        ip = wire.ip(addr)
+        mine = 0
+        for x in self.conns:
+            if x.state == 0 and wire.ip(x.addr) == ip:
+                mine += 1
+        full = len(self.conns) > self.max_conn
+        if full or mine >= HALF_PER_ADDR:
+            old = self._victim(ip, now, mine >= HALF_PER_ADDR)
+            if old is not None:
+                self.stats['evicted'] += 1
+                self._refuse(old, 'half-open, its slot taken by a newcomer')
+                full = False
+                mine = 0
+        if full or mine >= HALF_PER_ADDR:
             self.stats['busy'] += 1
             try:
                 s.send(b'ERR busy\n')
@@ -121,6 +146,32 @@ class Server:
         self.poller.register(s, select.POLLIN)
         c.out.append(('SPS1 %s %s\n' % (self.me, c.sn)).encode())
         self._flush(c)
+
+    def _victim(self, ip, now, own):
+        # the half-open connection a newcomer from ip takes the slot of:
+        # its own address's oldest past GRACE_MS when that address is at
+        # its quota (own), else another address's, from the one holding
+        # the most: at once from one holding HALF_PER_ADDR, else only past
+        # GRACE_MS. A lone half-open connection (the companion's, its hello
+        # on the way) is never taken by another address inside its grace.
+        n = {}
+        for x in self.conns:
+            if x.state == 0:
+                a = wire.ip(x.addr)
+                n[a] = n.get(a, 0) + 1
+        best = None
+        for x in self.conns:
+            if x.state != 0:
+                continue
+            a = wire.ip(x.addr)
+            if (a == ip) != own:
+                continue
+            if (own or n[a] < HALF_PER_ADDR) and ticks_diff(now, x.t0) < GRACE_MS:
+                continue
+            if best is None or n[a] > n[wire.ip(best.addr)] or \
+                    (n[a] == n[wire.ip(best.addr)] and ticks_diff(x.t0, best.t0) < 0):
+                best = x
+        return best
 
     def _flush(self, c):
         while c.out:
@@ -161,6 +212,8 @@ class Server:
             self._close(c)
             return
         c.t = self.ticks()
+        if not c.inb:
+            c.f0 = c.t
         c.inb += b
         while c in self.conns and not c.closing and c.inb:
             if not self._step(c):
@@ -191,6 +244,7 @@ class Server:
             return False
         body = c.inb[i + 1:i + 1 + n]
         c.inb = c.inb[i + 1 + n:]
+        c.f0 = c.t      # the next frame, if any, began with this read
         try:
             req = body.decode()
         except Exception:
@@ -245,9 +299,21 @@ class Server:
         if self.allow is not None and not self.allow(cid):
             self._refuse(c, 'dropped')
             return False
+        if cid != wire.COMPANION and self.me != wire.COMPANION:
+            # (the companion's own server, `companion serve`, keeps none)
+            n = 0
+            for x in self.conns:
+                if x.state == 1 and x.peer != wire.COMPANION:
+                    n += 1
+            if n >= self.max_conn - 2:
+                # peer boards never take the slots kept for the companion
+                self.stats['busy'] += 1
+                self._refuse(c, 'busy')
+                return False
         c.peer = cid
         c.skey = wire.session_key(key, c.sn, cn)
         c.elevated = cid == wire.COMPANION or key is None
+        c.f0 = self.ticks()
         c.state = 1
         c.out.append(('OK %s\n' % wire.mac(key, wire.hello_text('s', c.sn, cn, cid, self.me))).encode())
         self._flush(c)
@@ -272,6 +338,10 @@ class Server:
             if c.state == 0 and ticks_diff(now, c.t0) > self.auth_ms:
                 self.stats['timeouts'] += 1
                 self._reason(c, 'no hello in time (half-open)')
+                self._close(c)
+            elif c.state == 1 and c.inb and ticks_diff(now, c.f0) > self.frame_ms:
+                self.stats['timeouts'] += 1
+                self._reason(c, 'frame too slow (deadline)')
                 self._close(c)
             elif (c.inb or c.out) and age > self.stall_ms:
                 self.stats['timeouts'] += 1
