@@ -70,12 +70,9 @@ def recover(st):
         else:   # not what a compaction of this store wrote
             _rename(st.new, newbad)
     for p in (st.tmp, st.log[:-4] + '.tmp', st.inp[:-4] + '.tmp', st.root + 'jobs.chk',
-              st.root + 'jobs.dig', st.root + 'jobs.rxn'):
+              st.root + 'jobs.dig'):
         if exists(p):
-            try:
-                _remove(p)
-            except OSError:     # a full flash may refuse even that: the next open
-                continue
+            _remove(p)
             st.notes.append('removed partial ' + p)
     _check_log(st, st.log, 'log', cfg if signed and cfg.get('id') else None)
     _check_log(st, st.inp, 'in')
