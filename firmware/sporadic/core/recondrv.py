@@ -1,5 +1,5 @@
 # The driving side of recon.py (recondrv.reconcile): the companion, or
-# a board driving a sync over the network (net.py). A board answering a
+# a board driving a sync over the network (net/node.py). A board answering a
 # sync (syncsrv) holds only recon.Responder and never loads this module.
 from array import array
 from sporadic.core.recon import (MAXQ, MAXD, MAXG, REQ_MAX, LEAF, DIGLEN, SyncError, _Nodes, _clean,

@@ -29,7 +29,7 @@ AGENDA_LARGE = const(32)
 AGENDA = AGENDA_SMALL if 0 < getattr(board, 'RTC_MEM', 492) < 2048 else AGENDA_LARGE
 
 _rt = None
-# Set by net.py while the board is on a network: lease() -> True while a
+# Set by net/node.py while the board is on a network: lease() -> True while a
 # section leader holds the lease (any/one then wait for its assignment).
 lease = None
 
