@@ -96,7 +96,7 @@ def test_every_repository_path_the_docs_name_exists():
     assert missing() == []
 
 
-def test_the_check_finds_a_stale_name(tmp_path):
+def test_the_check_finds_a_stale_name():
     # The check itself: the names #30 found stale are caught, real ones pass.
     paths = tree()
     d = os.path.join(ROOT, 'docs')

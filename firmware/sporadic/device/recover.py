@@ -2,7 +2,8 @@
 # end (docs/device.md#crash-safety). Loaded by Store.recover() for the open
 # only, then dropped from RAM.
 from sporadic.core import jobline, stamp
-from sporadic.device.store import exists, size, read_lines, crashpoint, put as _put, _write, _rename, _remove
+from sporadic.device import stampfile
+from sporadic.device.store import exists, size, read_lines, crashpoint, put as _put, write, rename, remove
 import os
 
 
@@ -40,7 +41,7 @@ def recover(st):
             pass
     cfg = _cfg(st.root)
     signed = stamp.signed(cfg)
-    file_stamp = stamp.file_stamp
+    file_stamp = stampfile.file_stamp
     ok = st.root + 'jobs.ok'      # the stamp of jobs.txt
     nokp = st.root + 'jobs.nok'   # the stamp of a compaction's jobs.new
     newbad = st.root + 'new.bad'
@@ -50,11 +51,11 @@ def recover(st):
             st.finish()
             st.notes.append('finished an interrupted compaction')
         else:   # not what a compaction of this store wrote
-            _rename(st.new, newbad)
+            rename(st.new, newbad)
     for p in (st.tmp, st.log[:-4] + '.tmp', st.inp[:-4] + '.tmp', st.root + 'jobs.chk',
               st.root + 'jobs.dig'):
         if exists(p):
-            _remove(p)
+            remove(p)
             st.notes.append('removed partial ' + p)
     _check_log(st, st.log, 'log', cfg if signed and cfg.get('id') else None)
     _check_log(st, st.inp, 'in')
@@ -63,7 +64,7 @@ def recover(st):
     # the stamps (before anything is compacted: a compaction stamps what it writes)
     # jobs.txt as the store left it at its last full pass (the wake index
     # matches it): its stamp is taken unhashed; the next full pass,
-    # compaction or sync hashes it (stamp.verify, docs/device.md#stamps)
+    # compaction or sync hashes it (stampfile.verify, docs/device.md#stamps)
     s = None
     if size(st.jobs):
         from sporadic.device import store, wake
@@ -75,18 +76,18 @@ def recover(st):
     nok = _read(nokp)
     if nok is not None:  # the stamp of a compaction's output
         if s == nok:     # power lost between the two renames of its end
-            _rename(nokp, ok)
+            rename(nokp, ok)
         else:            # an output that never was renamed in
-            _remove(nokp)
+            remove(nokp)
     if s is not None and s != nok:
         if s != _read(ok):
             if signed or not _jobs_sorted(st):
-                _rename(st.jobs, st.bad)
+                rename(st.jobs, st.bad)
             else:        # insecure: a sorted, canonical file is taken as it is
                 _put(ok, s)
                 st.notes.append('jobs.txt changed: stamped again')
     if signed and st.in_size and file_stamp(st.inp) != _read(st.inp[:-4] + '.ok'):
-        _rename(st.inp, inbad)
+        rename(st.inp, inbad)
         st.in_size = 0
     n = 0
     for _ in read_lines(st.quar):
@@ -130,7 +131,7 @@ def _check_log(st, path, name, cfg=None):
             continue
         why = _foreign(line, me, secret) if cfg is not None else None
         if why is None:
-            _write(f, line + '\n')
+            write(f, line + '\n')
         else:
             st.quarantine(line, why, 'edited log.txt')
     f.close()
@@ -141,7 +142,7 @@ def _check_log(st, path, name, cfg=None):
         g.close()
         st.quarantine(torn, 'torn last line (power loss while writing)', name)
         st.notes.append('dropped a torn line from ' + path)
-    _rename(tmp, path)
+    rename(tmp, path)
 
 
 def _foreign(line, me, secret):

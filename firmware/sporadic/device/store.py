@@ -66,7 +66,7 @@ def crashpoint(f=None, data=None):
         raise SystemExit(CRASH_EXIT)
 
 
-def _write(f, data, h=None):
+def write(f, data, h=None):
     # h: a hashlib object fed what is written (the stamp of a compaction;
     # MicroPython's hashlib takes the str: compaction runs on boards only)
     global bytes_written
@@ -96,7 +96,7 @@ def put(path, text):
     """Write a small file whole (a stamp)."""
     f = open(path, 'w')
     try:
-        _write(f, text)
+        write(f, text)
     finally:
         f.close()
 
@@ -104,16 +104,16 @@ def put(path, text):
 def stamp_text(n, h):
     """A file's stamp: its size in bytes and the first 8 bytes of its
     sha256 `h` (a hashlib object fed with the whole file), in hex. The same
-    text for the store (stamp.file_stamp) and the companion's image."""
+    text for the store (stampfile.file_stamp) and the companion's image."""
     return '%d %s' % (n, binascii.hexlify(h.digest()[:8]).decode())
 
 
-def _rename(a, b):
+def rename(a, b):
     crashpoint()
     os.rename(a, b)
 
 
-def _remove(path):
+def remove(path):
     crashpoint()
     os.remove(path)
 
@@ -219,7 +219,7 @@ class Store:
         data = line + '\n'
         f = open(self.log, 'a')
         try:
-            _write(f, data)
+            write(f, data)
         finally:
             f.close()
         self.log_size += len(data)
@@ -232,10 +232,10 @@ class Store:
         data = '%s: %s: %s\n' % (src or '-', reason, line)
         if size(self.quar) + len(data) > QUAR_MAX:
             if exists(self.quar):
-                _rename(self.quar, self.quar[:-4] + '.old')
+                rename(self.quar, self.quar[:-4] + '.old')
         f = open(self.quar, 'a')
         try:
-            _write(f, data)
+            write(f, data)
         finally:
             f.close()
         self.quarantined += 1
@@ -255,9 +255,9 @@ class Store:
         pend = self.pending()
         if not pend and extra is None:
             return False
-        if self.unverified:   # stamp.verify: the open took jobs.txt's stamp on the wake index's word
-            from sporadic.core import stamp
-            stamp.verify(self)
+        if self.unverified:   # stampfile.verify: the open took jobs.txt's stamp on the wake index's word
+            from sporadic.device import stampfile
+            stampfile.verify(self)
         conf = []
         f = open(self.tmp, 'w')
         h = hashlib.sha256()
@@ -271,16 +271,16 @@ class Store:
             n += len(line) + 1
             if n >= CHUNK:
                 buf.append('')
-                _write(f, '\n'.join(buf), h)
+                write(f, '\n'.join(buf), h)
                 buf = []
                 n = 0
         if buf:
             buf.append('')
-            _write(f, '\n'.join(buf), h)
+            write(f, '\n'.join(buf), h)
         f.close()
         self.conflicts = len(conf)
         put(self.root + 'jobs.nok', stamp_text(size(self.tmp), h))
-        _rename(self.tmp, self.new)
+        rename(self.tmp, self.new)
         self.finish()
         self.compactions += 1
         return True
@@ -291,17 +291,17 @@ class Store:
             if size(self.log):
                 seqs = self.out_seqs()
                 while len(seqs) >= OUT_MAX:
-                    _remove(self._seg(seqs.pop(0)))
+                    remove(self._seg(seqs.pop(0)))
                     self.out_dropped += 1
-                _rename(self.log, self._seg(seqs[-1] + 1 if seqs else 1))
+                rename(self.log, self._seg(seqs[-1] + 1 if seqs else 1))
             else:
-                _remove(self.log)
+                remove(self.log)
         if exists(self.inp):
-            _remove(self.inp)
-        _rename(self.new, self.jobs)
+            remove(self.inp)
+        rename(self.new, self.jobs)
         nok = self.root + 'jobs.nok'     # the stamp of jobs.new, of jobs.txt once renamed
         if exists(nok):
-            _rename(nok, self.root + 'jobs.ok')
+            rename(nok, self.root + 'jobs.ok')
         self.log_size = 0
         self.in_size = 0
         self._pend = None

@@ -341,7 +341,7 @@ def _held_cover(st, lines):
             continue
         line = None
         for i in range(len(ds)):
-            if not ok[i] and batch._find(seg, ds[i]):
+            if not ok[i] and batch.find_digest(seg, ds[i]):
                 ok[i] = True
                 left -= 1
         if not left:
@@ -361,7 +361,7 @@ def covered(st, path, held):
     if batch is None:
         from sporadic.core import batch as b
         batch = b
-    from sporadic.device.store import read_lines, _write, _remove
+    from sporadic.device.store import read_lines, write, remove
     dig = st.root + 'jobs.dig'
     zero = bytes(batch.DIGEST)
     f = open(dig, 'wb')
@@ -377,7 +377,7 @@ def covered(st, path, held):
                     raise
                 except Exception:
                     pass         # the store refuses it with the parse error
-            _write(f, d)
+            write(f, d)
             n += 1
     finally:
         f.close()
@@ -397,7 +397,7 @@ def covered(st, path, held):
         used += len(seg) // batch.DIGEST
     if segs:
         _mark(dig, segs, bits, zero)
-    _remove(dig)
+    remove(dig)
     return bits
 
 
@@ -419,7 +419,7 @@ def _mark(dig, segs, bits, zero):
                     d = bytes(mv[o:o + w])
                     if d != zero:
                         for seg in segs:
-                            if batch._find(seg, d):
+                            if batch.find_digest(seg, d):
                                 bits[i >> 3] |= 1 << (i & 7)
                                 break
                 i += 1
