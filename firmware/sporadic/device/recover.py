@@ -9,7 +9,7 @@ import os
 
 # A file that does not match its stamp (size and sha256: store.stamp_text)
 # was not written by this store: in a signed fleet its lines are re-checked
-# as an untrusted delivery (storex.reimport), the ones refused are
+# as an untrusted delivery (storesync.reimport), the ones refused are
 # quarantined as "edited FILE" and never run.
 
 
@@ -95,7 +95,7 @@ def recover(st):
     st.quarantined = n
     st.log_size = size(st.log)
     st.in_size = size(st.inp)
-    # what to re-import (storex.reimport, once this module is out of RAM)
+    # what to re-import (storesync.reimport, once this module is out of RAM)
     todo = []
     for p, name in ((st.bad, 'jobs.txt'), (newbad, 'jobs.new'), (inbad, 'in.txt')):
         if exists(p):

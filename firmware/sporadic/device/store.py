@@ -166,13 +166,13 @@ class Store:
         self.out_dropped = 0
         self.conflicts = 0
         self._pend = None
-        self._tr = 0             # storex.trust: 0 not loaded yet, None insecure
+        self._tr = 0             # storesync.trust: 0 not loaded yet, None insecure
         self.unverified = False  # jobs.txt's stamp taken unhashed at open (recover.py)
         self.recover()
 
     def recover(self):
         # the recovery code is loaded for the open only, then dropped from
-        # RAM before a re-import of a changed file (storex.reimport_all;
+        # RAM before a re-import of a changed file (storesync.reimport_all;
         # what that loads is dropped after it)
         import gc
         had = list(sys.modules)
@@ -245,7 +245,7 @@ class Store:
         self._pend = None
 
     def needs_compaction(self):
-        # in.txt of a sync that broke off (storex.receive may have let it
+        # in.txt of a sync that broke off (storesync.receive may have let it
         # pass IN_MAX) is folded in at the loop's next step
         return self.log_size > LOG_MAX or self.in_size > IN_MAX
 

@@ -1,5 +1,5 @@
-# The store's sync-time methods (read as Store.NAME through
-# Store.__getattr__): taking lines from a peer, the trust check, the
+# The store's sync-time functions (storesync.NAME(store, ...), called by
+# the sync server and the network loop): taking lines from a peer, the trust check, the
 # compacted view, the outbox and the health report. Only a sync (serial
 # after a soft reset, or TCP) and the store's recovery of a hand-written
 # job file load this module; the loop never does (docs/device.md#memory).

@@ -353,7 +353,7 @@ def covered(st, path, held):
     """A bitmap (bytearray, bit i for line i of the file at path): which
     fleet-authored lines a .b record of the file `held` (batch records
     verified by this store) covers: the _held_cover rule for a whole file
-    (storex.reimport), in constant memory: the lines' digests go to
+    (storesync.reimport), in constant memory: the lines' digests go to
     jobs.dig (8 bytes a line, one parse a line), then each window of
     batches (batch.WINDOW digests, at most SEGS_MAX batches) is looked up
     by one read of that file; a batch record is read once."""
