@@ -14,7 +14,7 @@ jobs.ok stamp). Then, median of REPS boots of `store.open_store()` alone
     digest is replaced by the size in this run, nothing else changes;
   - stamp: the stamp matches (size + sha256 over the file in 512-byte
     pieces): what every boot of an unchanged store pays;
-  - digest: stampfile.file_stamp(jobs.txt) alone;
+  - digest: stamp.file_stamp(jobs.txt) alone;
   - edited: one job line rewritten behind the store's back: every line is
     re-checked as an untrusted delivery (batch records verified, lines
     looked up), the edited one quarantined.
@@ -57,8 +57,8 @@ if CASE == 'size_only':
         # the store's old check: jobs.ok held the size alone
         ok = open('jobs.ok').read()
         return ok if int(ok.split()[0]) == store.size(path) else None
-    from sporadic.device import stampfile
-    stampfile.file_stamp = size_only
+    from sporadic.device import stamp
+    stamp.file_stamp = size_only
 peak = [0]
 if CASE[:5] == 'heap_':
     def sample():
@@ -68,12 +68,12 @@ if CASE[:5] == 'heap_':
             peak[0] = a
     store.feed = sample
 if CASE == 'digest':
-    from sporadic.device import stampfile
+    from sporadic.device import stamp
 gc.collect()
 base = gc.mem_alloc()
 t = time.time_ns()
 if CASE == 'digest':
-    stampfile.file_stamp('jobs.txt')
+    stamp.file_stamp('jobs.txt')
     st = None
 else:
     st = store.open_store()

@@ -100,7 +100,7 @@ for i in range(%d):
     due.append(time.ticks_diff(time.ticks_us(), a))
 if store.WAKE_INDEX:
     from sporadic.device import wake
-    wake.save(rt.store, None, None, 0, 0)   # cleared, as stampfile.verify does
+    wake.save(rt.store, None, None, 0, 0)   # cleared, as stamp.verify does
     wake = None
     import sporadic
     sporadic.forget('sporadic.device.wake')

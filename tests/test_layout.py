@@ -228,7 +228,7 @@ HEAP_SPLITS = {
         "the store's recovery at open: loaded for the open only, then dropped",
     ('sporadic.device.store', 'sporadic.device.storesync'):
         "the store's sync-time half (receive, trust, outbox, re-import): the loop never loads it",
-    ('sporadic.device.store', 'sporadic.device.stampfile'):
+    ('sporadic.device.store', 'sporadic.device.stamp'):
         "hashing the store's files: compact() loads it only to check a jobs.txt "
         "the open took on the wake index's word",
 }

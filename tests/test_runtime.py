@@ -34,15 +34,9 @@ print()
 # the loop's code grew by ~4 KB (the layout, calendar jobs, the wake index):
 # 13.5 KB free, the largest run 448 B (micropython.mem_info at a failure).
 # So these tests run at 72K; the loop alone under 64K is bench/device_heap.py's
-# figure. HEAP_BIG: a loop that ran days of jobs, or loaded a user's
-# actions.py, then that status read: at 72K whether its dict finds a free
-# 640-byte run depends on how the heap is laid out, not on the bytes in use:
-# renaming three of jobline's names flipped it (2026-12-05, test_user_actions_and_failures: before #30's renames it
-# passed at 70-73K and 76K and failed at 74K and 78-84K; after them (a few
-# new names in the loop's code) it failed from 64K to 80K and passed from 82K
-# to 128K).
+# figure.
 HEAP = '72K'
-HEAP_BIG = '96K'
+HEAP_BIG = '72K'
 
 
 def run(folder, body, start=T0, env=None, check=True, heap=HEAP):

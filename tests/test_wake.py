@@ -41,13 +41,13 @@ def counted(path, torn=False):
             read[0] += 1
         yield l
 store.read_lines = counted
-from sporadic.device import stampfile
-_hash = stampfile.file_stamp
+from sporadic.device import stamp
+_hash = stamp.file_stamp
 def hashed(path):
     if path.endswith('jobs.txt'):
         read[1] += 1
     return _hash(path)
-stampfile.file_stamp = hashed
+stamp.file_stamp = hashed
 from sporadic.core import plan
 decided = []
 _decide = plan.decide

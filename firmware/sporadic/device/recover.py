@@ -1,8 +1,8 @@
 # Opening the flash store: bring any interrupted operation to a consistent
 # end (docs/device.md#crash-safety). Loaded by Store.recover() for the open
 # only, then dropped from RAM.
-from sporadic.core import jobline, stamp
-from sporadic.device import stampfile
+from sporadic.core import jobline
+from sporadic.device import stamp
 from sporadic.device.store import exists, size, read_lines, crashpoint, put as _put, write, rename, remove
 import os
 
@@ -41,7 +41,7 @@ def recover(st):
             pass
     cfg = _cfg(st.root)
     signed = stamp.signed(cfg)
-    file_stamp = stampfile.file_stamp
+    file_stamp = stamp.file_stamp
     ok = st.root + 'jobs.ok'      # the stamp of jobs.txt
     nokp = st.root + 'jobs.nok'   # the stamp of a compaction's jobs.new
     newbad = st.root + 'new.bad'
@@ -64,7 +64,7 @@ def recover(st):
     # the stamps (before anything is compacted: a compaction stamps what it writes)
     # jobs.txt as the store left it at its last full pass (the wake index
     # matches it): its stamp is taken unhashed; the next full pass,
-    # compaction or sync hashes it (stampfile.verify, docs/device.md#stamps)
+    # compaction or sync hashes it (stamp.verify, docs/device.md#stamps)
     s = None
     if size(st.jobs):
         from sporadic.device import store, wake

@@ -218,8 +218,8 @@ class Runtime:
         if due is True:
             return self.next_wake
         if self.store.unverified:   # the open took jobs.txt's stamp on the index's word
-            from sporadic.device import stampfile
-            stampfile.verify(self.store)
+            from sporadic.device import stamp
+            stamp.verify(self.store)
         self.bad_jobs = 0   # _visit counts them, jobs and pending up, and notes each WAIT
         if due is None:   # a full pass (else the due jobs' groups alone: wake.save ends that pass)
             self.jobs = 0

@@ -104,7 +104,7 @@ def put(path, text):
 def stamp_text(n, h):
     """A file's stamp: its size in bytes and the first 8 bytes of its
     sha256 `h` (a hashlib object fed with the whole file), in hex. The same
-    text for the store (stampfile.file_stamp) and the companion's image."""
+    text for the store (stamp.file_stamp) and the companion's image."""
     return '%d %s' % (n, binascii.hexlify(h.digest()[:8]).decode())
 
 
@@ -255,9 +255,9 @@ class Store:
         pend = self.pending()
         if not pend and extra is None:
             return False
-        if self.unverified:   # stampfile.verify: the open took jobs.txt's stamp on the wake index's word
-            from sporadic.device import stampfile
-            stampfile.verify(self)
+        if self.unverified:   # stamp.verify: the open took jobs.txt's stamp on the wake index's word
+            from sporadic.device import stamp
+            stamp.verify(self)
         conf = []
         f = open(self.tmp, 'w')
         h = hashlib.sha256()

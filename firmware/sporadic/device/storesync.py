@@ -77,8 +77,8 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None):
     finally:
         if f is not None:
             f.close()
-            from sporadic.device import stampfile
-            store.put(st.inp[:-4] + '.ok', stampfile.file_stamp(st.inp))
+            from sporadic.device import stamp
+            store.put(st.inp[:-4] + '.ok', stamp.file_stamp(st.inp))
     st._pend = None
     if tr is not None:
         tr.commit(st)   # after the lines are durable

@@ -22,7 +22,8 @@ except ImportError:  # CPython (tools that read a board's flash)
 import binascii
 import json
 import os
-from sporadic.core import jobline, stamp
+from sporadic.core import jobline
+from sporadic.device import stamp
 
 batch = None   # sporadic.batch (and rsa), imported by the first signed store
 

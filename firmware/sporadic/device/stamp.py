@@ -1,9 +1,11 @@
-# Stamps of the store's files on the flash (docs/device.md#stamps): a file's
-# size and the first 8 bytes of its sha256 (store.stamp_text), hashed here,
-# and the check of jobs.txt that an open on the wake index's word left for
-# later (verify). Loaded by the store's open (recover.py) and a sync
-# (storesync.receive); by the loop only for verify() after such an open.
-# Whether a board checks its store at all is core/stamp.py's (pure).
+# Stamps (docs/device.md#stamps): what the store last wrote, as the size
+# of a file and the first 8 bytes of its sha256 (store.stamp_text), hashed
+# on the flash here, and whether a board checks what it stores at all
+# (signed). Loaded by the store's open (recover.py) and a sync
+# (storesync.receive, trust.load); by the loop only for verify() after an
+# open on the wake index's word. (Device code: it reads files and resets
+# the board; signed() alone would be pure, but a core module of its own
+# cost 480 bytes more of a 64-bit heap at each open and sync.)
 try:
     from micropython import const
 except ImportError:  # CPython
@@ -13,6 +15,13 @@ import hashlib
 from sporadic.device import store
 
 HASH_CHUNK = const(512)   # bytes read at a time
+
+
+def signed(cfg):
+    """Does a board with this cfg.json check what it stores (trust.py)? Not
+    in an insecure fleet, nor on a flash never provisioned with a key."""
+    mode = cfg.get('mode')
+    return not (mode == 'insecure' or (not mode and not cfg.get('pubkey')))
 
 
 def file_stamp(path):
@@ -57,7 +66,7 @@ def verify(st):
     except OSError:
         ok = None
     import sporadic
-    sporadic.forget('sporadic.device.stampfile')
+    sporadic.forget('sporadic.device.stamp')
     if s == ok:
         st.unverified = False
         return
