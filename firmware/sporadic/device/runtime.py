@@ -345,10 +345,16 @@ class Runtime:
         try:
             job = pj[1] if pj is not None and pj[0] is jtext else jobline.parse(jtext)
         except MemoryError:
-            # not the line's fault: never quarantine a good job for it; the
-            # next pass tries again
+            # not the line's fault: never quarantine a good job for it; a
+            # pass a minute from now tries again (without this wake the loop
+            # slept MAX_SLEEP and a 10-minute job's instances went unrun and
+            # unrecorded: tests/test_runtime.py test_status_and_outbox_ack)
             self.error = jtext[:jobline.ID_LEN] + ': out of memory'
             self.bad_jobs += 1
+            try:
+                self._note(now + UNKNOWN_SLEEP, jid)
+            except MemoryError:
+                self._limit = now   # no room even for that: the next pass at once
             return
         except Exception as e:
             self.store.quarantine(jtext, 'job line: ' + str(e), 'jobs.txt')
