@@ -80,7 +80,7 @@ def line_fault(raw):
     a blank line)."""
     if merging.fast_match is not None and merging.fast_match(raw) is not None:
         return None
-    line, why = merging._parsed(raw)
+    line, why = merging.parsed(raw)
     if why is None and line is not None and line != raw:
         why = 'not in canonical form (%s)' % line[:60]
     return why
@@ -455,7 +455,7 @@ def signature_errors(path, lines):
     texts = {}      # job id -> line number of its signed job text
     todo = []
     for n, raw in enumerate(lines, 1):
-        line = merging._canonical(raw)[0]
+        line = merging.canonical(raw)[0]
         if line is None or not batch.needs_batch(line):
             continue
         if signed(line):
