@@ -372,14 +372,22 @@ class Fleet:
     # -- results history -------------------------------------------------------
 
     def results(self):
+        """The results history, parsed (once per version of the file per Fleet object)."""
+        lines = _lines(self.path(RESULTS), False)
+        hit = self.__dict__.get('_results')
+        if hit is not None and hit[0] == _checked.get(self.path(RESULTS), (None,))[0]:
+            return list(hit[1])
         out = []
-        for l in _lines(self.path(RESULTS), False):
+        for l in lines:
             try:
                 r = jobline.parse(l)
             except jobline.ParseError:
                 continue
             if isinstance(r, jobline.Result):
                 out.append(r)
+        key = _checked.get(self.path(RESULTS), (None,))[0]
+        if key is not None:
+            self._results = (key, tuple(out))
         return out
 
     def add_results(self, lines):
@@ -535,7 +543,13 @@ def verify_result(fleet, r):
     mac = r.mac
     r.mac = '-'
     try:
-        return hmac.check_result(secret, r.line(), mac)  # the MAC covers the line with '-' in its place
+        line = r.line()
+        seen = fleet.__dict__.setdefault('_verified', {})   # (secret, line, mac): checked once per Fleet
+        key = (secret, line, mac)
+        ok = seen.get(key)
+        if ok is None:
+            ok = seen[key] = hmac.check_result(secret, line, mac)  # the MAC covers the line with '-' in its place
+        return ok
     finally:
         r.mac = mac
 

@@ -61,8 +61,10 @@ def cmd_cancel(args):
 
 # -- jobs / results / status ----------------------------------------------------------
 
-def job_states(fleet, now=None):
-    """Per job: its text and, per known device, the latest result it reported."""
+def job_states(fleet, now=None, plan_next=True):
+    """Per job: its text and, per known device, the latest result it reported
+    and (plan_next) what it does next (next_for: one scan of the job file
+    per device; the fleet page leaves it to its planner rows)."""
     now = int(time.time()) if now is None else now
     latest = {}
     for l in fleet.lines():
@@ -70,7 +72,7 @@ def job_states(fleet, now=None):
         if isinstance(r, jobline.Result):
             latest[(r.id, r.host)] = r
     devices = [d['id'] for d in fleet.devices()]
-    nxt = {h: next_for(fleet, h, now) for h in devices}
+    nxt = {h: next_for(fleet, h, now) if plan_next else {} for h in devices}
     out = []
     for j in fleet.jobs():
         per = {}
@@ -172,22 +174,29 @@ def _standing(j, host, hosts, tally):
     return None, None
 
 
-def plan_rows(jobs, hosts, t_from, t_until, limit=100000, placed=None, lat=None, lon=None, fleet_dir=None):
+def plan_rows(jobs, hosts, t_from, t_until, limit=100000, placed=None, lat=None, lon=None, fleet_dir=None,
+              only=None):
     """What would run where and when from t_from to t_until, every host up
     and synced (`companion plan`, the page's next 24 hours): the rows of
     schedule.schedule for each job over hosts, sorted by time; a sun job's
     hosts each at their own position (lat/lon for every host, else placed
     {host: (lat, lon)} from the host list, else devices/HOST.json of the
-    fleet folder at fleet_dir); a calendar job's rows carry its zone's time."""
+    fleet folder at fleet_dir); a calendar job's rows carry its zone's time.
+    only: the rows of these hosts alone (a `one` job is still ranked, a
+    rollout's waves still made, over all hosts; an each/any host's rows do
+    not depend on the others, so only those hosts are scheduled)."""
     from sporadic.desktop import schedule
     rows = []
+    only = None if only is None else set(only)
     try:
         for j in jobs:
             sun = j.cal is not None and j.cal.sun()
-            for pos, hs in (_positions(lat, lon, fleet_dir, hosts, j, placed or {}) if sun else [(None, hosts)]):
+            alone = only is not None and j.kind != 'one' and j.roll is None
+            among = sorted(h for h in hosts if h in only) if alone else hosts
+            for pos, hs in (_positions(lat, lon, fleet_dir, among, j, placed or {}) if sun else [(None, among)]):
                 plan.position = pos
-                for row in schedule.schedule(j, hosts, t_from, t_until, limit=limit):
-                    if row['host'] in hs:
+                for row in schedule.schedule(j, among, t_from, t_until, limit=limit):
+                    if row['host'] in hs and (only is None or row['host'] in only):
                         row['command'] = ' '.join(j.words)
                         if pos is not None:   # where the host's sun was computed
                             row['lat'], row['lon'] = pos
@@ -475,6 +484,10 @@ def status_rows(fleet, now=None, dups=None):
         by_host.setdefault(r.host, []).append(r)
     quar = quarantine_by_host(fleet)
     actions_at = _mtime(fleet.path(USER_ACTIONS))
+    dups_of = {}
+    for i, dd in dups.items():
+        for h in set(dd['hosts']):
+            dups_of.setdefault(h, []).append(i)
     for d in fleet.devices():
         mine = by_host.get(d['id'], [])
         unverified = [r for r in mine if verify_result(fleet, r) is False]
@@ -488,7 +501,7 @@ def status_rows(fleet, now=None, dups=None):
             'missed': sum(1 for r in mine if r.outcome == 'miss'),
             'aborted': sum(1 for r in mine if r.outcome == 'miss' and r.output.startswith('abort')),
             'ok': sum(1 for r in mine if r.outcome == 'ok'),
-            'duplicates': sorted(i for i, dd in dups.items() if d['id'] in dd['hosts']),
+            'duplicates': sorted(dups_of.get(d['id'], ())),
             'unverified_records': len(unverified) + quar.get(d['id'], 0),
             'quarantined': st.get('quarantined'),
             'trust': (st.get('trust') or {}).get('mode'),

@@ -38,6 +38,7 @@ def small_fleet(tmp_path):
     f.init('farm', insecure=True)
     j_any = add_job(f, 'any:1 2026-12-01T00:05Z log up ; every=1h within=30m', now=T0)
     j_each = add_job(f, 'each 2026-12-01T00:10Z log hi ; every=1h within=10m on=pump', now=T0 + 1)
+    add_job(f, 'one 2026-12-01T00:30Z log backup ; every=2h grace=10m', now=T0 + 2)
     receive(f, [result(j_any.id, 'pump-1', 0, T0 + 320), result(j_any.id, 'pump-2', 0, T0 + 330),
                 result(j_each.id, 'pump-1', 0, T0 + 610),
                 result(j_each.id, 'pump-2', 0, T0 + 1200, 'miss', 'asleep past its window')])
@@ -124,6 +125,12 @@ def test_the_page_shows_what_the_cli_queries_say(tmp_path, capsys):
         mine = [(r['at'], r['instance'], r['state']) for r in plan if r['host'] == h][:12]
         assert [(r['at'], r['instance'], r['state']) for r in s['plan'][h]] == mine and mine
     assert not any(r['instance'].startswith(j_each.id) for r in s['plan']['gate-1'])   # on=pump
+    # one board's plan alone (?plan=): the same rows (a `one` job still ranked over every board)
+    with served(f.dir, lambda: now) as port:
+        one, _ = state(port, '1d&plan=pump-2')
+    assert list(one['plan']) == ['pump-2'] and one['plan']['pump-2'] == s['plan']['pump-2']
+    assert any(r['state'] == 'standby' for r in one['plan']['pump-2']) or any(
+        r['state'] == 'run' and 'backup' in r['command'] for r in one['plan']['pump-2'])
     # gate-1: deployed, never synced: said in words
     assert any('gate-1 was deployed but never synced' in p for p in s['problems']), s['problems']
     assert by['gate-1']['attention'][0][0] == 'late'
@@ -346,6 +353,11 @@ def test_the_page_of_a_fleet_in_a_real_browser(fleet_cli, tmp_path):
             for h in ('pump-1', 'pump-2'):
                 plan = b.eval("document.querySelector('#plan section[data-board=\"%s\"]').innerText" % h)
                 assert plan.count(j_hourly + '.') == 12 and 'log hourly' in plan, plan
+            # one board's next hours, chosen on the page
+            b.eval("(() => { const s = document.querySelector('#planfor'); s.value = 'pump-2';"
+                   " s.dispatchEvent(new Event('change')); return true; })()")
+            b.wait("[...document.querySelectorAll('#plan section')].map(x => x.dataset.board).join() === 'pump-2'",
+                   what="pump-2's plan alone")
             shot = os.environ.get('SPORADIC_UI_SHOT')
             if shot:   # the README's picture: docs/ui.png
                 b.screenshot(shot)

@@ -4,7 +4,8 @@ The standard library's ThreadingHTTPServer on 127.0.0.1 (another address
 only with --host, on purpose). Three paths, every other one is a 404:
 
     /             the page (page.html next to this file: HTML, CSS, a small script)
-    /state.json   what it shows (view.snapshot), ?span=1h|6h|1d|7d|30d for the timeline;
+    /state.json   what it shows (view.snapshot), ?span=1h|6h|1d|7d|30d for the timeline,
+                  ?plan=ID,ID the boards whose next 24 hours it shows (default the first 24);
                   an ETag from the folder's stamp (view.stamp) and the minute:
                   the page asks every POLL_S seconds with If-None-Match, a 304 costs
                   a few stat calls; a sync, serve, add or cancel shows without a reload
@@ -104,18 +105,19 @@ def make_server(folder, host='127.0.0.1', port=0, now=None, log=None):
                 span = parse_duration(span_text)
             except ValueError:
                 return self._error(400, 'span=%s: want a duration such as 1h, 1d, 7d' % span_text[:20])
+            plan_for = tuple(h for h in (q.get('plan') or [''])[0].split(',') if h)[:view.PLAN_BOARDS] or None
             t = int(clock())
             st = view.stamp(folder)
-            tag = '"%s"' % hashlib.sha256(repr((st, span, t // 60)).encode()).hexdigest()[:24]
+            tag = '"%s"' % hashlib.sha256(repr((st, span, plan_for, t // 60)).encode()).hexdigest()[:24]
             if self.headers.get('If-None-Match') == tag:
                 return self._send(304, b'', 'application/json', [('ETag', tag)])
-            hit = cache.get(span)
+            hit = cache.get((span, plan_for))
             if hit is not None and hit[0] == tag:
                 body = hit[1]
             else:
                 t0 = time.perf_counter()
                 try:
-                    data = view.snapshot(folder, t, span)
+                    data = view.snapshot(folder, t, span, plan_for)
                 except Exception as e:   # a bug: one line on the page, the server goes on
                     data = {'now': t, 'problems': ['internal error (a bug, please report it): %s: %s'
                                                    % (type(e).__name__, ' '.join(str(e).split())[:200])]}
@@ -123,7 +125,7 @@ def make_server(folder, host='127.0.0.1', port=0, now=None, log=None):
                 data['poll_s'] = POLL_S
                 data['spans'] = view.SPANS
                 body = json.dumps(data, separators=(',', ':')).encode()
-                cache.put(span, (tag, body))
+                cache.put((span, plan_for), (tag, body))
             return self._send(200, body, 'application/json', [('ETag', tag)])
 
     import socket

@@ -14,6 +14,7 @@ from companion import fleetcmd
 SPANS = ('1h', '6h', '1d', '7d', '30d')   # the timeline spans the page offers
 AHEAD = 86400                             # the planner's look ahead per board
 PLAN_PER_BOARD = 12                       # rows of it shown per board
+PLAN_BOARDS = 24                          # boards it is shown for unless the page names others
 PLAN_LIMIT = 200000                       # rows the planner may make in all (plan --limit)
 
 
@@ -50,9 +51,10 @@ def _try(problems, what, fn, default=None):
         return default
 
 
-def snapshot(folder, now, span=86400):
+def snapshot(folder, now, span=86400, plan_for=None):
     """The page's data for the fleet folder at time `now` (seconds), the
-    timeline over the `span` seconds before it."""
+    timeline over the `span` seconds before it, the planner's next hours
+    for the boards plan_for names (default: the first PLAN_BOARDS)."""
     problems = []
     out = {'now': now, 'time': format_time(now), 'span': span, 'fleet': None, 'mode': None,
            'boards': [], 'duplicates': {}, 'jobs': [], 'timeline': [], 'plan': {}, 'quarantine': None,
@@ -71,9 +73,11 @@ def snapshot(folder, now, span=86400):
     out['boards'] = _try(problems, 'boards', lambda: fleetcmd.status_rows(f, now, dups), None)
     if out['boards'] is None:     # the devices alone, as their files say
         out['boards'] = _try(problems, 'devices', lambda: _bare_rows(f), [])
-    out['jobs'] = _try(problems, 'jobs', lambda: fleetcmd.job_states(f, now), [])
+    out['jobs'] = _try(problems, 'jobs', lambda: fleetcmd.job_states(f, now, plan_next=False), [])
     out['timeline'] = _try(problems, 'results', lambda: timeline(f, now, span, dups), [])
-    out['plan'] = _try(problems, 'plan', lambda: next_per_board(f, now), {})
+    ids = [b['id'] for b in out['boards']]
+    shown = [h for h in plan_for if h in ids] if plan_for else ids[:PLAN_BOARDS]
+    out['plan'] = _try(problems, 'plan', lambda: next_per_board(f, now, shown), {})
     out['quarantine'] = _try(problems, 'quarantine', lambda: fleetcmd.quarantine_info(f))
     out['rollouts'] = _try(problems, 'rollouts', lambda: fleetcmd.rollout_states(f, now), {})
     for b in out['boards']:
@@ -102,18 +106,20 @@ def timeline(f, now, span, dups):
     return rows
 
 
-def next_per_board(f, now, ahead=AHEAD, per_board=PLAN_PER_BOARD):
-    """{host: the first rows of `companion plan` from now to now + ahead}:
-    the planner's (plan_rows) on the fleet's job file and host list."""
+def next_per_board(f, now, shown, ahead=AHEAD, per_board=PLAN_PER_BOARD):
+    """{host: the first rows of `companion plan` from now to now + ahead}
+    for the hosts in shown: the planner's (plan_rows) on the fleet's job
+    file and host list."""
     from companion.fleet import host_records
+    if not shown:
+        return {}
     lines = f.lines()
     records = host_records(lines)
     hosts = sorted(set(records) | {d['id'] for d in f.devices()})
-    if not hosts:
-        return {}
     placed = {h: (la, lo) for h, (_, la, lo) in records.items() if la is not None}
-    out = {h: [] for h in hosts}
-    for r in fleetcmd.plan_rows(f.jobs(), hosts, now, now + ahead, PLAN_LIMIT, placed, fleet_dir=f.dir):
+    out = {h: [] for h in shown}
+    for r in fleetcmd.plan_rows(f.jobs(), hosts, now, now + ahead, PLAN_LIMIT, placed, fleet_dir=f.dir,
+                                only=shown):
         rows = out.get(r['host'])
         if rows is not None and len(rows) < per_board:
             r['time'] = format_time(r['at'])
