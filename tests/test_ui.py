@@ -353,14 +353,19 @@ def test_the_page_of_a_fleet_in_a_real_browser(fleet_cli, tmp_path):
             for h in ('pump-1', 'pump-2'):
                 plan = b.eval("document.querySelector('#plan section[data-board=\"%s\"]').innerText" % h)
                 assert plan.count(j_hourly + '.') == 12 and 'log hourly' in plan, plan
+            # the last hour's timeline, chosen on the page: the runs still there
+            b.eval("(() => { const s = document.querySelector('#span'); s.value = '1h';"
+                   " s.dispatchEvent(new Event('change')); return true; })()")
+            b.wait("state.span === 3600 && document.querySelectorAll('#lanes .mark.dup').length === 2",
+                   what='the last hour')
+            shot = os.environ.get('SPORADIC_UI_SHOT')
+            if shot:   # the README's picture: docs/ui.png
+                b.screenshot(shot)
             # one board's next hours, chosen on the page
             b.eval("(() => { const s = document.querySelector('#planfor'); s.value = 'pump-2';"
                    " s.dispatchEvent(new Event('change')); return true; })()")
             b.wait("[...document.querySelectorAll('#plan section')].map(x => x.dataset.board).join() === 'pump-2'",
                    what="pump-2's plan alone")
-            shot = os.environ.get('SPORADIC_UI_SHOT')
-            if shot:   # the README's picture: docs/ui.png
-                b.screenshot(shot)
             b.phone()   # a phone's width: every board still there, nothing wider than the screen
             b.wait("document.documentElement.clientWidth < 500")
             assert b.eval("document.documentElement.scrollWidth <= document.documentElement.clientWidth + 1")
