@@ -41,8 +41,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), 'firmware'))
 
 import companion  # noqa: E402,F401  (zone rules for tz= jobs)
 from sporadic.core import hmac, jobline  # noqa: E402
-from companion import fleet as fleet_mod, provision  # noqa: E402
-from companion.fleet import Fleet, add_job  # noqa: E402
+from companion.fleet import folder as fleet_mod, provision  # noqa: E402
+from companion.fleet.folder import Fleet, add_job  # noqa: E402
 
 NOW = 1796083200 + 30 * 86400   # 2026-12-31T00:00Z
 JOBS = [

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from sporadic.core import jobline
-from companion.fleet import Fleet, add_job
+from companion.fleet.folder import Fleet, add_job
 
 T0 = 1796083200  # 2026-12-01T00:00Z
 
@@ -94,7 +94,7 @@ def test_the_page_shows_what_the_cli_queries_say(tmp_path, capsys):
     with served(f.dir, lambda: now) as port:
         s, _ = state(port)
     # boards: the rows of `status` (same query, same clock)
-    from companion import fleetcmd
+    from companion.fleet import queries as fleetcmd
     rows = json.loads(json.dumps(fleetcmd.status_rows(f, now)))
     assert s['boards'] == rows
     assert [b['id'] for b in s['boards']] == ['gate-1', 'pump-1', 'pump-2']
@@ -201,7 +201,7 @@ def test_a_torn_job_file_and_bad_device_files_are_messages_on_the_page(tmp_path)
 
 
 def test_status_says_why_a_board_needs_attention(tmp_path):
-    from companion import fleetcmd
+    from companion.fleet import queries as fleetcmd
     f, _, _ = small_fleet(tmp_path)
     rows = {r['id']: r for r in fleetcmd.status_rows(f, T0 + 1900)}
     assert rows['pump-1']['usual_interval_s'] == 900 and rows['pump-1']['attention'] == []
@@ -216,7 +216,7 @@ def test_status_says_why_a_board_needs_attention(tmp_path):
 
 
 def test_job_lines_in_words():
-    from companion.fleetcmd import job_words
+    from companion.fleet.queries import job_words
     cases = {
         'each 2026-01-01T00:00Z pump on 30 ; at="0 6 * * 1-5" tz=Europe/Berlin within=1h on=pump':
             'pump on 30 every weekday 06:00 Europe/Berlin on boards matching pump, within 1h',

@@ -8,8 +8,8 @@ import os
 
 from sporadic.core.timefmt import format_time
 from companion.errors import UserError
-from companion.fleet import Fleet
-from companion import fleetcmd
+from companion.fleet.folder import Fleet
+from companion.fleet import queries as fleetcmd
 
 SPANS = ('1h', '6h', '1d', '7d', '30d')   # the timeline spans the page offers
 AHEAD = 86400                             # the planner's look ahead per board
@@ -110,7 +110,7 @@ def next_per_board(f, now, shown, ahead=AHEAD, per_board=PLAN_PER_BOARD):
     """{host: the first rows of `companion plan` from now to now + ahead}
     for the hosts in shown: the planner's (plan_rows) on the fleet's job
     file and host list."""
-    from companion.fleet import host_records
+    from companion.fleet.folder import host_records
     if not shown:
         return {}
     lines = f.lines()
