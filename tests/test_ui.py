@@ -215,6 +215,16 @@ def test_status_says_why_a_board_needs_attention(tmp_path):
     assert [k for k, _ in rows['pump-2']['attention']] == ['redeploy']
 
 
+def test_status_prints_the_boards_that_are_late(tmp_path, capsys):
+    from companion import cli
+    f, _, _ = small_fleet(tmp_path)     # synced every 15 min until 2026-12-01T00:30Z, days ago
+    capsys.readouterr()
+    assert cli.main(['--fleet', f.dir, 'status']) == 0
+    out = capsys.readouterr().out
+    assert re.search(r'pump-1 not synced for \d+d \d+h, usually every 15m', out), out
+    assert 'gate-1 never synced since it was deployed' in out, out
+
+
 def test_job_lines_in_words():
     from companion.fleet.queries import job_words
     cases = {

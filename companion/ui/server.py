@@ -47,6 +47,8 @@ class Cache:
 
     def put(self, key, value):
         with self.lock:
+            if len(self.last) >= 16:      # spans x boards asked for: a few, kept
+                self.last.clear()
             self.last[key] = value
 
 
@@ -57,7 +59,11 @@ def make_server(folder, host='127.0.0.1', port=0, now=None, log=None):
     clock = now or time.time
     cache = Cache()
     page = page_bytes()
-    allowed = {'127.0.0.1', 'localhost', '[::1]', host}
+    # bound to this machine only: a page of another site that names this
+    # address (DNS rebinding) is refused by its Host header; --host on purpose
+    # (another address) answers whatever name the network gives it
+    loopback = {'127.0.0.1', 'localhost', '[::1]', '::1'}
+    allowed = loopback if host in loopback else None
 
     class Handler(BaseHTTPRequestHandler):
         server_version = 'sporadic-ui'
@@ -87,8 +93,7 @@ def make_server(folder, host='127.0.0.1', port=0, now=None, log=None):
             self.do_GET()
 
         def do_GET(self):
-            # a page on another site that names this address (DNS rebinding) gets nothing
-            if self.headers.get('Host', '').rsplit(':', 1)[0] not in allowed:
+            if allowed is not None and self.headers.get('Host', '').rsplit(':', 1)[0] not in allowed:
                 return self._error(403, 'this page answers to %s only' % host)
             url = urlsplit(self.path)
             if url.path in ('/', '/index.html'):
