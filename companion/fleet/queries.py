@@ -552,7 +552,7 @@ def attention(row, d, now, actions_at=None):
     elif every and now - last > OVERDUE_FACTOR * every:
         out.append(('late', 'not synced for %s, usually every %s' % (duration_text(now - last), duration_text(every))))
     if last is not None and d.get('complete') is False:
-        out.append(('late', 'its last sync broke off: sync it again'))
+        out.append(('late', 'its last sync did not finish (it broke off, or runs now): sync it again'))
     if actions_at is not None and row['deployed'] is not None and actions_at > row['deployed']:
         out.append(('redeploy', "the fleet's actions.py changed after its deploy: `companion deploy PORT`"))
     if row['quarantined']:

@@ -80,10 +80,11 @@ def snapshot(folder, now, span=86400, plan_for=None):
     out['plan'] = _try(problems, 'plan', lambda: next_per_board(f, now, shown), {})
     out['quarantine'] = _try(problems, 'quarantine', lambda: fleetcmd.quarantine_info(f))
     out['rollouts'] = _try(problems, 'rollouts', lambda: fleetcmd.rollout_states(f, now), {})
-    for b in out['boards']:
-        if b.get('last_sync') is None:
-            problems.append('%s was deployed but never synced: nothing of it is known yet '
-                            '(`companion sync PORT`)' % b['id'])
+    never = [b['id'] for b in out['boards'] if b.get('last_sync') is None]
+    if never:
+        problems.append('%s %s deployed but never synced: nothing of %s is known yet (`companion sync PORT`)' % (
+            ', '.join(never[:5]) + (' and %d more' % (len(never) - 5) if len(never) > 5 else ''),
+            'was' if len(never) == 1 else 'were', 'it' if len(never) == 1 else 'them'))
     return out
 
 
