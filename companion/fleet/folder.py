@@ -427,10 +427,21 @@ class Fleet:
             raise UserError('the board names itself %r: %s' % (dev_id[:40], e)) from None
         return self.path('devices', dev_id + '.json')
 
+    def _device_file(self, path):
+        """The object of a devices/ID.json, parsed once per version of the file
+        per Fleet object (a fleet page reads every board's several times), as
+        a new dict each time (callers update and save it). FileNotFoundError passes."""
+        key = _stat_key(os.stat(path))
+        cache = self.__dict__.setdefault('_device_files', {})
+        hit = cache.get(path)
+        if hit is None or hit[0] != key:
+            hit = cache[path] = (key, _json(path, _DEVICE_FIX))
+        return dict(hit[1])
+
     def device(self, dev_id):
         p = self._device_path(dev_id)
         try:
-            return _json(p, _DEVICE_FIX)
+            return self._device_file(p)
         except FileNotFoundError:
             return None
 
@@ -440,13 +451,14 @@ class Fleet:
         if os.path.isdir(d):
             for f in sorted(os.listdir(d)):
                 if f.endswith('.json'):
-                    out.append(_json(os.path.join(d, f), _DEVICE_FIX))
+                    out.append(self._device_file(os.path.join(d, f)))
         return out
 
     def save_device(self, info):
         p = self._device_path(info['id'])
         os.makedirs(self.path('devices'), exist_ok=True)
         atomic_write(p, json.dumps(info, indent=1, sort_keys=True) + '\n')
+        self.__dict__.get('_device_files', {}).pop(p, None)
 
 
 def signature_errors(path, lines):

@@ -3,6 +3,7 @@ folder), deploy, sync, net (through a link) and serve (boards sync to this
 companion). Verbs call the fleet's record operations (companion/fleet/folder.py),
 the sync library (companion/sync/syncer.py) and the core; they never parse bytes
 themselves."""
+import bisect
 import json
 import os
 import sys
@@ -350,9 +351,9 @@ def duplicates(fleet):
             if host not in syncs:
                 d = fleet.device(host) or {}
                 syncs[host] = sorted(d.get('syncs') or ([d['last_sync']] if d.get('last_sync') else []))
-            before = [t for t in syncs[host] if t <= at]
+            n = bisect.bisect_right(syncs[host], at)      # its syncs at or before the run
             runs.append({'host': host, 'at': at, 'time': format_time(at), 'outcome': outcome,
-                         'last_sync': before[-1] if before else None})
+                         'last_sync': syncs[host][n - 1] if n else None})
         out[inst] = {'job': inst.split('.')[0], 'type': kind, 'hosts': sorted(r['host'] for r in runs),
                      'runs': runs}
     return out

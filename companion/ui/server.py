@@ -120,13 +120,14 @@ def make_server(folder, host='127.0.0.1', port=0, now=None, log=None):
             if hit is not None and hit[0] == tag:
                 body = hit[1]
             else:
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.thread_time()
                 try:
                     data = view.snapshot(folder, t, span, plan_for)
                 except Exception as e:   # a bug: one line on the page, the server goes on
                     data = {'now': t, 'problems': ['internal error (a bug, please report it): %s: %s'
                                                    % (type(e).__name__, ' '.join(str(e).split())[:200])]}
                 data['render_ms'] = round((time.perf_counter() - t0) * 1000, 1)
+                data['render_cpu_ms'] = round((time.thread_time() - c0) * 1000, 1)   # this thread's CPU
                 data['poll_s'] = POLL_S
                 data['spans'] = view.SPANS
                 body = json.dumps(data, separators=(',', ':')).encode()
