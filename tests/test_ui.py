@@ -200,6 +200,19 @@ def test_a_torn_job_file_and_bad_device_files_are_messages_on_the_page(tmp_path)
         assert b'Traceback' not in body and b'internal error' not in body
 
 
+def test_a_fleet_reads_a_device_file_again_once_another_process_changed_it(tmp_path):
+    # Fleet parses each devices/ID.json once per version (the page reads them several times)
+    f, _, _ = small_fleet(tmp_path)
+    d = f.device('pump-1')
+    d['drift'] = 99                                  # a caller's copy: the file's object is unchanged
+    assert f.device('pump-1')['drift'] == 2
+    other = Fleet(f.dir)                             # a sync in another process
+    d = other.device('pump-1')
+    d.update(drift=-5, last_sync=T0 + 2700)
+    other.save_device(d)
+    assert f.device('pump-1')['drift'] == -5 and [x.get('last_sync') for x in f.devices()][1] == T0 + 2700
+
+
 def test_status_says_why_a_board_needs_attention(tmp_path):
     from companion.fleet import queries as fleetcmd
     f, _, _ = small_fleet(tmp_path)
