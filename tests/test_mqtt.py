@@ -48,3 +48,198 @@ def test_the_fixture_broker_keeps_retained_messages_across_a_restart(mosquitto):
     mosquitto.stop()
     mosquitto.start()
     assert retained(mosquitto.port, 't/#') == {'t/a': b'kept'}
+
+
+BOARD_CLIENT = r'''
+import sys, json, socket
+sys.path.insert(0, 'firmware')
+from sporadic.net import mqtt
+from sporadic.net.wire import ticks_ms, ticks_diff
+PORT = %d
+SILENT = %d
+out = {}
+got = []
+def on(t, p):
+    got.append([t, None if p is None else bytes(p).decode()])
+c = mqtt.Client('b1', '127.0.0.1', PORT, max_msg=100)
+out['first'] = c.connect(ticks_ms() + 3000)
+c.subscribe(['t/f/#', 't/r/+'], on)
+c.disconnect()
+p = mqtt.Client('pub', '127.0.0.1', PORT)
+p.connect(ticks_ms() + 3000, clean=True)
+p.publish('t/f/1', 'retained one', retain=True)
+p.publish('t/r/x', 'x' * 300)
+p.publish('t/r/y', 'queued')
+p.wait_acks(on)
+out['acked'] = p.unacked
+p.disconnect()
+c = mqtt.Client('b1', '127.0.0.1', PORT, max_msg=100)
+out['again'] = c.connect(ticks_ms() + 3000)
+c.publish('t/r/b1', 'mine')
+c.wait_acks(on)
+c.ping()
+c.poll(on, 200)
+out['got'] = got
+out['skipped'] = c.skipped
+c.disconnect()
+# a broker that takes the connection and never answers: the deadline ends it
+t0 = ticks_ms()
+try:
+    mqtt.Client('b1', '127.0.0.1', SILENT).connect(ticks_ms() + 700)
+    out['silent'] = 'answered?'
+except OSError as e:
+    out['silent'] = str(e)
+out['silent_ms'] = ticks_diff(ticks_ms(), t0)
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.needs('micropython')
+def test_the_boards_mqtt_client_on_the_unix_port(mosquitto, reserve_ports, tmp_path):
+    """net/mqtt.py on MicroPython against Mosquitto: a persistent session
+    (messages published while the board was away are queued for it, retained
+    ones come with the subscription), QoS 1 both ways, a message over
+    max_msg read away and reported, and a silent broker costs the deadline."""
+    import json
+    import os
+    import socket
+    import subprocess
+    from tests.devutil import ROOT
+    silent = socket.socket()
+    silent.bind(('127.0.0.1', 0))
+    silent.listen(1)
+    got = []
+    import paho.mqtt.client as pm
+    sub = paho_client('watcher', clean=True)
+    sub.on_message = lambda cl, u, m: got.append((m.topic, bytes(m.payload)))
+    sub.connect('127.0.0.1', mosquitto.port)
+    sub.subscribe('t/r/b1', 1)
+    sub.loop_start()
+    try:
+        p = subprocess.run(['micropython', '-c', BOARD_CLIENT % (mosquitto.port, silent.getsockname()[1])],
+                           capture_output=True, text=True, timeout=60, cwd=ROOT)
+        assert p.returncode == 0, p.stderr + p.stdout
+        out = json.loads(p.stdout.strip().splitlines()[-1])
+        from tests.devutil import wait_for
+        wait_for(lambda: got, 10, 'the board\'s publish at the watcher')
+    finally:
+        sub.disconnect()
+        sub.loop_stop()
+        silent.close()
+    assert out['first'] is False and out['again'] is True      # the session was kept
+    assert out['acked'] == []
+    # (its own publish comes back too: MQTT 3.1.1 has no no-local; net/broker.py drops it)
+    assert sorted(map(tuple, out['got'])) == [('t/f/1', 'retained one'), ('t/r/b1', 'mine'), ('t/r/x', None),
+                                              ('t/r/y', 'queued')]
+    assert out['skipped'] == 1
+    assert got == [('t/r/b1', b'mine')]
+    assert 'out of time' in out['silent'] and 600 <= out['silent_ms'] < 2000, out
+
+
+# -- boards set up with the product's commands, syncing through the broker ---------
+
+HEAP = '192K'     # a signed sync on the 64-bit unix port (docs/wifi.md#budgets-and-limits)
+
+
+def deploy_boards(c, tmp_path, broker, ids):
+    """`companion vboard` + `companion deploy PORT --mqtt URL` (no --wifi: the
+    unix board is on the network), then one serial sync each: the board's
+    clock and the fleet's host list, as a user does after deploying."""
+    boards = {}
+    for b in ids:
+        vb = c.vboard('--id', b, '--flash', str(tmp_path / b), '--heap', HEAP)
+        vb.flash = str(tmp_path / b)
+        boards[b] = vb
+    for b in ids:
+        out = c('deploy', boards[b].path, '--id', b, '--mqtt', broker.url, '-q')
+        assert 'syncs through %s' % broker.url in out and 'syncs on port' not in out, out
+    for b in ids:
+        assert c('sync', boards[b].path, '-q').startswith('synced ' + b)
+    return boards
+
+
+def mqtt_results(c, url, inst, n=1, timeout=60):
+    """`companion sync mqtt://...` until `n` results of instance `inst` are in."""
+    from tests.devutil import wait_for
+
+    def back():
+        c('sync', url)
+        rows = [r for r in c.json('results') if r['instance'] == inst]
+        return rows if len(rows) >= n else None
+    return wait_for(back, timeout, '%d result(s) of %s through the broker' % (n, inst), every=1)
+
+
+def first_draws(c, jid, ids, ticks=64):
+    """For an `any` job: the first tick at which each board's draw fires
+    (plan.draw with the board's own seed, its secret: the core's rule, not a
+    copy of it)."""
+    from companion.fleet import Fleet, device_secret
+    from sporadic.core import plan
+    f = Fleet(c.dir)
+    job = [j for j in f.jobs() if j.id == jid][0]
+    out = {}
+    for b in ids:
+        rnd = plan.hash_rnd(device_secret(f, b))
+        out[b] = next((i for i in range(ticks) if plan.draw(rnd, job, 0, b, i)), ticks)
+    return out
+
+
+@pytest.mark.slow
+def test_three_boards_get_the_jobs_run_single_run_jobs_once_and_a_sleeper_catches_up(
+        fleet_cli, tmp_path, mosquitto):
+    from tests.devutil import actlog, wait_for
+    c = fleet_cli
+    ids = ['b1', 'b2', 'b3']
+    c('init')
+    boards = deploy_boards(c, tmp_path, mosquitto, ids)
+    j_each = c('add', 'each +20s log hello ; within=10m').strip()
+    j_one = c('add', 'one +20s log onlyone ; within=10m grace=30s').strip()
+    # an `any` job whose first draw is one board's alone, the next board's 3
+    # ticks later: the broker, not luck, keeps the others from running it
+    # (a board takes what the fleet published at least every 5 s)
+    while True:
+        j_any = c('add', 'any:0.3 +20s log anyone ; within=10m tick=5s').strip()
+        d = sorted(first_draws(c, j_any, ids).values())
+        if d[0] < 6 and d[1] - d[0] >= 3:
+            break
+        c('cancel', j_any)
+    out = c('sync', mosquitto.url)
+    assert 'published' in out, out
+    # no companion online from here: the jobs reach the boards through the broker
+    wait_for(lambda: all(actlog(boards[b].flash).get(j_each + '.0') for b in ids), 90,
+             'the each job run on all three boards')
+    wait_for(lambda: any(actlog(boards[b].flash).get(j_one + '.0') for b in ids), 60, 'the one job run')
+    wait_for(lambda: any(actlog(boards[b].flash).get(j_any + '.0') for b in ids), 90, 'the any job run')
+    # past the next rank's grace (one) and the other boards' first draws (any)
+    from companion.fleet import Fleet
+    jobs = {j.id: j for j in Fleet(c.dir).jobs()}
+    from sporadic.core import plan
+    last = max(plan.due(jobs[j_one], 0) + 2 * 30, plan.due(jobs[j_any], 0) + (d[1] + 3) * 5)
+    wait_for(lambda: time.time() > last + 5, last + 10 - time.time() if last + 10 > time.time() else 1,
+             'the other boards\' turn passed', every=0.5)
+    assert sum(actlog(boards[b].flash).get(j_one + '.0', 0) for b in ids) == 1
+    assert sum(actlog(boards[b].flash).get(j_any + '.0', 0) for b in ids) == 1
+    # the records come up through the broker: every board's, verified, no duplicate
+    rows = mqtt_results(c, mosquitto.url, j_each + '.0', 3)
+    assert {r['host'] for r in rows if r['outcome'] == 'ok'} == set(ids) and all(r['verified'] for r in rows)
+    assert len(mqtt_results(c, mosquitto.url, j_one + '.0')) == 1
+    assert len(mqtt_results(c, mosquitto.url, j_any + '.0')) == 1
+    assert c.json('status')['duplicates'] == {}
+
+    # b3 sleeps (stopped) while the fleet moves on, past its session: the
+    # broker forgets it (a client connecting clean with its id ends the
+    # session, as an expiry does); at its next wake it subscribes again and
+    # the retained snapshot brings it everything
+    boards['b3'].stop()
+    j_late = c('add', 'each +15s log late ; within=10m').strip()
+    c('sync', mosquitto.url)
+    wait_for(lambda: all(actlog(boards[b].flash).get(j_late + '.0') for b in ('b1', 'b2')), 90,
+             'the late job on b1 and b2')
+    import paho.mqtt.client as pm
+    k = paho_client('sporadic-b3', clean=True)
+    k.connect('127.0.0.1', mosquitto.port)
+    k.disconnect()
+    b3 = c.vboard('--id', 'b3', '--flash', str(tmp_path / 'b3'), '--heap', HEAP)
+    wait_for(lambda: actlog(str(tmp_path / 'b3')).get(j_late + '.0'), 90, 'the late job on b3 after its sleep')
+    rows = mqtt_results(c, mosquitto.url, j_late + '.0', 3)
+    assert {r['host'] for r in rows} == set(ids)

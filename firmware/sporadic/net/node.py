@@ -127,6 +127,7 @@ class Node:
         self.hb_reasons = []
         self._hosts = None                    # the signed host list (.h records), as last read
         self._hosts_t = 0
+        self.broker = None                    # net/broker.py's link when cfg has mqtt (its figures in status)
 
     def keyfor(self, peer_id):
         # the companion proves itself with this board's own secret; boards
@@ -195,6 +196,8 @@ class Node:
         d['backoff'] = ['%s:%d %d' % (a[0], a[1], self.backoff[a][0]) for a in self.backoff]
         d['hb_rejected'] = self.hb_reasons
         d['secure'] = self.key is not None
+        if self.broker is not None:
+            d['mqtt'] = self.broker.status()
         try:
             d['duplicates'] = leader.duplicates(self.source())
         except Exception as e:
@@ -422,31 +425,59 @@ def main(max_ms=None, max_steps=None):
         storesync.receive(st, lines, 'peer', ref)
         return ref
 
+    bk = None
+    node = None
     try:
         if not wifi_join(cfg, board):
             raise OSError('Wi-Fi not joined')
-        node = Node(rt.id, cfg, syncsrv.pieces, lambda: storesync.lines(st), receive, clock.now, ticks_ms, st.append, board)
+        if cfg.get('mqtt'):
+            from sporadic.net import broker
+            bk = broker.Broker(rt.id, cfg, st)
+        if bk is None or cfg.get('sync_port') or cfg.get('peers'):
+            node = Node(rt.id, cfg, syncsrv.pieces, lambda: storesync.lines(st), receive, clock.now, ticks_ms,
+                        st.append, board)
     except OSError as e:
         print('sporadic: no network (%s): running without it' % e)
         return runtime.main(max_steps=max_steps)
-    print('sporadic: %s listening on port %d' % (rt.id, node.port))
-    runtime.lease = node.led
+    if node is not None:
+        print('sporadic: %s listening on port %d' % (rt.id, node.port))
+        runtime.lease = node.led
+        if bk is not None:
+            node.broker = bk
+    if bk is not None:
+        print('sporadic: %s syncs through %s' % (rt.id, bk.status()['broker']))
     t0 = ticks_ms()
     wake = None
     steps = 0
+    changed = False
     while max_ms is None or ticks_diff(ticks_ms(), t0) < max_ms:
         now = clock.now()
-        if node.changed or wake is None or (now is not None and now >= wake):
+        if node is not None and node.changed:
+            changed = True
+            node.changed = False
+        if changed or wake is None or (now is not None and now >= wake):
             if max_steps is not None and steps >= max_steps:
                 break
             steps += 1
-            node.changed = False
-            if node.lead():
+            changed = False
+            if node is not None and node.lead():
                 node.changed = False
+            logged = st.log_size
             wake = rt.step(now)
             if wake is None:
                 wake = (now or 0) + 60
+            if bk is not None and st.log_size != logged:
+                bk.next = ticks_ms()        # what it ran goes up at once (any/one: the others wait on it)
         board.wdt_feed()
-        node.poll(200)
-    node.close()
-    return node
+        if bk is not None and bk.due(ticks_ms()):
+            # a bounded slice (broker.SLICE_MS): the jobs' clock does not wait on the broker
+            if bk.sync():
+                changed = True
+            board.wdt_feed()
+        if node is not None:
+            node.poll(200)
+        else:
+            time.sleep_ms(200) if hasattr(time, 'sleep_ms') else time.sleep(0.2)
+    if node is not None:
+        node.close()
+    return node or bk
