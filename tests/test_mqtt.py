@@ -243,3 +243,97 @@ def test_three_boards_get_the_jobs_run_single_run_jobs_once_and_a_sleeper_catche
     wait_for(lambda: actlog(str(tmp_path / 'b3')).get(j_late + '.0'), 90, 'the late job on b3 after its sleep')
     rows = mqtt_results(c, mosquitto.url, j_late + '.0', 3)
     assert {r['host'] for r in rows} == set(ids)
+
+
+def publish(port, msgs):
+    """A stranger on the broker: publishes (topic, text, retain) at QoS 1."""
+    c = paho_client('stranger-%d' % time.monotonic_ns())
+    c.connect('127.0.0.1', port)
+    c.loop_start()
+    try:
+        for topic, text, keep in msgs:
+            c.publish(topic, text.encode(), qos=1, retain=keep).wait_for_publish(10)
+    finally:
+        c.disconnect()
+        c.loop_stop()
+
+
+@pytest.mark.slow
+def test_broker_down_restarted_and_hostile_publishers(fleet_cli, tmp_path, mosquitto):
+    from tests.devutil import CLI, actlog, wait_for
+    c = fleet_cli
+    ids = ['b1', 'b2']
+    c('init')
+    boards = deploy_boards(c, tmp_path, mosquitto, ids)
+    j = c('add', 'each +10s log tick ; every=10s within=10s').strip()
+    c('sync', mosquitto.url)
+    wait_for(lambda: all(actlog(boards[b].flash).get(j + '.0') for b in ids), 90, 'the job on both boards')
+
+    # the broker down: the jobs run on their own clock; the companion says so in one line
+    mosquitto.stop()
+    ran = lambda: sorted(i for i in actlog(boards['b1'].flash) if i.startswith(j + '.'))
+    before = len(ran())
+    wait_for(lambda: len(ran()) >= before + 3, 60, 'three more runs on b1 with the broker down', every=0.5)
+    p = c.run('sync', mosquitto.url, ok=False)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and 'cannot connect' in p.stderr, p
+    # back: what b1 ran meanwhile goes up
+    mosquitto.start()
+    down = ran()
+
+    def all_up():
+        c('sync', mosquitto.url)
+        have = {r['instance'] for r in c.json('results') if r['host'] == 'b1'}
+        return set(down) <= have
+    wait_for(all_up, 60, 'the runs made with the broker down, in the fleet', every=1)
+
+    # restarted mid-way: b2 asleep, a job published (retained, and queued in
+    # b2's session), the broker restarted; b2 wakes and runs it
+    boards['b2'].stop()
+    late = c('add', 'each +15s log late ; within=10m').strip()
+    c('sync', mosquitto.url)
+    mosquitto.stop()
+    mosquitto.start()
+    c.vboard('--id', 'b2', '--flash', boards['b2'].flash, '--heap', HEAP)
+    wait_for(lambda: actlog(boards['b2'].flash).get(late + '.0'), 90, 'the late job on b2 after the restart')
+    assert {r['host'] for r in mqtt_results(c, mosquitto.url, late + '.0', 2)} == set(ids)
+
+    # hostile publishers: a forged result for a `one` job (a ghost host), an
+    # unsigned job, another fleet's signed job, and b1's old records replayed
+    guard = c('add', 'one +25s log guarded ; within=10m grace=30s').strip()
+    c('sync', mosquitto.url)
+    other = CLI(str(tmp_path / 'other'))
+    other('init')
+    alien = other('add', 'each +5s log alien ; within=10m').strip()
+    with open(str(tmp_path / 'other' / 'jobs.txt')) as f:
+        alien_lines = [l for l in f.read().splitlines() if l.startswith('.b ') or l.startswith(alien)]
+    from sporadic.core import jobline
+    unsigned = jobline.canonical('each 2026-12-01T00:00Z log evil ; every=10s')
+    evil = unsigned.split(' ', 1)[0]
+    with open(str(tmp_path / 'fleet' / 'results.txt')) as f:
+        mine = [l for l in f.read().splitlines() if l.startswith(j) and ' r b1 ' in l]
+    forged = '%s r ghost 0 %d ok 0123456789abcdef done' % (guard, int(time.time()))
+    pre = c('sync', mosquitto.url).split('(', 1)[1].split(')', 1)[0]
+    publish(mosquitto.port, [(pre + '/r/ghost', forged + '\n', False),
+                             (pre + '/f/u0', unsigned + '\n', True),
+                             (pre + '/f/99999999', '\n'.join(alien_lines) + '\n', True),
+                             (pre + '/r/b1', '\n'.join(mine) + '\n', False)])
+    # the guarded job runs all the same, once; nothing of the strangers' runs
+    wait_for(lambda: sum(actlog(boards[b].flash).get(guard + '.0', 0) for b in ids) == 1, 90,
+             'the one job run despite the forged result')
+    reported = set()
+
+    def reports():
+        out = c('sync', mosquitto.url)
+        reported.update(l for l in out.splitlines() if l.startswith(('reported:', 'refused from the broker:')))
+        return all(any(w in l for l in reported) for w in ('unknown host ghost', 'not signed', 'unknown key'))
+    wait_for(reports, 60, 'the refusals reported (%s)' % reported, every=1)
+    assert any(l.startswith('reported: b1 refused') for l in reported), reported
+    assert any(l.startswith('refused from the broker:') and 'ghost' in l for l in reported), reported
+    for b in ids:
+        a = actlog(boards[b].flash)
+        assert not [i for i in a if i.startswith((evil, alien))], a
+    rows = c.json('results')
+    assert not [r for r in rows if r['host'] == 'ghost'], rows
+    dup = [r for r in rows if r['host'] == 'b1' and r['instance'] == j + '.0']
+    assert len({(r['at'], r['outcome']) for r in dup}) == len(dup)      # the replay added nothing
+    assert c.json('status')['duplicates'] == {}
