@@ -337,3 +337,50 @@ def test_broker_down_restarted_and_hostile_publishers(fleet_cli, tmp_path, mosqu
     dup = [r for r in rows if r['host'] == 'b1' and r['instance'] == j + '.0']
     assert len({(r['at'], r['outcome']) for r in dup}) == len(dup)      # the replay added nothing
     assert c.json('status')['duplicates'] == {}
+
+
+def test_two_fleet_folders_on_one_broker_converge(tmp_path, mosquitto):
+    """Two clones of a fleet folder (as git makes them), each adding a job,
+    each syncing with the broker: both end with the same job file."""
+    import shutil
+    from tests.devutil import CLI
+    a = CLI(str(tmp_path / 'a'))
+    a('init')
+    a('add', 'each +1h log first ; within=10m')
+    a('sync', mosquitto.url)             # the fleet's snapshot, retained
+    shutil.copytree(a.dir, str(tmp_path / 'b'))
+    b = CLI(str(tmp_path / 'b'))
+    ja = a('add', 'each +2h log from-a ; within=10m').strip()
+    jb = b('add', 'each +3h log from-b ; within=10m').strip()
+    out = a('sync', mosquitto.url)
+    assert 'published' in out
+    b('sync', mosquitto.url)
+    a('sync', mosquitto.url)
+    read = lambda c: open(str(tmp_path / c / 'jobs.txt')).read()
+    assert read('a') == read('b')
+    assert ja in read('a') and jb in read('a')
+    # converged: a sync now publishes nothing new
+    assert 'published 0 of' in a('sync', mosquitto.url)
+    assert 'published 0 of' in b('sync', mosquitto.url)
+
+
+def test_broker_mistakes_are_one_line(tmp_path, reserve_ports):
+    from tests.devutil import CLI
+    c = CLI(str(tmp_path / 'fleet'))
+    c('init')
+    dead, = reserve_ports(1)      # bound, not listening: nothing answers there
+    cases = [
+        (('sync', 'mqtt://127.0.0.1:%d' % dead), 'cannot connect'),
+        (('sync', 'mqtt://'), 'no host'),
+        (('serve', '--mqtt', 'http://x'), 'want mqtt://'),
+        (('image', '--board', 'esp32', '--id', 'e1', '-o', str(tmp_path / 'e.bin'), '--mqtt', 'mqtt://h'),
+         'reaches its broker over Wi-Fi: add --wifi'),
+        (('image', '--board', 'unix', '--id', 'u1', '-o', str(tmp_path / 'u.bin'), '--mqtt-user', 'x'),
+         '--mqtt-user goes with --mqtt'),
+        (('sync', 'mqtt://h:99999'), 'port'),
+    ]
+    for argv, want in cases:
+        p = c.run(*argv, ok=False)
+        assert p.returncode == 2, (argv, p.stdout, p.stderr)
+        err = p.stderr.strip().splitlines()
+        assert len(err) == 1 and want in err[0] and 'Traceback' not in p.stderr, (argv, p.stderr)
