@@ -29,7 +29,7 @@ from sporadic.net.wire import ticks_ms, ticks_diff
 
 SLICE_MS = const(3000)     # connect to disconnect, at most
 EVERY_MS = const(5000)     # a sync each this often (and after the loop wrote records)
-QUIET_MS = const(300)      # nothing more for this long after the PINGRESP: all has come
+QUIET_MS = const(100)      # nothing more for this long after the PINGRESP: done (what comes later waits in the session)
 PUB_CHARS = const(2048)    # characters of own records in one message
 SPOOL_MAX = const(64)      # messages spooled in one wake (more wait for the next)
 REPORT_MAX = const(8)      # refusals published in one report
@@ -117,6 +117,7 @@ class Broker:
                       'bytes_last': 0, 'ms_last': 0, 'subscribed': 0}
         self.last_err = ''
         self.reasons = []
+        self.steps = []          # the last few steps: [ms, bytes, lines in, lines out] (status)
         self._k = 0
 
     def due(self, now):
@@ -138,6 +139,7 @@ class Broker:
         c = self.client()
         self.taken = 0
         self.refusals = []
+        out0 = self.stats['lines_out']
         try:
             self._merge()           # what a wake cut short (a reset) left spooled
             try:
@@ -171,6 +173,10 @@ class Broker:
         self.stats['bytes_last'] = c.bytes_in + c.bytes_out
         self.stats['ms_last'] = ticks_diff(self.ticks(), t0)
         self.stats['lines_in'] += self.taken
+        self.steps.append([self.stats['ms_last'], self.stats['bytes_last'], self.taken,
+                           self.stats['lines_out'] - out0])
+        if len(self.steps) > 8:
+            self.steps.pop(0)
         return self.taken
 
     # ---- what this board wrote goes up ----
@@ -281,6 +287,7 @@ class Broker:
         d = dict(self.stats)
         d['last_error'] = self.last_err
         d['refusals'] = self.reasons
+        d['steps'] = self.steps
         d['broker'] = '%s:%d' % (self.m['host'], self.m.get('port', 1883))
         return d
 
