@@ -25,7 +25,12 @@ def main(**kw):
     store.feed = board.wdt_feed
     store.open_store()
     from sporadic.device import runtime
-    if networked(runtime.get().cfg, runtime.board):
+    cfg = runtime.get().cfg
+    if networked(cfg, runtime.board):
+        if cfg.get('mqtt') and not (cfg.get('sync_port') or cfg.get('peers')):
+            # a broker alone: its loop never loads the TCP server (docs/mqtt.md)
+            from sporadic.net import broker
+            return broker.main(**kw)
         from sporadic.net import node
         return node.main(**kw)
     return runtime.main(**kw)

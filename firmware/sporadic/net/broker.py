@@ -269,12 +269,16 @@ class Broker:
     def _merge(self):
         """The spooled messages through the store's checks, in name order
         (batches by SEQ first), each file removed once merged."""
+        import gc
         from sporadic.device import storesync
         from sporadic.device.store import read_lines
         names = os.listdir(self.spool)
         names.sort()
         for name in names:
             p = self.spool + '/' + name
+            # out of memory (a signature check in a full heap): the file
+            # stays, merged at the next wake; nothing is refused for it
+            gc.collect()
             lines = list(read_lines(p))
             ref = []
             acc, _ = storesync.receive(self.st, lines, 'mqtt', ref)
@@ -290,6 +294,71 @@ class Broker:
         d['steps'] = self.steps
         d['broker'] = '%s:%d' % (self.m['host'], self.m.get('port', 1883))
         return d
+
+
+def main(max_ms=None, max_steps=None):
+    """The board's loop with a broker and no TCP network (cfg mqtt, no
+    sync_port or peers: boot.main picks it): the runtime's steps, a broker
+    step every every_ms. Never imports net/node.py nor the TCP server. A
+    board that cannot join its Wi-Fi says why and runs the plain loop."""
+    import board
+    from sporadic.device import runtime
+    from sporadic.net.wire import wifi_join
+    rt = runtime.get()
+    if not wifi_join(rt.cfg, board):
+        print('sporadic: no network (Wi-Fi not joined): running without it')
+        return runtime.main(max_steps=max_steps)
+    bk = Broker(rt.id, rt.cfg, rt.store)
+    return loop(rt, bk, None, max_ms, max_steps)
+
+
+def loop(rt, bk, node=None, max_ms=None, max_steps=None):
+    """The runtime's steps, the broker's step when due (a bounded slice;
+    at once after a step that wrote records: the others wait on a done
+    record of an any/one job), and the TCP node's polls when there is one
+    (net/node.py main), else a 200 ms rest."""
+    import time
+    import board
+    from sporadic.device import clock
+    st = rt.store
+    print('sporadic: %s syncs through %s' % (rt.id, bk.status()['broker']))
+    t0 = ticks_ms()
+    wake = None
+    steps = 0
+    changed = False
+    while max_ms is None or ticks_diff(ticks_ms(), t0) < max_ms:
+        now = clock.now()
+        if node is not None and node.changed:
+            changed = True
+            node.changed = False
+        if changed or wake is None or (now is not None and now >= wake):
+            if max_steps is not None and steps >= max_steps:
+                break
+            steps += 1
+            changed = False
+            if node is not None and node.lead():
+                node.changed = False
+            logged = st.log_size
+            wake = rt.step(now)
+            if wake is None:
+                wake = (now or 0) + 60
+            if st.log_size != logged:
+                bk.next = ticks_ms()
+        board.wdt_feed()
+        if bk.due(ticks_ms()):
+            if bk.sync():
+                changed = True
+            board.wdt_feed()
+        if node is not None:
+            node.poll(200)
+        elif hasattr(time, 'sleep_ms'):
+            time.sleep_ms(200)
+        else:
+            time.sleep(0.2)
+    if node is not None:
+        node.close()
+        return node
+    return bk
 
 
 def _exists(p):

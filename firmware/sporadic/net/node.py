@@ -13,7 +13,7 @@ import time
 
 from sporadic.core import hmac, leader
 from sporadic.net import server, wire
-from sporadic.net.wire import ticks_ms, ticks_diff
+from sporadic.net.wire import ticks_ms, ticks_diff, wifi_join  # noqa: F401 (node.wifi_join)
 
 try:
     import binascii
@@ -28,32 +28,6 @@ SLICE_MS = const(2000)      # the most one board-to-board sync may take: the loo
 BACKOFF_MS = const(300000)  # the longest a peer that failed is left alone (doubling from sync_ms)
 FORGET_MS = const(30000)    # a peer not heard this long is forgotten
 MAX_PEERS = const(16)       # peers heard kept at once (the stalest goes for a new one)
-
-
-def wifi_join(cfg, board=None):
-    """Join the Wi-Fi in cfg['wifi'] ("SSID:KEY" or {"ssid","key"}); True when
-    connected (or no Wi-Fi is needed: the unix port)."""
-    w = cfg.get('wifi')
-    if not w:
-        return True
-    if board is not None and hasattr(board, 'wifi_connect'):
-        return board.wifi_connect(w)
-    if isinstance(w, str):
-        ssid, _, pw = w.partition(':')
-    else:
-        ssid, pw = w.get('ssid'), w.get('key', '')
-    try:
-        import network
-    except ImportError:
-        return True
-    sta = network.WLAN(network.STA_IF)
-    sta.active(True)
-    if not sta.isconnected():
-        sta.connect(ssid, pw)
-        t = ticks_ms()
-        while not sta.isconnected() and ticks_diff(ticks_ms(), t) < 15000:
-            time.sleep_ms(100)
-    return sta.isconnected()
 
 
 class Node:
@@ -425,59 +399,36 @@ def main(max_ms=None, max_steps=None):
         storesync.receive(st, lines, 'peer', ref)
         return ref
 
-    bk = None
-    node = None
     try:
         if not wifi_join(cfg, board):
             raise OSError('Wi-Fi not joined')
-        if cfg.get('mqtt'):
-            from sporadic.net import broker
-            bk = broker.Broker(rt.id, cfg, st)
-        if bk is None or cfg.get('sync_port') or cfg.get('peers'):
-            node = Node(rt.id, cfg, syncsrv.pieces, lambda: storesync.lines(st), receive, clock.now, ticks_ms,
-                        st.append, board)
+        node = Node(rt.id, cfg, syncsrv.pieces, lambda: storesync.lines(st), receive, clock.now, ticks_ms, st.append, board)
     except OSError as e:
         print('sporadic: no network (%s): running without it' % e)
         return runtime.main(max_steps=max_steps)
-    if node is not None:
-        print('sporadic: %s listening on port %d' % (rt.id, node.port))
-        runtime.lease = node.led
-        if bk is not None:
-            node.broker = bk
-    if bk is not None:
-        print('sporadic: %s syncs through %s' % (rt.id, bk.status()['broker']))
+    print('sporadic: %s listening on port %d' % (rt.id, node.port))
+    runtime.lease = node.led
+    if cfg.get('mqtt'):
+        # a broker beside the TCP network: its step in the same loop (docs/mqtt.md)
+        from sporadic.net import broker
+        node.broker = broker.Broker(rt.id, cfg, st)
+        return broker.loop(rt, node.broker, node, max_ms, max_steps)
     t0 = ticks_ms()
     wake = None
     steps = 0
-    changed = False
     while max_ms is None or ticks_diff(ticks_ms(), t0) < max_ms:
         now = clock.now()
-        if node is not None and node.changed:
-            changed = True
-            node.changed = False
-        if changed or wake is None or (now is not None and now >= wake):
+        if node.changed or wake is None or (now is not None and now >= wake):
             if max_steps is not None and steps >= max_steps:
                 break
             steps += 1
-            changed = False
-            if node is not None and node.lead():
+            node.changed = False
+            if node.lead():
                 node.changed = False
-            logged = st.log_size
             wake = rt.step(now)
             if wake is None:
                 wake = (now or 0) + 60
-            if bk is not None and st.log_size != logged:
-                bk.next = ticks_ms()        # what it ran goes up at once (any/one: the others wait on it)
         board.wdt_feed()
-        if bk is not None and bk.due(ticks_ms()):
-            # a bounded slice (broker.SLICE_MS): the jobs' clock does not wait on the broker
-            if bk.sync():
-                changed = True
-            board.wdt_feed()
-        if node is not None:
-            node.poll(200)
-        else:
-            time.sleep_ms(200) if hasattr(time, 'sleep_ms') else time.sleep(0.2)
-    if node is not None:
-        node.close()
-    return node or bk
+        node.poll(200)
+    node.close()
+    return node
