@@ -384,3 +384,25 @@ def test_broker_mistakes_are_one_line(tmp_path, reserve_ports):
         assert p.returncode == 2, (argv, p.stdout, p.stderr)
         err = p.stderr.strip().splitlines()
         assert len(err) == 1 and want in err[0] and 'Traceback' not in p.stderr, (argv, p.stderr)
+
+
+def test_out_of_memory_in_a_signature_check_is_not_a_bad_signature(monkeypatch, tmp_path):
+    """A batch taken from the broker in a full heap must be checked again
+    later, not quarantined as forged: rsa.verify lets a MemoryError through
+    (the broker does not send a message it was acknowledged for again)."""
+    from companion import keys
+    from sporadic.core import batch, rsa
+    from tests.devutil import CLI
+    d = str(tmp_path)
+    c = CLI(d + '/fleet')
+    c('init')
+    c('add', 'each +1h log x ; within=10m')
+    rec = [l for l in open(d + '/fleet/jobs.txt').read().splitlines() if l.startswith('.b ')][-1]
+    pub = keys.load_pub(d + '/fleet')
+    assert batch.Verifier([pub], 0).add_batch(rec) is None
+
+    def full(*a):
+        raise MemoryError('memory allocation failed')
+    monkeypatch.setattr(rsa, '_pow', full)
+    with pytest.raises(MemoryError):
+        batch.Verifier([pub], 0).add_batch(rec)
