@@ -336,7 +336,11 @@ def test_broker_down_restarted_and_hostile_publishers(fleet_cli, tmp_path, mosqu
     assert not [r for r in rows if r['host'] == 'ghost'], rows
     dup = [r for r in rows if r['host'] == 'b1' and r['instance'] == j + '.0']
     assert len({(r['at'], r['outcome']) for r in dup}) == len(dup)      # the replay added nothing
-    assert c.json('status')['duplicates'] == {}
+    st = c.json('status')
+    assert st['duplicates'] == {}
+    # in the fleet's quarantine: what the companion refused, and what the boards reported
+    q = open(str(tmp_path / 'fleet' / 'quar.txt')).read()
+    assert 'mqtt: ' in q and 'reported by b1: ' in q and st['quarantine']['count'] >= 3, q
 
 
 def test_two_fleet_folders_on_one_broker_converge(tmp_path, mosquitto):

@@ -120,6 +120,17 @@ class BrokerLink:
             raise UserError('broker %s: no PUBACK for %s in %.0f s (nothing is lost: run it again)'
                             % (self.url, topic, self.timeout))
 
+    def publish_all(self, msgs, retain=False):
+        """Publish [(topic, payload)] at once, then wait for every PUBACK
+        (a remote broker's round trip is paid once, not per message)."""
+        infos = [(t, self.c.publish(t, p, qos=1, retain=retain)) for t, p in msgs]
+        end = time.monotonic() + self.timeout + 0.01 * len(infos)
+        for t, info in infos:
+            info.wait_for_publish(max(0.1, end - time.monotonic()))
+            if not info.is_published():
+                raise UserError('broker %s: no PUBACK for %s in time (nothing is lost: run it again)'
+                                % (self.url, t))
+
     def close(self):
         try:
             self.c.disconnect()

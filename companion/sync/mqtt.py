@@ -138,30 +138,32 @@ def sync(fleet, cfg, log=None):
                 hosts.add(rest[2:])
                 lines.extend(l for l in _text(m.payload).split('\n') if l.strip())
             elif rest[:2] == 'q/':
-                reports.extend('%s refused %s' % (rest[2:], l) for l in _text(m.payload).split('\n') if l)
+                for l in _text(m.payload).split('\n'):
+                    why, tab, line = l.partition('\t')
+                    if tab:
+                        reports.append((rest[2:], line, why))
         # the fleet's lines first, batches by SEQ (as a board takes them), then the boards'
         fleet_lines = []
         for _, p in sorted(fleet_msgs, key=lambda x: x[0]):
             fleet_lines.extend(l for l in _text(p).split('\n') if l.strip())
         got = fleet_lines + lines
         refused, new = syncer.take(fleet, got, 'mqtt') if got else ([], [])
+        for host in sorted({h for h, _, _ in reports}):
+            # what a board refused, in the fleet's quarantine under its name (status shows it)
+            fleet.quarantine([(line, why) for h, line, why in reports if h == host], 'reported by ' + host)
         link.ack(msgs)          # the folder holds them (or quarantined them)
         snap = snapshot(fleet)
-        published = cleared = 0
-        for name, text in snap.items():
-            if retained.get(name) != text.encode():
-                link.publish(pre + '/f/' + name, text, retain=True)
-                published += 1
-        for name, p in retained.items():
-            if name not in snap and p:
-                link.publish(pre + '/f/' + name, b'', retain=True)
-                cleared += 1
+        todo = [(name, text) for name, text in snap.items() if retained.get(name) != text.encode()]
+        published = len(todo)
+        gone = [(name, b'') for name, p in retained.items() if name not in snap and p]
+        cleared = len(gone)
+        link.publish_all([(pre + '/f/' + name, text) for name, text in todo + gone], retain=True)
     finally:
         link.close()
     rep = {'broker': link.url, 'topic': pre, 'messages': len(msgs), 'lines_received': len(got),
            'boards': sorted(hosts), 'new_results': len(new), 'published': published, 'cleared': cleared,
            'snapshot': len(snap), 'refused': ['%s (%s)' % (l[:80], why) for l, why in refused],
-           'reports': reports}
+           'reports': ['%s refused %s: %s' % (h, why, line[:80]) for h, line, why in reports]}
     if log:
         log(summary(rep))
         for q in rep['refused']:

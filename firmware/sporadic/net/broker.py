@@ -7,7 +7,7 @@
 #                snapshot: one message per batch SEQ, 8 digits, holding the
 #                .b record and the live lines it covers; u0..uf the lines
 #                that need no batch, by digest)
-#   PRE/q/ID     QoS 1, what this board refused of what it took (reported)
+#   PRE/q/ID     QoS 1, what this board refused of what it took: REASON<TAB>LINE (reported)
 #
 # The session is persistent (fixed client id, clean_session 0): the broker
 # queues what the fleet publishes while the board sleeps. Its first wake, or
@@ -264,7 +264,7 @@ class Broker:
         if len(self.reasons) >= 4:
             self.reasons.pop(0)
         self.reasons.append(why)
-        self.refusals.append('%s: %s' % (why, line[:100]))
+        self.refusals.append('%s\t%s' % (why, line[:200]))
 
     def _merge(self):
         """The spooled messages through the store's checks, in name order
