@@ -173,7 +173,7 @@ def first_draws(c, jid, ids, ticks=64):
     """For an `any` job: the first tick at which each board's draw fires
     (plan.draw with the board's own seed, its secret: the core's rule, not a
     copy of it)."""
-    from companion.fleet import Fleet, device_secret
+    from companion.fleet.folder import Fleet, device_secret
     from sporadic.core import plan
     f = Fleet(c.dir)
     job = [j for j in f.jobs() if j.id == jid][0]
@@ -211,7 +211,7 @@ def test_three_boards_get_the_jobs_run_single_run_jobs_once_and_a_sleeper_catche
     wait_for(lambda: any(actlog(boards[b].flash).get(j_one + '.0') for b in ids), 60, 'the one job run')
     wait_for(lambda: any(actlog(boards[b].flash).get(j_any + '.0') for b in ids), 90, 'the any job run')
     # past the next rank's grace (one) and the other boards' first draws (any)
-    from companion.fleet import Fleet
+    from companion.fleet.folder import Fleet
     jobs = {j.id: j for j in Fleet(c.dir).jobs()}
     from sporadic.core import plan
     last = max(plan.due(jobs[j_one], 0) + 2 * 30, plan.due(jobs[j_any], 0) + (d[1] + 3) * 5)
@@ -394,7 +394,7 @@ def test_out_of_memory_in_a_signature_check_is_not_a_bad_signature(monkeypatch, 
     """A batch taken from the broker in a full heap must be checked again
     later, not quarantined as forged: rsa.verify lets a MemoryError through
     (the broker does not send a message it was acknowledged for again)."""
-    from companion import keys
+    from companion.fleet import keys
     from sporadic.core import batch, rsa
     from tests.devutil import CLI
     d = str(tmp_path)

@@ -1,2 +1,4 @@
-"""Links: how the companion reaches boards (issue #30 moves the serial and
-TCP links here; the broker link, mqtt.py, starts here)."""
+"""The links to a board: the interface every link honours (base), the serial
+link and its raw REPL (serial), TCP (tcp), choosing one for a target (open),
+and the snippets that run on the board (onboard/);
+the broker link (mqtt)."""

@@ -1,2 +1,2 @@
-"""Sync: deploy, sync and serve over a link (issue #30 moves syncer.py
-here; the broker sync, mqtt.py, starts here)."""
+"""Talking to a board over a link: deploy, sync, serve (syncer); the fleet
+through an MQTT broker (mqtt)."""

@@ -23,7 +23,7 @@ import socket
 import time
 
 from sporadic.core import batch
-from companion import syncer
+from companion.sync import syncer
 from companion.errors import UserError
 
 PART = 8192          # characters of one retained message (a board's heap takes one at a time)
@@ -34,7 +34,7 @@ def topic_of(fleet, cfg):
     fleet key's id (provisioning gives the boards the same)."""
     if cfg.get('topic'):
         return cfg['topic']
-    from companion import fleet as fleet_folder, provision
+    from companion.fleet import folder as fleet_folder, provision
     key = fleet_folder.read_fleet_key(fleet)
     if key is None:
         raise UserError('this fleet has no fleet key (keys/peer) yet: deploy a board first, '

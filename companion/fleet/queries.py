@@ -1,7 +1,7 @@
 """Fleet verbs: init, add, cancel, jobs, results, status, keys (the fleet
 folder), deploy, sync, net (through a link) and serve (boards sync to this
-companion). Verbs call the fleet's record operations (companion/fleet.py),
-the sync library (companion/syncer.py) and the core; they never parse bytes
+companion). Verbs call the fleet's record operations (companion/fleet/folder.py),
+the sync library (companion/sync/syncer.py) and the core; they never parse bytes
 themselves."""
 import json
 import os
@@ -13,8 +13,8 @@ from sporadic.desktop import merging
 from sporadic.core.timefmt import format_time
 from sporadic.core.timeutil import parse_duration
 from companion.errors import UserError, console
-from companion.fleet import Fleet, add_job, cancel_job, verify_result
-from companion.provision import DEFAULT_SYNC_PORT
+from companion.fleet.folder import Fleet, add_job, cancel_job, verify_result
+from companion.fleet.provision import DEFAULT_SYNC_PORT
 
 
 def fleet_of(args, require=True):
@@ -44,7 +44,7 @@ def cmd_add(args):
     if j.cal is None and j.t0 < now - j.within:   # a calendar series starts anew each time
         print('note: its first instance is already past its window; it will be recorded as missed',
               file=sys.stderr)
-    from companion import zones
+    from companion.fleet import zones
     w = zones.job_warning(j, now)
     if w:
         print('warning: ' + w, file=sys.stderr)
@@ -468,8 +468,8 @@ def board_port(args):
     """The port the user gave, or the one USB port that looks like a board."""
     if args.port:
         return args.port
-    from companion.transport_serial import choose_port
-    from companion.transport import LinkError
+    from companion.link.serial import choose_port
+    from companion.link.base import LinkError
     try:
         return choose_port()
     except LinkError as e:
@@ -477,8 +477,10 @@ def board_port(args):
 
 
 def cmd_deploy(args):
-    from companion import links, provision, syncer
-    from companion.transport import LinkError
+    from companion.link import open as links
+    from companion.fleet import provision
+    from companion.sync import syncer
+    from companion.link.base import LinkError
     f = fleet_of(args)
     if args.board:
         syncer.known_board(args.board)
@@ -521,8 +523,8 @@ def deploy_failure(port, e):
 
 
 def cmd_sync(args):
-    from companion import syncer
-    from companion.transport import LinkError
+    from companion.sync import syncer
+    from companion.link.base import LinkError
     f = fleet_of(args)
     if args.port and args.port.startswith(('mqtt://', 'mqtts://')):
         from companion.sync import mqtt
@@ -557,8 +559,9 @@ def cmd_sync(args):
 def cmd_net(args):
     """A board's network status over TCP (its `net?` answer): the leader
     it follows, the hosts it hears, its counters, duplicates it found."""
-    from companion import fleet, links
-    from companion.transport import LinkError
+    from companion.fleet import folder as fleet
+    from companion.link import open as links
+    from companion.link.base import LinkError
     f = fleet_of(args)
     try:
         link = links.open_link(args.address, fleet.secret_for(f), timeout=args.timeout)
@@ -586,7 +589,7 @@ def cmd_keys(args):
     f = fleet_of(args)
     if f.insecure:
         raise UserError('this fleet is insecure (no keys); make a signed fleet with `companion init`')
-    from companion import keys
+    from companion.fleet import keys
     if args.action == 'rotate':
         rec = keys.rotate(f.dir)
         # batches under the old key are refused from now on: re-sign the live
@@ -604,7 +607,8 @@ def cmd_keys(args):
 def cmd_serve(args):
     """Listen so that boards that wake up sync to this companion (a sleeping
     board cannot be reached): each authenticates with its own secret."""
-    from companion import syncer, transport_tcp
+    from companion.sync import syncer
+    from companion.link import tcp as transport_tcp
     f = fleet_of(args)
     if args.seconds is not None and args.seconds <= 0:
         raise UserError('--for %g: want a number of seconds above 0' % args.seconds)
@@ -662,7 +666,7 @@ def add_mqtt_args(p, what):
 
 def mqtt_of(args):
     """cfg['mqtt'] from the --mqtt options, or None."""
-    from companion import provision
+    from companion.fleet import provision
     if not getattr(args, 'mqtt', None):
         for o in ('mqtt_user', 'mqtt_password', 'mqtt_ca', 'mqtt_topic'):
             if getattr(args, o, None) is not None:
