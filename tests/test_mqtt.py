@@ -410,3 +410,49 @@ def test_out_of_memory_in_a_signature_check_is_not_a_bad_signature(monkeypatch, 
     monkeypatch.setattr(rsa, '_pow', full)
     with pytest.raises(MemoryError):
         batch.Verifier([pub], 0).add_batch(rec)
+
+
+@pytest.mark.slow
+def test_a_board_and_the_companion_on_a_tls_broker(fleet_cli, tmp_path, reserve_ports):
+    """mqtts:// with --mqtt-ca: the board (MicroPython's ssl) and the
+    companion (paho) check the broker's certificate; a job goes down and its
+    result comes up over TLS; a board given another CA never connects."""
+    from tests.broker import mosquitto_path
+    from tests.certs import make_certs
+    from tests.devutil import actlog, wait_for
+    if mosquitto_path() is None:
+        pytest.skip('mosquitto not installed (Debian: apt-get install mosquitto)')
+    certs = make_certs(str(tmp_path / 'certs'))
+    plain, tls = reserve_ports(2)
+    broker = Mosquitto(str(tmp_path / 'broker'), plain,
+                       extra='listener %d 127.0.0.1\ncafile %s\ncertfile %s\nkeyfile %s\n'
+                             % (tls, certs['ca.pem'], certs['server.pem'], certs['server.key'])).start()
+    try:
+        c = fleet_cli
+        c('init')
+        url = 'mqtts://127.0.0.1:%d' % tls
+        vb = c.vboard('--id', 'b1', '--flash', str(tmp_path / 'b1'), '--heap', HEAP)
+        vbad = c.vboard('--id', 'b2', '--flash', str(tmp_path / 'b2'), '--heap', HEAP)
+        assert 'syncs through ' + url in c('deploy', vb.path, '--id', 'b1', '--mqtt', url,
+                                           '--mqtt-ca', certs['ca.pem'], '-q')
+        # b2 trusts another CA (the server's own certificate is no CA)
+        c('deploy', vbad.path, '--id', 'b2', '--mqtt', url, '--mqtt-ca', certs['server.pem'], '-q')
+        for v in (vb, vbad):
+            c('sync', v.path, '-q')
+        j = c('add', 'each +10s log secure ; within=10m').strip()
+        out = c('sync', url, '--mqtt-ca', certs['ca.pem'])
+        assert 'published' in out, out
+        wait_for(lambda: actlog(str(tmp_path / 'b1')).get(j + '.0'), 90, 'the job on b1 over TLS')
+        rows = []
+
+        def back():
+            c('sync', url, '--mqtt-ca', certs['ca.pem'])
+            rows[:] = [r for r in c.json('results') if r['instance'] == j + '.0']
+            return rows
+        wait_for(back, 60, 'b1\'s result over TLS', every=1)
+        assert {r['host'] for r in rows} == {'b1'} and all(r['verified'] for r in rows)
+        assert not actlog(str(tmp_path / 'b2')).get(j + '.0')      # never reached the broker
+        p = c.run('sync', url, '--mqtt-ca', certs['server.pem'], ok=False)
+        assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    finally:
+        broker.stop()

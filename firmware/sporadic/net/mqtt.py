@@ -70,6 +70,7 @@ class Client:
         self.max_msg = max_msg
         self.ticks = ticks
         self.sock = None
+        self.raw = None             # the TCP socket under TLS: its timeout bounds the TLS reads too
         self.deadline = None
         self.pid = 0
         self.unacked = []           # packet ids published at QoS 1, no PUBACK yet
@@ -88,9 +89,16 @@ class Client:
 
     def _send(self, data):
         mv = memoryview(data)
+        s = self.sock
+        put = getattr(s, 'send', None) or s.write
         while len(mv):
-            self.sock.settimeout(self._left() / 1000)
-            n = self.sock.send(mv)
+            self.raw.settimeout(self._left() / 1000)
+            try:
+                n = put(mv)
+            except OSError as e:
+                if e.args and e.args[0] in (11, 110, 116, 'timed out'):
+                    continue        # checked against the deadline above
+                raise
             if n is None:
                 n = 0
             self.bytes_out += n
@@ -104,7 +112,7 @@ class Client:
         s = self.sock
         into = getattr(s, 'recv_into', None) or s.readinto
         while got < n:
-            s.settimeout(self._left() / 1000)
+            self.raw.settimeout(self._left() / 1000)
             k = n - got
             try:
                 r = into(mv[got:], k if k < _PIECE else _PIECE)
@@ -148,6 +156,7 @@ class Client:
         ai = socket.getaddrinfo(self.host, self.port)[0]
         s = socket.socket(ai[0], socket.SOCK_STREAM)
         self.sock = s
+        self.raw = s
         s.settimeout(self._left() / 1000)
         s.connect(ai[-1])
         if self.tls is not None:
@@ -233,15 +242,20 @@ class Client:
                 w = quiet_ms if quiet_ms < left else left
                 if w <= 0:
                     return
-                self.sock.settimeout(w / 1000)
+                self.raw.settimeout(w / 1000)
+                one = bytearray(1)
+                into = getattr(self.sock, 'recv_into', None) or self.sock.readinto
                 try:
-                    first = self.sock.recv(1)
+                    r = into(one, 1)
                 except OSError as e:
                     if e.args and e.args[0] in (11, 110, 116, 'timed out'):
                         return      # quiet: done
                     raise
-                if not first:
+                if r is None:
+                    return          # quiet (MicroPython: a timeout without an error)
+                if not r:
                     raise MQTTError('broker closed the connection')
+                first = one
                 self.bytes_in += 1
                 t = first[0]
                 n = 0
@@ -294,28 +308,38 @@ class Client:
         """A clean DISCONNECT (the broker then drops no will and keeps the
         session), then the socket closes; never raises."""
         s = self.sock
-        self.sock = None
         if s is None:
             return
         try:
-            s.settimeout(1)
-            s.send(bytes((DISCONNECT, 0)))
+            self.raw.settimeout(1)
+            (getattr(s, 'send', None) or s.write)(bytes((DISCONNECT, 0)))
             self.bytes_out += 2
         except Exception:
             pass
-        try:
-            s.close()
-        except Exception:
-            pass
+        self.close()
 
     def close(self):
         s = self.sock
-        self.sock = None
-        if s is not None:
-            try:
-                s.close()
-            except Exception:
-                pass
+        r = self.raw
+        self.sock = self.raw = None
+        for x in (s, r):
+            if x is not None:
+                try:
+                    x.close()
+                except Exception:
+                    pass
+
+
+def der(pem):
+    """The first certificate of a PEM text as DER bytes (what MicroPython's
+    ssl takes; CPython's too)."""
+    import binascii
+    b = pem.find('-----BEGIN CERTIFICATE-----')
+    e = pem.find('-----END CERTIFICATE-----', b)
+    if b < 0 or e < 0:
+        raise ValueError('no PEM certificate')
+    body = pem[b + 27:e].replace('\r', '').replace('\n', '')
+    return binascii.a2b_base64(body)
 
 
 def _wrap(s, host, tls):
@@ -328,7 +352,7 @@ def _wrap(s, host, tls):
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         ca = tls.get('ca')
         if ca:
-            ctx.load_verify_locations(cadata=ca)
+            ctx.load_verify_locations(cadata=der(ca))
             ctx.verify_mode = ssl.CERT_REQUIRED
         else:
             if hasattr(ctx, 'check_hostname'):
