@@ -260,7 +260,8 @@ def provision(args, board_name):
     if fleet is None and secret is None:
         print("note: no fleet folder (%s) and no --secret: the board's results go unsigned"
               % _fleet_dir(args), file=sys.stderr)
-    net = _prov.network_config(args.sync_port, args.peer, args.wifi)
+    from companion.fleet.queries import mqtt_of
+    net = _prov.network_config(args.sync_port, args.peer, args.wifi, mqtt_of(args))
     pos = _prov.position_config(args.lat, args.lon)
     return jobs_text, _prov.prepare(fleet, args.board_id, board_name, net, secret, pubkey, pos)
 

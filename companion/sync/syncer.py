@@ -309,13 +309,15 @@ def board_view(fleet, dev_id):
     decides (they would make every board hold jobs x hosts results). The
     companion keeps them all; results of single-run jobs (any/one) travel,
     since they stop others running the instance, and so do a staged
-    rollout's (waves=): a later wave decides from the earlier ones'."""
+    rollout's (waves=): a later wave decides from the earlier ones'.
+    dev_id None: what every board needs (no board's each/who results; the
+    broker's shared snapshot, companion/sync/mqtt.py)."""
     per_host = {j.id for j in fleet.jobs() if j.kind in ('each', 'who') and j.roll is None}
-    tail = ' r ' + dev_id + ' '
+    tail = ' r ' + dev_id + ' ' if dev_id is not None else None
 
     def source():
         for l in fleet.lines():
-            if l[8:11] == ' r ' and l[:8] in per_host and l[8:8 + len(tail)] != tail:
+            if l[8:11] == ' r ' and l[:8] in per_host and (tail is None or l[8:8 + len(tail)] != tail):
                 continue
             yield l
     return source
@@ -436,6 +438,20 @@ def _sync(fleet, port, link, now, base=0, seen=None):
 
 # -- the listening end: boards sync to the companion -------------------------------
 
+def take(fleet, lines, source, log=None):
+    """Lines a board (or a carrier: TCP, a broker) brought, into the fleet
+    folder through its checks (Fleet.receive: signed batches, device MACs;
+    refused lines quarantined) and the results into the history. Returns
+    (refused [(line, reason)], new results)."""
+    refused = fleet.receive(lines, source)
+    bad = {l for l, _ in refused}
+    res = [l for l in lines if l[8:11] == ' r ' and l not in bad]
+    new = fleet.add_results(res) if res else []
+    if log:
+        log('received %d lines%s' % (len(lines), ', refused %d' % len(refused) if refused else ''))
+    return refused, new
+
+
 def fleet_server(fleet, port, bind='0.0.0.0', log=None):
     """A TCP server (transport_tcp.make_server; run it with
     transport_tcp.serve) answering boards with the fleet's lines (the core's
@@ -444,14 +460,7 @@ def fleet_server(fleet, port, bind='0.0.0.0', log=None):
     fleet.check_files()     # a bad fleet file: one line before the server starts
 
     def receive(lines):
-        refused = fleet.receive(lines, 'tcp')
-        bad = {l for l, _ in refused}
-        res = [l for l in lines if l[8:11] == ' r ' and l not in bad]
-        if res:
-            fleet.add_results(res)
-        if log:
-            log('received %d lines%s' % (len(lines), ', refused %d' % len(refused) if refused else ''))
-        return refused   # the reasons travel back to the board (recon)
+        return take(fleet, lines, 'tcp', log)[0]   # the reasons travel back to the board (recon)
 
     def secret_of(board_id):
         if fleet.insecure:
