@@ -403,14 +403,14 @@ def test_flash_cli_writes_a_merged_image_without_a_chip(tmp_path):
     jobs = tmp_path / "jobs.txt"
     jobs.write_text(JOBS)
     out = tmp_path / "all.bin"
-    p = subprocess.run([sys.executable, "-m", "companion.make.flash", "flash", "-", "--board", "esp32s3",
+    p = subprocess.run([sys.executable, "-m", "companion.cli", "flash", "-", "--board", "esp32s3",
                         "--firmware", str(tmp_path / "mp.bin"), "--id", "s3-1", "--jobs", str(jobs),
                         "-o", str(out)], capture_output=True, text=True, cwd=ROOT)
     assert p.returncode == 0, p.stderr
     data = out.read_bytes()
     assert data[:len(fw)] == fw and len(data) == 0x800000
     assert image.read_image(data[0x200000:], image.geometry("esp32s3"))["/jobs.txt"] == JOBS_FILE
-    p = subprocess.run([sys.executable, "-m", "companion.make.flash", "flash", "-", "--board", "esp32",
+    p = subprocess.run([sys.executable, "-m", "companion.cli", "flash", "-", "--board", "esp32",
                         "--firmware", str(tmp_path / "mp.bin"), "-o", str(out)],
                        capture_output=True, text=True, cwd=ROOT)
     assert p.returncode != 0 and "built for esp32s3" in p.stderr

@@ -138,12 +138,10 @@ def test_the_graph_sees_imports_and_cycles():
 
 
 # Edges of a cycle another step of the work removes. Strict: once the edge
-# is gone this test fails until the entry is deleted. simulate/ was first
-# walked when the companion went into folders (#30); its cycles (the package
-# re-exports its modules, which import it; engine <-> parallel) go in #30's
-# next step.
-PENDING_EDGES = {('companion.simulate.engine', 'companion.simulate'),
-                 ('companion.simulate.parallel', 'companion.simulate.engine')}
+# is gone this test fails until the entry is deleted. (Empty since #30 took
+# simulate/'s two cycles out: the package re-exporting its modules, and
+# engine <-> parallel.)
+PENDING_EDGES = set()
 
 
 def test_companion_imports_form_a_dag():

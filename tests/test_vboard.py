@@ -450,7 +450,7 @@ def test_mpremote_cli_copies_to_a_virtual_board(board, tmp_path):
 def test_cli_prints_the_path_and_stops_on_sigterm(tmp_path):
     flash = make_flash(tmp_path / "cli", SLEEPY_MAIN)
     env = dict(os.environ, PYTHONPATH=ROOT)
-    p = subprocess.Popen([sys.executable, "-m", "companion.vboard.cmd", "--id", "cli-1", "--flash", flash,
+    p = subprocess.Popen([sys.executable, "-m", "companion.commands.vboard", "--id", "cli-1", "--flash", flash,
                           "--heap", "128K", "--clock-scale", "60"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:

@@ -25,11 +25,11 @@ import os
 import time
 
 from sporadic.core import jobline
-from sporadic.core.timeutil import parse_duration
 from sporadic.core.timefmt import format_time
 from sporadic.desktop import merging
 from companion.errors import UserError
 from companion.fleet.atomic import atomic_write
+from companion.fleet.when import relative
 
 JOBS = 'jobs.txt'
 RESULTS = 'results.txt'
@@ -582,14 +582,8 @@ def make_fleet_key(fleet):
 def resolve_relative(line, now):
     """'each +10m log x' -> the same line with the time resolved now (UTC)."""
     parts = line.split(None, 2)
-    if len(parts) >= 2 and (parts[1].startswith('+') or parts[1] == 'now'):
-        if parts[1] == 'now':
-            t = now
-        else:
-            try:
-                t = now + parse_duration(parts[1][1:])
-            except ValueError as e:
-                raise UserError(str(e))
+    t = relative(parts[1], now) if len(parts) >= 2 else None
+    if t is not None:
         parts[1] = format_time(t)
         return ' '.join(parts)
     return line

@@ -18,14 +18,13 @@ without --erase: it is read back from the chip first.
     fs_state(data, geom) -> ("blank"|"micropython"|"jobs"|"unknown", detail)
     to_uf2(data, address, family_id) -> bytes (esptool's UF2Writer);  parse_uf2(data) -> [(addr, payload, family)]
     merged_image(board, firmware, fs_image, out_path) -> bytes  (esptool merge_bin)
-    flash_esp(...), flash_rp2(...);  CLI: add_flash_parser(subparsers), flash_command(args)
+    flash_esp(...), flash_rp2(...)    (the verb, `companion flash`: commands/make.py)
 """
 import contextlib
 import os
 import shutil
 import struct
 import subprocess
-import sys
 import tempfile
 
 from companion.fleet import files as _files
@@ -502,88 +501,3 @@ def flash_rp2(port, board, firmware=None, board_id=None, erase=False, out_path=N
         log("to flash: hold BOOTSEL while plugging the board in, then copy %s to the RPI-RP2 drive\n"
             "  (or give that drive's folder as PORT)" % out_path)
     return result
-
-
-# ---- CLI ---------------------------------------------------------------------
-
-def read_firmware(path):
-    """The bytes of a --firmware file; UserError when it cannot be read."""
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as e:
-        raise UserError("cannot read the firmware file %s: %s" % (path, e.strerror or e)) from e
-
-
-def add_flash_parser(subparsers):
-    p = subparsers.add_parser("flash", help="write MicroPython and a sporadic image to a board")
-    p.add_argument("port", help="serial port (/dev/ttyUSB0, COM3); for the Pico W the RPI-RP2 drive folder or '-'")
-    _image.add_common_args(p)
-    p.add_argument("--firmware", help="MicroPython firmware for the board (.bin; .uf2 for the Pico W)")
-    p.add_argument("--erase", action="store_true",
-                   help="erase the whole flash first; needed to replace a filesystem that holds jobs")
-    p.add_argument("--baud", type=int, default=460800, help="esptool baud rate (default 460800)")
-    p.add_argument("-o", "--output", help="Pico W: UF2 file to write; Espressif: write one merged "
-                   "image for 0x0 here instead of flashing")
-    p.set_defaults(func=flash_command)
-    return p
-
-
-def flash_command(args):
-    b = _files.board_data(args.board) if args.board in _files.boards().names() else None
-    if b is None:
-        raise UserError("unknown board %r (known: %s)" % (args.board, ", ".join(_files.boards().names())))
-    firmware = None
-    if args.firmware:
-        firmware = read_firmware(args.firmware)
-    if firmware is not None:  # before provisioning touches the fleet
-        check_firmware(b, firmware, os.path.basename(args.firmware))
-    # the fleet changes only once the chip (or the output file) is written:
-    # prepared here, committed at the end
-    jobs_text, secret, pubkey, extra, prov = ("", None, None, None, None)
-    if args.board_id:
-        jobs_text, prov = _image.provision(args, b["name"])
-        jobs_text, secret, pubkey, extra = prov.jobs_text(jobs_text), prov.secret, prov.pubkey, prov.extra
-    compile = not args.no_compile
-    note = _files.small_heap_note(b, args.frozen) if args.board_id else ""
-    if note:
-        print(note, file=sys.stderr)
-    try:
-        if b["chip"] == "unix":
-            raise UserError("the unix board has no flash: use `companion image --board unix` "
-                            "or a virtual board")
-        if b.get("firmware_format") == "uf2":
-            flash_rp2(args.port, b, firmware, args.board_id, args.erase, args.output,
-                      jobs_text, secret, pubkey, compile, extra=extra, frozen=args.frozen)
-        elif args.output:
-            if firmware is not None:
-                check_firmware(b, firmware, args.firmware)
-            fs = None
-            if args.board_id:
-                geom = _image.check_geometry(b, flash_size=args.flash_size)
-                fs = _image.image_bytes(geom, _files.all_files(b, args.board_id, jobs_text, secret,
-                                                               pubkey, extra, compile, args.frozen))
-            merged_image(b, firmware, fs, args.output)
-            print("wrote %s: write it at 0x0 with esptool write-flash 0x0 %s" % (args.output, args.output))
-        else:
-            s = flash_esp(args.port, b, firmware, args.board_id, args.erase, args.baud,
-                          jobs_text, secret, pubkey, compile, extra=extra, frozen=args.frozen)
-            print("flashed %s (%s): %s" % (s["port"], s["chip"],
-                                           ", ".join("%d bytes at %s" % (n, a) for a, n in s["written"])))
-    except ValueError as e:  # GeometryError, "nothing to do" (FirmwareMismatch is a UserError already)
-        if isinstance(e, UserError):
-            raise
-        raise UserError(str(e)) from e
-    if prov is not None:   # written: the chip, the UF2 or the merged image holds the board's secret
-        prov.commit(None if args.port == "-" else args.port, how="flashed")
-    return 0
-
-
-if __name__ == "__main__":  # python -m companion.make.flash ... (before the CLI wires it)
-    import argparse
-    ap = argparse.ArgumentParser(prog="companion")
-    sub = ap.add_subparsers(dest="verb", required=True)
-    add_flash_parser(sub)
-    _image.add_image_parser(sub)
-    a = ap.parse_args()
-    sys.exit(a.func(a))

@@ -9,11 +9,10 @@ from itertools import compress
 from operator import gt
 
 from sporadic.core import jobline, plan
-from companion.simulate.scenario import Fleet, SYNC_OVERHEAD, local_time, true_time  # noqa: F401 (SYNC_OVERHEAD: the default, for callers)
+from companion.simulate.scenario import Fleet, local_time, true_time
 from companion.simulate.logs import LogModel, Raises, MISS_C, OK_C
 from companion.simulate.verify import Verify
 from companion.simulate.report import Report
-from companion.simulate import parallel
 
 JUMP_S, JUMPS_KEPT = 300, 4   # device/clock.py's: a clock change it records as a jump, and how many
 WAIT, IDLE, RUN, MISS, ABORT, DECIDE_MAX = plan.WAIT, plan.IDLE, plan.RUN, plan.MISS, plan.ABORT, plan.DECIDE_MAX
@@ -530,16 +529,3 @@ class Sim(Fleet, LogModel, Verify, Report):
         if m['jitter']:
             nt += rng.uniform(-m['jitter'], m['jitter'])
         self._push(max(self._grid(nt), t + self.res), _MESH, li, 0)
-
-
-def simulate(scn, seed=None, verify=False, workers=None, progress=None):
-    """Run a scenario -> its report. workers: processes to share the jobs
-    among (parallel.py); None: as many as there are CPUs when the run is
-    large enough to gain from them. --verify runs in one. progress: called
-    now and then with the share of the simulated time done (0..1)."""
-    sim = Sim(scn, seed, verify)
-    workers = parallel.workers_for(sim, workers)
-    if workers == 1:
-        sim.progress = progress
-        return sim.run()
-    return sim.assemble(parallel.run_parts(sim, workers, progress))

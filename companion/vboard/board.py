@@ -15,7 +15,7 @@ it exactly as to ``/dev/ttyUSB0``:
 
 How it does so (two pseudo-terminals and a relay, and what the relay hides)
 is told in vboard_relay.py; the life cycle it shares with the emulated Pico
-(vboard_rp2.py) is vboard_process.BoardProcess.
+(vboard/rp2.py) is vboard/process.py BoardProcess.
 
 Debugging: ``SPORADIC_VBOARD_TRACE=FILE`` logs every byte both ways and every
 boot to FILE; ``companion vboard -v`` logs boots to stderr.
@@ -25,13 +25,13 @@ Library use::
     with VBoard('/tmp/flash', board_id='pump-1') as vb:
         port = vb.path          # '/dev/pts/7'
 
-The relay runs in its own process (``python -m companion.vboard.cmd``), so a test
+The relay runs in its own process (``python -m companion.commands.vboard``), so a test
 can pull the cable with ``vb.kill()`` (SIGKILL) and the companion's own
 process is not slowed by it. ``vb.reset()`` presses the reset button (the
 interpreter is killed mid-whatever and boots again, running main.py).
 
 The verb (``companion vboard``) and the relay's process entry are
-vboardcmd.py, which picks this board or the emulated Pico (vboard_rp2.py).
+commands/vboard.py, which picks this board or the emulated Pico (vboard/rp2.py).
 """
 import os
 import signal
