@@ -23,7 +23,7 @@ from serial.tools.list_ports_common import ListPortInfo
 
 from companion import cli
 from companion.link.base import PortUnavailable
-from companion.link.serial import choose_port
+from companion.link.ports import choose_port
 from companion.vboard.board import VBoard
 from tests.espstub import EspStub
 from tests.test_boards_image import crafted_image

@@ -172,7 +172,7 @@ time.sleep(1000)
 
 
 def test_ctrl_c_lost_in_native_code_is_sent_again(board):
-    from companion.link.serial import RETRY_CTRL_C
+    from companion.link.rawrepl import RETRY_CTRL_C
 
     vb = board(main=LOSSY_MAIN)
     wait_for(lambda: os.path.exists(os.path.join(vb.flash_dir, "in_stat.txt")), what="main.py in stat")

@@ -16,7 +16,7 @@ def board_port(args):
     """The port the user gave, or the one USB port that looks like a board."""
     if args.port:
         return args.port
-    from companion.link.serial import choose_port
+    from companion.link.ports import choose_port
     from companion.link.base import LinkError
     try:
         return choose_port()

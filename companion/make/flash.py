@@ -276,7 +276,7 @@ def _connect_esp(ec, port):
     """esptool's detect_chip; a port that does not open, or nothing that
     answers as an Espressif ROM loader, is one FlashFailed line."""
     from esptool.util import FatalError
-    from companion.link.serial import open_failure
+    from companion.link.ports import open_failure
     try:
         return ec.detect_chip(port, baud=115200)
     except _line_errors() as e:
