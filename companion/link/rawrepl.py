@@ -44,7 +44,7 @@ import time
 
 import serial
 
-from .base import Link, LinkClosed, LinkError, LinkExecError, LinkReset, LinkTimeout, NotSporadic
+from .base import LinkClosed, ReplLink, LinkError, LinkExecError, LinkReset, LinkTimeout, NotSporadic
 from .ports import at_open, close_port, open_failure, open_port
 
 __all__ = ["RawRepl", "onboard_source", "onboard_code", "onboard_request", "RAW_BANNER", "STREAM_IDLE_MS",
@@ -123,7 +123,7 @@ class CountingSerial:
         setattr(self._ser, name, value)
 
 
-class RawRepl(Link):
+class RawRepl(ReplLink):
     """A MicroPython board's raw REPL on a serial line: run code, read what
     it printed, stream bytes to it. port_url: anything pyserial opens;
     baud: line speed (ignored by USB CDC and ptys); timeout: seconds of

@@ -16,7 +16,7 @@ without --erase: it is read back from the chip first.
     firmware_chip(data) -> "esp32" | "esp32s3" | "esp8266" | "rp2040" | ... | None
     check_firmware(board, data) -> chip              raises FirmwareMismatch
     fs_state(data, geom) -> ("blank"|"micropython"|"jobs"|"unknown", detail)
-    to_uf2(data, address, family_id) -> bytes (esptool's UF2Writer);  parse_uf2(data) -> [(addr, payload, family)]
+    to_uf2, parse_uf2, join_uf2: make/uf2.py
     merged_image(board, firmware, fs_image, out_path) -> bytes  (esptool merge_bin)
     flash_esp(...), flash_rp2(...)    (the verb, `companion flash`: commands/make.py)
 """
@@ -30,16 +30,9 @@ import tempfile
 from companion.fleet import files as _files
 from companion.make import image as _image
 from companion.errors import UserError
+from companion.make.uf2 import (RP2040_FAMILY, UF2_FAMILIES, UF2_FLAG_FAMILY, UF2_MAGIC0, UF2_MAGIC1, join_uf2,
+                                to_uf2)
 
-UF2_MAGIC0 = 0x0A324655  # "UF2\n"
-UF2_MAGIC1 = 0x9E5D5157
-UF2_MAGIC_END = 0x0AB16F30
-UF2_FLAG_FAMILY = 0x00002000
-UF2_PAYLOAD = 256
-RP2040_FAMILY = 0xE48BFF56
-UF2_FAMILIES = {RP2040_FAMILY: "rp2040", 0xE48BFF59: "rp2350-arm-s", 0xE48BFF5B: "rp2350-arm-ns",
-                0xE48BFF5A: "rp2350-riscv", 0xE48BFF57: "rp2040-absolute", 0xE48BFF58: "rp2040-data",
-                0x1C5F21B0: "esp32", 0xC47E5767: "esp32s3", 0x7EAB61ED: "esp8266"}
 ESP_IMAGE_MAGIC = 0xE9
 
 
@@ -141,49 +134,6 @@ def _guard(state, detail, where):
             "the filesystem at %s holds %s: not overwritten. Sync it first "
             "(companion sync PORT) so its results reach the fleet, then run again with --erase."
             % (where, detail))
-
-
-# ---- UF2 --------------------------------------------------------------------
-
-def to_uf2(data, address, family_id=RP2040_FAMILY):
-    """UF2 blocks for data at a flash address, written by esptool's UF2Writer:
-    256-byte payloads (what the RP2040 boot ROM takes: the last one padded
-    with erased flash, 0xff), the family id, no MD5 extension."""
-    from esptool.uf2_writer import UF2Writer
-    pad = (-len(data)) % UF2_PAYLOAD
-    with tempfile.TemporaryDirectory(prefix="sporadic-uf2-") as d:
-        path = os.path.join(d, "part.uf2")
-        with UF2Writer(family_id, path, UF2_PAYLOAD, md5_enabled=False) as w:
-            w.add_file(address, bytes(data) + b"\xff" * pad)
-        with open(path, "rb") as f:
-            return f.read()
-
-
-def parse_uf2(data):
-    """[(address, payload, family_id)] of a UF2 file; ValueError on a bad block."""
-    if len(data) % 512:
-        raise ValueError("UF2 length %d is not a multiple of 512" % len(data))
-    blocks = []
-    for off in range(0, len(data), 512):
-        m0, m1, flags, addr, size, no, count, fam = struct.unpack_from("<8I", data, off)
-        end = struct.unpack_from("<I", data, off + 508)[0]
-        if (m0, m1, end) != (UF2_MAGIC0, UF2_MAGIC1, UF2_MAGIC_END) or size > 476:
-            raise ValueError("bad UF2 block at byte %d" % off)
-        if no >= count:
-            raise ValueError("UF2 block number %d of %d at byte %d" % (no, count, off))
-        blocks.append((addr, bytes(data[off + 32: off + 32 + size]), fam if flags & UF2_FLAG_FAMILY else None))
-    return blocks
-
-
-def join_uf2(*files):
-    """One UF2 from several (renumbered), e.g. MicroPython + a filesystem."""
-    blocks = [b for f in files for b in parse_uf2(f)]
-    out = bytearray()
-    for i, (addr, payload, fam) in enumerate(blocks):
-        out += struct.pack("<8I", UF2_MAGIC0, UF2_MAGIC1, UF2_FLAG_FAMILY if fam is not None else 0,
-                           addr, len(payload), i, len(blocks), fam or 0)
-        out += payload.ljust(476, b"\x00") + struct.pack("<I", UF2_MAGIC_END)
-    return bytes(out)
 
 
 # ---- Espressif ----------------------------------------------------------------
