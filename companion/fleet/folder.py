@@ -500,12 +500,7 @@ def device_secret(fleet, dev_id, create=False):
         if not create:
             return None
     from companion.fleet import keys
-    s = keys.new_device_secret()
-    os.makedirs(os.path.dirname(p), mode=0o700, exist_ok=True)
-    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, 'w') as f:
-        f.write(s + '\n')
-    return s
+    return write_new(p, keys.new_device_secret())
 
 
 def secret_for(fleet):

@@ -11,11 +11,11 @@ companion.fleet.files (firmware, board module, /cfg.json) and /jobs.txt.
 Any geometry problem raises GeometryError before a byte is written.
 The verb (`companion image`) is commands/make.py.
 """
-import os
 
 import littlefs
 
 from companion.fleet import files as _files
+from companion.fleet.atomic import atomic_write
 
 
 class GeometryError(ValueError):
@@ -177,10 +177,7 @@ def build_image(board, board_id, out_path, jobs_text="", secret=None, pubkey=Non
     for path, body in file_list:
         if back.get(path) != body:
             raise RuntimeError("image check failed: %s reads back wrong" % path)
-    tmp = out_path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, out_path)
+    atomic_write(out_path, data)
     summary = dict(geom)
     summary.update({
         "id": board_id,
