@@ -212,9 +212,9 @@ COMPANION_LAYERS = (
     ('cli',),                                        # one table of verb groups, main()
 )
 # Edges of an upward import another step of the work removes (strict, as
-# PENDING_EDGES): the package's __init__ installs the zone rule into
-# sporadic.core.jobline, so importing any companion module imports fleet/zones.
-PENDING_UPWARD = {('companion', 'companion.fleet'), ('companion', 'companion.fleet.zones')}
+# PENDING_EDGES; empty since the package's __init__ no longer installs the
+# zone rule into sporadic.core.jobline, which imported fleet/zones).
+PENDING_UPWARD = set()
 
 
 def layer_of(module):
@@ -361,10 +361,8 @@ def test_the_assignment_check_sees_one():
 # Assignments another step of #30 makes parameters (strict, as above):
 # sporadic.core.plan.position, read by core/calendar.py for sunrise/sunset
 # jobs, set by `companion plan` and the simulator (and the board's runtime);
-# sporadic.core.jobline.zone_rule, installed by the companion package; the
-# virtual board's boot shim filling in the unix port's `board` module.
+# the virtual board's boot shim filling in the unix port's `board` module.
 PENDING_ASSIGNMENTS = {
-    ('companion', '_jobline.zone_rule'),
     ('companion.commands.core', 'plan.position'),
     ('companion.simulate.engine', 'plan.position'),
     ('companion.simulate.report', 'plan.position'),

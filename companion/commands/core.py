@@ -14,6 +14,7 @@ from companion.errors import UserError, console
 from companion.fleet.atomic import atomic_write
 from companion.fleet.mergefiles import read_lines, merged_text
 from companion.fleet.when import parse_when
+from companion.fleet.zonerule import zone_rule
 from companion.commands.options import add_position_args
 
 
@@ -51,7 +52,7 @@ def zone_warnings(path, lines, now):
         if 'tz=' not in line:
             continue
         try:
-            r = jobline.parse(line)
+            r = jobline.parse(line, zone_rule=zone_rule)
         except jobline.ParseError:
             continue   # reported as an error
         w = zones.job_warning(r, now) if isinstance(r, jobline.Job) else None
@@ -72,7 +73,7 @@ def action_errors(path, lines, fleet_dir):
     out = []
     for n, line in enumerate(lines, 1):
         try:
-            r = jobline.parse(line)
+            r = jobline.parse(line, zone_rule=zone_rule)
         except jobline.ParseError:
             continue   # reported as an error
         if isinstance(r, jobline.Job):
@@ -90,7 +91,7 @@ def cmd_check(args):
     now = int(args.clock())
     for path in args.files:
         lines = read_lines(path)
-        for _ in merging.canonical_lines(lines, path, errors):
+        for _ in merging.canonical_lines(lines, path, errors, zone_rule=zone_rule):
             n += 1
         if os.path.basename(path) == 'jobs.txt':   # a fleet's: its lines must be signed (fleet.py)
             from companion.fleet.folder import signature_errors
@@ -169,7 +170,7 @@ def cmd_merge(args):
 def cmd_plan(args):
     from companion.fleet.folder import host_records
     errors = []
-    lines = merging.merge((args.file, read_lines(args.file)), errors=errors)
+    lines = merging.merge((args.file, read_lines(args.file)), errors=errors, zone_rule=zone_rule)
     jobs = [r for r in map(jobline.parse, lines) if isinstance(r, jobline.Job)]
     for e in errors:
         print(e, file=sys.stderr)

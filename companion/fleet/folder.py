@@ -30,6 +30,7 @@ from sporadic.desktop import merging
 from companion.errors import UserError
 from companion.fleet.atomic import atomic_write
 from companion.fleet.when import relative
+from companion.fleet.zonerule import zone_rule
 
 JOBS = 'jobs.txt'
 RESULTS = 'results.txt'
@@ -80,7 +81,7 @@ def line_fault(raw):
     a blank line)."""
     if merging.fast_match is not None and merging.fast_match(raw) is not None:
         return None
-    line, why = merging._parsed(raw)
+    line, why = merging._parsed(raw, zone_rule)
     if why is None and line is not None and line != raw:
         why = 'not in canonical form (%s)' % line[:60]
     return why
@@ -204,7 +205,7 @@ class Fleet:
         new_lines = list(new_lines)
         signed = self.signed_test(before, new_lines)
         out = merging.merge((JOBS, before), (name, new_lines), errors=errors, conflicts=conflicts,
-                            signed=signed)
+                            signed=signed, zone_rule=zone_rule)
         self.write_lines(out)
         return [l for l in out if l not in before]
 
@@ -455,7 +456,7 @@ def signature_errors(path, lines):
     texts = {}      # job id -> line number of its signed job text
     todo = []
     for n, raw in enumerate(lines, 1):
-        line = merging._canonical(raw)[0]
+        line = merging._canonical(raw, zone_rule)[0]
         if line is None or not batch.needs_batch(line):
             continue
         if signed(line):
@@ -650,7 +651,7 @@ def add_job(fleet, text, now=None):
         raise UserError('bad job line: %s' % why)
     text = resolve_relative(text, now)
     try:
-        rec = jobline.parse(text, salt=str(now))
+        rec = jobline.parse(text, salt=str(now), zone_rule=zone_rule)
     except jobline.ParseError as e:
         raise UserError('bad job line: %s' % e)
     if not isinstance(rec, jobline.Job):
