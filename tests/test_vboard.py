@@ -129,11 +129,11 @@ def test_one_ctrl_c_is_one_keyboard_interrupt(board):
     # The relay sends a SIGINT again when the interpreter stays silent after
     # it; a second one after the first was handled would interrupt what
     # runs next, here a REPL command that outlasts every resend.
-    from companion.vboard import relay as vboard_relay
+    from companion.vboard import sigint as vboard_sigint
 
     vb = board()
     wait_for(lambda: read_file(os.path.join(vb.flash_dir, "boots.txt")), what="main.py to start")
-    nap = vboard_relay.SIGINT_SILENCE * (vboard_relay.SIGINT_RESENDS + 1) + 0.5
+    nap = vboard_sigint.SIGINT_SILENCE * (vboard_sigint.SIGINT_RESENDS + 1) + 0.5
     with serial.Serial(vb.path, timeout=0.05) as ser:
         ser.write(b"\x03")
         out = read_until(ser, b">>> ")

@@ -9,7 +9,8 @@ import sys
 
 from companion.errors import UserError
 from companion.vboard.process import relay_log, take_signals
-from companion.vboard.relay import DEFAULT_HEAP, Relay, VBoardError
+from companion.vboard.relay import Relay
+from companion.vboard.unixport import DEFAULT_HEAP, VBoardError
 
 RP2_BOARD = "rp2-pico"   # vboard/rp2.py BOARD (imported only when asked for)
 

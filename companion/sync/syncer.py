@@ -15,6 +15,7 @@ from contextlib import contextmanager
 
 from sporadic.core import jobline, recon
 from sporadic.core import recondrv
+from sporadic.desktop import merging
 from companion.errors import UserError
 from companion.fleet import files
 from companion.link import open as links
@@ -314,7 +315,7 @@ def board_view(fleet, dev_id):
 
     def source():
         for l in fleet.lines():
-            if jobline.is_result(l) and jobline.group(l) in per_host and not jobline.is_result(l, dev_id):
+            if merging.is_result(l) and jobline.group(l) in per_host and not merging.is_result(l, dev_id):
                 continue
             yield l
     return source
@@ -408,7 +409,7 @@ def _sync(fleet, port, link, now, base=0, seen=None):
             r = jobline.parse(l)
             if isinstance(r, jobline.Result) and verify_result(fleet, r) is False:
                 flagged.append('unverified result in outbox of %s: %s' % (dev_id, l[:80]))
-        new_results = fleet.add_results(outbox + [l for l in received if jobline.is_result(l)])
+        new_results = fleet.add_results(outbox + [l for l in received if merging.is_result(l)])
         if int(seg):
             _check(link.call('A %s' % seg), 'the acknowledgement')
         if stats['lines_out'] or int(seg):    # the board received lines or sealed its log
@@ -440,7 +441,7 @@ def fleet_server(fleet, port, bind='0.0.0.0', log=None):
     def receive(lines):
         refused = fleet.receive(lines, 'tcp')
         bad = {l for l, _ in refused}
-        res = [l for l in lines if jobline.is_result(l) and l not in bad]
+        res = [l for l in lines if merging.is_result(l) and l not in bad]
         if res:
             fleet.add_results(res)
         if log:

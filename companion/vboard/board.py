@@ -37,7 +37,7 @@ import os
 import signal
 
 from companion.vboard.process import BoardProcess, descendants
-from companion.vboard.relay import DEFAULT_HEAP, VBoardError, _heap_arg, _size_arg
+from companion.vboard.unixport import DEFAULT_HEAP, VBoardError, heap_arg, size_arg
 
 __all__ = ["VBoard", "VBoardError"]
 
@@ -63,12 +63,12 @@ class VBoard(BoardProcess):
                  image=None, flash_size="2M"):
         self.image = os.path.abspath(image) if image else None
         self.flash_size = flash_size
-        _size_arg(flash_size)
+        size_arg(flash_size)
         if flash_dir is None and self.image is None:
             raise VBoardError("a virtual board needs a flash folder or an image")
         self.flash_dir = os.path.abspath(flash_dir) if flash_dir else os.path.dirname(self.image)
         self.board_id = board_id
-        self.heap = _heap_arg(heap)
+        self.heap = heap_arg(heap)
         self.env = dict(env or {})
         if board_id is not None:
             self.env.setdefault("SPORADIC_ID", str(board_id))

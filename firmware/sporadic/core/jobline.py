@@ -480,10 +480,3 @@ def group(line):
     """The group a canonical line belongs to: a job id, or '.' for fleet records."""
     return line[:ID_LEN] if line[0] != '.' else '.'
 
-
-def is_result(line, host=None):
-    """A canonical line is a result record ('ID r HOST ...'), of `host` when
-    given; told from its text without parsing it."""
-    if host is None:
-        return line[ID_LEN:ID_LEN + 3] == ' r '
-    return line.startswith(' r ' + host + ' ', ID_LEN)

@@ -76,6 +76,15 @@ _BREAKS = '\x7f\x85\u2028\u2029'
 _FAST = hasattr(str, 'isascii') and hasattr(str, 'isprintable')
 
 
+def is_result(line, host=None):
+    """A canonical line is a result record ('ID r HOST ...'), of `host` when
+    given; told from its text without parsing it (the companion's sync; here,
+    not in jobline, since every byte there is on every board's heap)."""
+    if host is None:
+        return line[ID_LEN:ID_LEN + 3] == ' r '
+    return line.startswith(' r ' + host + ' ', ID_LEN)
+
+
 def _parsed(raw, zone_rule=None):
     # _canonical without the pattern (for a line it refused)
     why = line_problem(raw)
