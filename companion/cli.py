@@ -22,6 +22,7 @@ VERB_GROUPS = (
     'make',       # image, flash: a board's filesystem image, written to the chip
     'simulate',   # simulate: a fleet on the real core, simulated
     'demo',       # demo: three virtual boards end to end
+    'ui',         # ui: the fleet as a read-only local web page
 )
 # The core's verbs are the only group a git merge driver (one `companion
 # merge` per file) needs: for those the other groups are not imported.

@@ -48,6 +48,21 @@ def fleet_cli(tmp_path):
         cli.stop_boards()
 
 
+@pytest.fixture
+def mosquitto(tmp_path, reserve_ports):
+    """A real Mosquitto on a loopback port (tests/broker.py), its persistence
+    in the test's folder, stopped at the end; skips where it is not installed."""
+    from tests.broker import Mosquitto, mosquitto_path
+    if mosquitto_path() is None:
+        pytest.skip('mosquitto not installed (Debian: apt-get install mosquitto)')
+    port, = reserve_ports(1)
+    b = Mosquitto(str(tmp_path / 'broker'), port)
+    try:
+        yield b.start()
+    finally:
+        b.stop()
+
+
 @pytest.fixture(scope='session')
 def mpy_lib():
     """The firmware compiled with mpy-cross, as it is deployed (compiling the

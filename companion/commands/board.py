@@ -9,7 +9,7 @@ from sporadic.core import jobline
 from companion.errors import UserError
 from companion.fleet.provision import DEFAULT_SYNC_PORT
 from companion.fleet.queries import duplicate_text, duplicates
-from companion.commands.options import add_network_args, add_position_args, fleet_of
+from companion.commands.options import add_mqtt_args, add_network_args, add_position_args, fleet_of, mqtt_of
 
 
 def board_port(args):
@@ -37,7 +37,7 @@ def cmd_deploy(args):
             jobline.check_host(args.id)
         except jobline.ParseError as e:
             raise UserError(str(e)) from None
-    net = provision.network_config(args.sync_port, args.peer, args.wifi)
+    net = provision.network_config(args.sync_port, args.peer, args.wifi, mqtt_of(args))
     pos = provision.position_config(args.lat, args.lon)
     args.port = board_port(args)
     if not links.is_serial(args.port):
@@ -49,10 +49,11 @@ def cmd_deploy(args):
                              force=args.force)
     except LinkError as e:
         raise UserError(deploy_failure(args.port, e)) from e
-    print('deployed %s to %s (%d files, %d bytes%s%s)' % (
+    print('deployed %s to %s (%d files, %d bytes%s%s%s)' % (
         info['id'], args.port, info['files'], info['bytes'],
         '; sporadic is frozen in its firmware' if info['frozen'] else '',
-        '; syncs on port %d' % info['network'] if info['network'] else ''))
+        '; syncs on port %d' % info['network'] if info['network'] else '',
+        '; syncs through %s' % args.mqtt if args.mqtt else ''))
     if info.get('moved_from'):
         print('moved %s from its other fleet (%s): its jobs and results of that fleet were cleared'
               % (info['id'], info['moved_from']))
@@ -73,6 +74,18 @@ def cmd_sync(args):
     from companion.sync import syncer
     from companion.link.base import LinkError
     f = fleet_of(args)
+    if args.port and args.port.startswith(('mqtt://', 'mqtts://')):
+        from companion.sync import mqtt
+        args.mqtt = args.port
+        known = set(duplicates(f))
+        mqtt.sync(f, mqtt_of(args), log=lambda t: print(t, flush=True))
+        for i, d in duplicates(f).items():
+            if i not in known:
+                print('duplicate: ' + duplicate_text(i, d))
+        return 0
+    for o in ('mqtt_user', 'mqtt_password', 'mqtt_ca', 'mqtt_topic'):
+        if getattr(args, o, None) is not None:
+            raise UserError('--%s goes with a broker: companion sync mqtt://HOST[:PORT]' % o.replace('_', '-'))
     args.port = board_port(args)
     known = set(duplicates(f))
     try:
@@ -126,10 +139,22 @@ def cmd_serve(args):
     from companion.sync import syncer
     from companion.link import tcp as transport_tcp
     f = fleet_of(args)
-    if not 0 <= args.port < 65536:
-        raise UserError('--port %d: want a port number 1..65535 (0: one the system chooses)' % args.port)
     if args.seconds is not None and args.seconds <= 0:
         raise UserError('--for %g: want a number of seconds above 0' % args.seconds)
+    if args.mqtt:
+        from companion.sync import mqtt
+        cfg = mqtt_of(args)
+        if args.every <= 0:
+            raise UserError('--every %g: want a number of seconds above 0' % args.every)
+        print('serving fleet %s through %s every %g s (Ctrl-C to stop)' % (f.dir, args.mqtt, args.every), flush=True)
+        try:
+            mqtt.serve(f, cfg, args.every, None if args.seconds is None else time.time() + args.seconds,
+                       log=lambda t: print(t, flush=True))
+        except KeyboardInterrupt:
+            pass
+        return 0
+    if not 0 <= args.port < 65536:
+        raise UserError('--port %d: want a port number 1..65535 (0: one the system chooses)' % args.port)
     try:
         server = syncer.fleet_server(f, args.port, args.bind, log=print)
     except OSError as e:
@@ -165,9 +190,14 @@ def add_parsers(sub):
     s.add_argument('--timeout', type=float, default=5.0)
     s.set_defaults(func=cmd_net)
 
-    s = sub.add_parser('sync', help='merge both ways with a board (serial port or HOST[:PORT])')
-    s.add_argument('port', nargs='?', help='serial port or HOST[:PORT] (default: the one USB port '
-                   'that looks like a board)')
+    s = sub.add_parser('sync', help='merge both ways with a board (serial port or HOST[:PORT]) or a broker '
+                       '(mqtt://HOST[:PORT])')
+    s.add_argument('port', nargs='?', help='serial port, HOST[:PORT] or mqtt://HOST[:PORT] (default: the one '
+                   'USB port that looks like a board)')
+    s.add_argument('--mqtt-user', metavar='USER', help='user name on the broker')
+    s.add_argument('--mqtt-password', metavar='PASSWORD', help='password on the broker')
+    s.add_argument('--mqtt-ca', metavar='FILE', help='CA certificate (PEM) for an mqtts:// broker')
+    s.add_argument('--mqtt-topic', metavar='PREFIX', help='topic prefix (default sporadic/ + the fleet key\'s id)')
     s.add_argument('-q', '--quiet', action='store_true')
     s.set_defaults(func=cmd_sync)
 
@@ -176,4 +206,6 @@ def add_parsers(sub):
                    help='TCP port (default %d)' % DEFAULT_SYNC_PORT)
     s.add_argument('--bind', default='0.0.0.0', help='address to listen on (default all)')
     s.add_argument('--for', dest='seconds', type=float, default=None, help='stop after this many seconds')
+    add_mqtt_args(s, 'sync through this MQTT broker instead of listening (docs/mqtt.md)')
+    s.add_argument('--every', type=float, default=5.0, help='with --mqtt: seconds between two visits (default 5)')
     s.set_defaults(func=cmd_serve)

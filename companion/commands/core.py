@@ -6,8 +6,7 @@ import json
 import os
 import sys
 
-from sporadic.core import jobline, plan
-from sporadic.desktop import schedule
+from sporadic.core import jobline
 from sporadic.desktop import merging
 from sporadic.core.timefmt import format_time
 from companion.errors import UserError, console
@@ -108,36 +107,6 @@ def cmd_check(args):
     return 1 if errors else 0
 
 
-def _zone_time(job, t):
-    # "2026-03-30T06:00 Europe/Berlin": the job's zone clock at UTC instant t
-    from sporadic.core import calendar
-    return format_time(calendar.local_time(job.cal.s, t))[:-1] + ' ' + (job.cal.tz or 'UTC')
-
-
-def _positions(args, hosts, job, placed):
-    """[(pos, {host})] for a sun job: --lat/--lon for every host, else each host's
-    position from the plan file's host list (`.h HOST SINCE LAT LON`, written by
-    deploy/image/flash --lat --lon), else from devices/HOST.json of the fleet folder."""
-    if args.lat is not None:
-        return [((args.lat, args.lon), set(hosts))]
-    from companion.fleet.folder import Fleet
-    fleet = Fleet(args.fleet)
-    out = []
-    for h in hosts:
-        if not plan.eligible(job, h):
-            continue
-        pos = placed.get(h)
-        if pos is None:
-            info = fleet.device(h) if os.path.isdir(fleet.dir) else None
-            if info and info.get('lat') is not None:
-                pos = (info['lat'], info['lon'])
-        if pos is None:
-            raise UserError('job %s (at=%s) needs the position of %s: deploy it with --lat --lon, '
-                            'or give plan --lat --lon' % (job.id, job.cal.at, h))
-        out.append((pos, {h}))
-    return out
-
-
 def fleet_signed(args):
     """merge's `signed` test in a signed fleet folder (--fleet, or where git
     runs its merge driver), from the files' batch records; else None."""
@@ -196,26 +165,8 @@ def cmd_plan(args):
     t_until = parse_when(args.until, now)
     if t_until <= t_from:
         raise UserError('--until must be after --from')
-    rows = []
-    try:
-        for j in jobs:
-            sun = j.cal is not None and j.cal.sun()
-            # a sunrise/sunset job: each host at its own position
-            for pos, hs in (_positions(args, hosts, j, placed) if sun else [(None, hosts)]):
-                plan.position = pos
-                for row in schedule.schedule(j, hosts, t_from, t_until, limit=args.limit):
-                    if row['host'] in hs:
-                        row['command'] = ' '.join(j.words)
-                        if pos is not None:   # where the host's sun was computed
-                            row['lat'], row['lon'] = pos
-                        if j.cal is not None:
-                            row['local'] = _zone_time(j, row['at'])
-                        rows.append(row)
-    except ValueError as e:
-        raise UserError(str(e))
-    finally:
-        plan.position = None
-    rows.sort(key=lambda r: (r['at'], r['instance'], r.get('rank', 0), r['host']))
+    from companion.fleet.queries import plan_rows
+    rows = plan_rows(jobs, hosts, t_from, t_until, args.limit, placed, args.lat, args.lon, args.fleet)
     if args.json:
         for r in rows:
             r['time'] = format_time(r['at'])

@@ -149,6 +149,10 @@ def cmd_status(args):
                   ('[red]%d[/]' % r['unverified_records']) if r['unverified_records'] else '0')
     c.print(t)
     for r in rows:
+        for kind, why in r['attention']:   # late or due a redeploy (the rest is said below)
+            if kind in ('late', 'redeploy'):
+                from rich.markup import escape
+                c.print('[yellow]%s[/] %s' % (escape(r['id']), escape(why)))
         if r['quarantined']:
             c.print('[yellow]%s refused %d line(s)[/] (trust: %s); last:' % (r['id'], r['quarantined'], r['trust'] or '-'))
             for q in r['refusals']:

@@ -9,7 +9,7 @@ from companion.fleet import files as _files
 from companion.make import image as _image
 from companion.make.flash import check_firmware, flash_esp, flash_rp2, merged_image
 from companion.make.image import GeometryError, build_image
-from companion.commands.options import add_board_args
+from companion.commands.options import add_board_args, mqtt_of
 
 
 def add_parsers(subparsers):
@@ -64,7 +64,7 @@ def provision(args, board_name):
     if fleet is None and secret is None:
         print("note: no fleet folder (%s) and no --secret: the board's results go unsigned"
               % _fleet_dir(args), file=sys.stderr)
-    net = _prov.network_config(args.sync_port, args.peer, args.wifi)
+    net = _prov.network_config(args.sync_port, args.peer, args.wifi, mqtt_of(args))
     pos = _prov.position_config(args.lat, args.lon)
     return jobs_text, _prov.prepare(fleet, args.board_id, board_name, net, secret, pubkey, pos)
 

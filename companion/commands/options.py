@@ -17,6 +17,30 @@ def add_network_args(p):
     p.add_argument('--peer', action='append', default=[], metavar='HOST:PORT',
                    help='a board (or `companion serve`) to sync with on its own; repeatable')
     p.add_argument('--wifi', metavar='SSID:KEY', help='the Wi-Fi network the board joins')
+    add_mqtt_args(p, 'the MQTT broker the board syncs through (docs/mqtt.md); a board other than '
+                     'the unix one needs --wifi too')
+
+
+def add_mqtt_args(p, what):
+    """--mqtt URL and the broker's credentials: deploy, image, flash, serve."""
+    p.add_argument('--mqtt', metavar='mqtt://HOST[:PORT]', help=what)
+    p.add_argument('--mqtt-user', metavar='USER', help='user name on the broker')
+    p.add_argument('--mqtt-password', metavar='PASSWORD', help='password on the broker')
+    p.add_argument('--mqtt-ca', metavar='FILE', help='CA certificate (PEM) the broker\'s TLS certificate is checked '
+                   'with (mqtts://)')
+    p.add_argument('--mqtt-topic', metavar='PREFIX', help='topic prefix (default sporadic/ + the fleet key\'s id)')
+
+
+def mqtt_of(args):
+    """cfg['mqtt'] from the --mqtt options, or None."""
+    from companion.errors import UserError
+    from companion.fleet import provision
+    if not getattr(args, 'mqtt', None):
+        for o in ('mqtt_user', 'mqtt_password', 'mqtt_ca', 'mqtt_topic'):
+            if getattr(args, o, None) is not None:
+                raise UserError('--%s goes with --mqtt URL' % o.replace('_', '-'))
+        return None
+    return provision.mqtt_config(args.mqtt, args.mqtt_user, args.mqtt_password, args.mqtt_ca, args.mqtt_topic)
 
 
 def add_position_args(p):

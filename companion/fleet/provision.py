@@ -26,10 +26,46 @@ from companion.errors import UserError
 DEFAULT_SYNC_PORT = 7370
 
 
-def network_config(sync_port=None, peers=(), wifi=None):
+def mqtt_config(url, user=None, password=None, ca_file=None, topic=None):
+    """cfg['mqtt'] for `--mqtt URL` (docs/mqtt.md): host, port, tls, user,
+    password (options or the URL's), the CA a TLS board checks the broker
+    with (PEM text), a topic prefix (default: the fleet's, set by prepare)."""
+    from sporadic.net import broker
+    try:
+        m = broker.parse_url(url)
+    except ValueError as e:
+        raise UserError('--mqtt %r: %s' % (url, e)) from None
+    if user is not None:
+        m['user'] = user
+    if password is not None:
+        m['password'] = password
+    if ca_file is not None:
+        try:
+            with open(ca_file) as f:
+                m['ca'] = f.read()
+        except OSError as e:
+            raise UserError('--mqtt-ca %s: %s' % (ca_file, e.strerror or e)) from None
+        if not m['tls']:
+            raise UserError('--mqtt-ca goes with an mqtts:// broker')
+    if topic is not None:
+        if not topic or '#' in topic or '+' in topic or topic.endswith('/'):
+            raise UserError('--mqtt-topic %r: want a topic prefix such as sporadic/home' % topic)
+        m['topic'] = topic
+    return m
+
+
+def fleet_topic(fleet_key):
+    """The topic prefix of a fleet on a broker: sporadic/ + the id of its
+    fleet key (the same in every clone of the fleet folder)."""
+    from sporadic.core import hmac
+    return 'sporadic/' + hmac.key_id(fleet_key)
+
+
+def network_config(sync_port=None, peers=(), wifi=None, mqtt=None):
     """The cfg keys of a network the user asked for (--sync-port, --peer,
-    --wifi), or {}: a board without them runs the plain loop and never
-    imports the network code."""
+    --wifi, --mqtt: mqtt_config's dict), or {}: a board without them runs
+    the plain loop and never imports the network code. A broker alone
+    opens no sync port (the unix board syncs through it only)."""
     net = {}
     for p in peers or ():
         host, sep, port = p.rpartition(':')
@@ -46,6 +82,8 @@ def network_config(sync_port=None, peers=(), wifi=None):
         raise UserError('--sync-port %d: want a port number 1..65535' % sync_port)
     if net or sync_port is not None:
         net['sync_port'] = sync_port or DEFAULT_SYNC_PORT
+    if mqtt:
+        net['mqtt'] = dict(mqtt)
     return net
 
 
@@ -64,7 +102,8 @@ def check_network(board_name, net):
     """A board other than the unix port (which is on its host's network)
     reaches a network only through its Wi-Fi."""
     if net and 'wifi' not in net and files.board_data(board_name).get('port') != 'unix':
-        raise UserError('a %s board reaches its peers over Wi-Fi: add --wifi SSID:KEY' % board_name)
+        raise UserError('a %s board reaches its %s over Wi-Fi: add --wifi SSID:KEY'
+                        % (board_name, 'broker' if 'mqtt' in net else 'peers'))
 
 
 def replay_floor(fleet):
@@ -164,6 +203,8 @@ def prepare(fleet, dev_id, board, network=None, secret=None, pubkey=None, positi
         if key is None:        # a fleet made before `init` made the key
             key, new_key = secrets.token_hex(32), True
         extra['fleet_key'] = key
+        if 'mqtt' in network and 'topic' not in network['mqtt']:
+            network['mqtt'] = dict(network['mqtt'], topic=fleet_topic(key))
         if secret is None:
             secret = fleet_folder.device_secret(fleet, dev_id)
             if secret is None:

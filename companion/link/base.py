@@ -25,6 +25,9 @@ ReplLink(Link): what a deploy uses besides (a board's REPL: serial only):
     link.put_file(path, data) write a whole file (atomically where possible)
     link.get_file(path)       read a whole file
 
+(link/mqtt.py's BrokerLink is neither: it carries messages to and from a
+broker, where no board answers a request; sync/mqtt.py drives it.)
+
 Errors: every failure of the link itself (cable pulled, board reset or
 silent, garbage on the line) raises ``LinkError`` or a subclass; an exception
 raised *on the board* by the code a link ran raises ``LinkExecError`` with

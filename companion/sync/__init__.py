@@ -1,1 +1,2 @@
-"""Talking to a board over a link: deploy, sync, serve (syncer)."""
+"""Talking to a board over a link: deploy, sync, serve (syncer); the fleet
+through an MQTT broker (mqtt)."""

@@ -310,12 +310,15 @@ def board_view(fleet, dev_id):
     decides (they would make every board hold jobs x hosts results). The
     companion keeps them all; results of single-run jobs (any/one) travel,
     since they stop others running the instance, and so do a staged
-    rollout's (waves=): a later wave decides from the earlier ones'."""
+    rollout's (waves=): a later wave decides from the earlier ones'.
+    dev_id None: what every board needs (no board's each/who results; the
+    broker's shared snapshot, companion/sync/mqtt.py)."""
     per_host = {j.id for j in fleet.jobs() if j.kind in ('each', 'who') and j.roll is None}
 
     def source():
         for l in fleet.lines():
-            if merging.is_result(l) and jobline.group(l) in per_host and not merging.is_result(l, dev_id):
+            if (merging.is_result(l) and jobline.group(l) in per_host
+                    and (dev_id is None or not merging.is_result(l, dev_id))):
                 continue
             yield l
     return source
@@ -431,6 +434,20 @@ def _sync(fleet, port, link, now, base=0, seen=None):
 
 # -- the listening end: boards sync to the companion -------------------------------
 
+def take(fleet, lines, source, log=None):
+    """Lines a board (or a carrier: TCP, a broker) brought, into the fleet
+    folder through its checks (Fleet.receive: signed batches, device MACs;
+    refused lines quarantined) and the results into the history. Returns
+    (refused [(line, reason)], new results)."""
+    refused = fleet.receive(lines, source)
+    bad = {l for l, _ in refused}
+    res = [l for l in lines if merging.is_result(l) and l not in bad]
+    new = fleet.add_results(res) if res else []
+    if log:
+        log('received %d lines%s' % (len(lines), ', refused %d' % len(refused) if refused else ''))
+    return refused, new
+
+
 def fleet_server(fleet, port, bind='0.0.0.0', log=None):
     """A TCP server (transport_tcp.make_server; run it with
     transport_tcp.serve) answering boards with the fleet's lines (the core's
@@ -439,14 +456,7 @@ def fleet_server(fleet, port, bind='0.0.0.0', log=None):
     fleet.check_files()     # a bad fleet file: one line before the server starts
 
     def receive(lines):
-        refused = fleet.receive(lines, 'tcp')
-        bad = {l for l, _ in refused}
-        res = [l for l in lines if merging.is_result(l) and l not in bad]
-        if res:
-            fleet.add_results(res)
-        if log:
-            log('received %d lines%s' % (len(lines), ', refused %d' % len(refused) if refused else ''))
-        return refused   # the reasons travel back to the board (recon)
+        return take(fleet, lines, 'tcp', log)[0]   # the reasons travel back to the board (recon)
 
     def secret_of(board_id):
         if fleet.insecure:

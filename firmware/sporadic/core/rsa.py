@@ -84,6 +84,8 @@ def verify(n, e, digest, sig):
             return False
         want = b"\x00\x01" + b"\xff" * pad + b"\x00" + _DI + bytes(digest)
         return _eq(em, want)
+    except MemoryError:
+        raise       # not the signature's fault: the caller keeps the line to check again
     except Exception:
         return False
 

@@ -26,11 +26,11 @@ def _skeleton(known, head, tail, zone_rule=None):
     ok = known.get(key)
     if ok is None:
         line = '00000000 ' + head + ' x' + tail
-        ok = known[key] = _parsed(line, zone_rule)[0] == line
+        ok = known[key] = parsed(line, zone_rule)[0] == line
     return ok
 
 
-def _canonical(raw, zone_rule=None):
+def canonical(raw, zone_rule=None):
     """(canonical text or None, reason or None) for one raw line: None and
     no reason for a blank or comment line. zone_rule: jobline.parse_job's
     (the companion passes its own: a tz= zone name resolves with it only)."""
@@ -38,7 +38,7 @@ def _canonical(raw, zone_rule=None):
         line = fast_canonical(raw)
         if line is not None:
             return line, None
-    return _parsed(raw, zone_rule)
+    return parsed(raw, zone_rule)
 
 
 # git's conflict markers (a merge left unfinished, docs/git.md)
@@ -85,8 +85,8 @@ def is_result(line, host=None):
     return line.startswith(' r ' + host + ' ', ID_LEN)
 
 
-def _parsed(raw, zone_rule=None):
-    # _canonical without the pattern (for a line it refused)
+def parsed(raw, zone_rule=None):
+    # canonical without the pattern (for a line it refused)
     why = line_problem(raw)
     if why is not None:
         return None, why
@@ -102,11 +102,11 @@ def _parsed(raw, zone_rule=None):
 def canonical_lines(lines, name='-', errors=None, start=1, zone_rule=None):
     """Parse lines; yield canonical text of the good ones. Each bad one adds
     'NAME:LINE: reason' to errors (if given) and is skipped, never fatal.
-    zone_rule: see _canonical."""
+    zone_rule: see canonical."""
     n = start - 1
     for raw in lines:
         n += 1
-        line, why = _canonical(raw, zone_rule)
+        line, why = canonical(raw, zone_rule)
         if line is not None:
             yield line
         elif why is not None and errors is not None:
@@ -117,7 +117,7 @@ def merge(*sources, errors=None, conflicts=None, signed=None, zone_rule=None):
     """Union of any number of line sources, compacted: a sorted list of lines.
     Each source is (name, iterable of lines) or an iterable of lines.
     signed: see merge.compact (rule 4: a signed job text beats an unsigned one).
-    zone_rule: see _canonical."""
+    zone_rule: see canonical."""
     # Canonical text depends on the raw line alone, so each distinct raw line
     # is read once however often it recurs (a git merge's base, ours and
     # theirs share most lines); only bad lines are looked up again, to report
@@ -159,7 +159,7 @@ def merge(*sources, errors=None, conflicts=None, signed=None, zone_rule=None):
             if m is not None and len(r) <= JOB_MAX + ID_LEN + 1 and _skeleton(known, *m.groups(), zone_rule):
                 jobs.add(r)
                 continue
-        line, why = _parsed(r, zone_rule)   # the pattern, where there is one, refused r
+        line, why = parsed(r, zone_rule)   # the pattern, where there is one, refused r
         if line is not None:
             fixed.add(line)
         elif why is not None:

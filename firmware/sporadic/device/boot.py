@@ -7,13 +7,14 @@
 
 def networked(cfg, board):
     """A network is configured: Wi-Fi credentials, or, on a board that is on
-    its host's network (the unix port: board.HOST_NETWORK), a sync port or
-    peers. Provisioning writes these only when asked (--wifi, --sync-port,
+    its host's network (the unix port: board.HOST_NETWORK), a sync port,
+    peers or a broker (mqtt). Provisioning writes these only when asked (--wifi, --sync-port,
     --peer); a board deployed before that held sync_port 7370 by default and
     no Wi-Fi: it keeps the plain loop."""
     if cfg.get('wifi'):
         return True
-    return getattr(board, 'HOST_NETWORK', False) and bool(cfg.get('sync_port') or cfg.get('peers'))
+    return getattr(board, 'HOST_NETWORK', False) and bool(cfg.get('sync_port') or cfg.get('peers')
+                                                          or cfg.get('mqtt'))
 
 
 def main(**kw):
@@ -24,7 +25,12 @@ def main(**kw):
     store.feed = board.wdt_feed
     store.open_store()
     from sporadic.device import runtime
-    if networked(runtime.get().cfg, runtime.board):
+    cfg = runtime.get().cfg
+    if networked(cfg, runtime.board):
+        if cfg.get('mqtt') and not (cfg.get('sync_port') or cfg.get('peers')):
+            # a broker alone: its loop never loads the TCP server (docs/mqtt.md)
+            from sporadic.net import broker
+            return broker.main(**kw)
         from sporadic.net import node
         return node.main(**kw)
     return runtime.main(**kw)

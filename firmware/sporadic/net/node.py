@@ -13,7 +13,7 @@ import time
 
 from sporadic.core import hmac, leader
 from sporadic.net import server, wire
-from sporadic.net.wire import ticks_ms, ticks_diff
+from sporadic.net.wire import ticks_ms, ticks_diff, wifi_join  # noqa: F401 (node.wifi_join)
 
 try:
     import binascii
@@ -28,32 +28,6 @@ SLICE_MS = const(2000)      # the most one board-to-board sync may take: the loo
 BACKOFF_MS = const(300000)  # the longest a peer that failed is left alone (doubling from sync_ms)
 FORGET_MS = const(30000)    # a peer not heard this long is forgotten
 MAX_PEERS = const(16)       # peers heard kept at once (the stalest goes for a new one)
-
-
-def wifi_join(cfg, board=None):
-    """Join the Wi-Fi in cfg['wifi'] ("SSID:KEY" or {"ssid","key"}); True when
-    connected (or no Wi-Fi is needed: the unix port)."""
-    w = cfg.get('wifi')
-    if not w:
-        return True
-    if board is not None and hasattr(board, 'wifi_connect'):
-        return board.wifi_connect(w)
-    if isinstance(w, str):
-        ssid, _, pw = w.partition(':')
-    else:
-        ssid, pw = w.get('ssid'), w.get('key', '')
-    try:
-        import network
-    except ImportError:
-        return True
-    sta = network.WLAN(network.STA_IF)
-    sta.active(True)
-    if not sta.isconnected():
-        sta.connect(ssid, pw)
-        t = ticks_ms()
-        while not sta.isconnected() and ticks_diff(ticks_ms(), t) < 15000:
-            time.sleep_ms(100)
-    return sta.isconnected()
 
 
 class Node:
@@ -127,6 +101,7 @@ class Node:
         self.hb_reasons = []
         self._hosts = None                    # the signed host list (.h records), as last read
         self._hosts_t = 0
+        self.broker = None                    # net/broker.py's link when cfg has mqtt (its figures in status)
 
     def keyfor(self, peer_id):
         # the companion proves itself with this board's own secret; boards
@@ -195,6 +170,8 @@ class Node:
         d['backoff'] = ['%s:%d %d' % (a[0], a[1], self.backoff[a][0]) for a in self.backoff]
         d['hb_rejected'] = self.hb_reasons
         d['secure'] = self.key is not None
+        if self.broker is not None:
+            d['mqtt'] = self.broker.status()
         try:
             d['duplicates'] = leader.duplicates(self.source())
         except Exception as e:
@@ -431,6 +408,11 @@ def main(max_ms=None, max_steps=None):
         return runtime.main(max_steps=max_steps)
     print('sporadic: %s listening on port %d' % (rt.id, node.port))
     runtime.lease = node.led
+    if cfg.get('mqtt'):
+        # a broker beside the TCP network: its step in the same loop (docs/mqtt.md)
+        from sporadic.net import broker
+        node.broker = broker.Broker(rt.id, cfg, st)
+        return broker.loop(rt, node.broker, node, max_ms, max_steps)
     t0 = ticks_ms()
     wake = None
     steps = 0

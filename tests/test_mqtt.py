@@ -1,0 +1,458 @@
+"""The fleet through an MQTT broker (issue #32, docs/mqtt.md), against a real
+Mosquitto (tests/broker.py; skipped where it is not installed)."""
+import time
+
+import pytest
+
+from tests.broker import Mosquitto
+
+
+def paho_client(cid, clean=True):
+    import paho.mqtt.client as mqtt
+    return mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=cid, clean_session=clean,
+                       protocol=mqtt.MQTTv311)
+
+
+def retained(url_port, topic, timeout=10):
+    """The retained messages under topic (a filter), read by a fresh client."""
+    import threading
+    got = {}
+    done = threading.Event()
+    c = paho_client('reader-%d' % time.monotonic_ns())
+    c.on_message = lambda cl, u, m: got.__setitem__(m.topic, bytes(m.payload)) if m.retain else None
+    c.on_subscribe = lambda *a: done.set()
+    c.connect('127.0.0.1', url_port)
+    c.loop_start()
+    c.subscribe(topic, 1)
+    done.wait(timeout)
+    # the retained messages come right after the SUBACK; a PINGREQ round trip is not exposed by paho:
+    # wait until nothing new arrives for a moment (bounded)
+    n = -1
+    end = time.monotonic() + timeout
+    while n != len(got) and time.monotonic() < end:
+        n = len(got)
+        done.clear()
+        done.wait(0.3)
+    c.disconnect()
+    c.loop_stop()
+    return got
+
+
+def test_the_fixture_broker_keeps_retained_messages_across_a_restart(mosquitto):
+    c = paho_client('writer')
+    c.connect('127.0.0.1', mosquitto.port)
+    c.loop_start()
+    c.publish('t/a', b'kept', qos=1, retain=True).wait_for_publish(10)
+    c.disconnect()
+    c.loop_stop()
+    mosquitto.stop()
+    mosquitto.start()
+    assert retained(mosquitto.port, 't/#') == {'t/a': b'kept'}
+
+
+BOARD_CLIENT = r'''
+import sys, json, socket
+sys.path.insert(0, 'firmware')
+from sporadic.net import mqtt
+from sporadic.net.wire import ticks_ms, ticks_diff
+PORT = %d
+SILENT = %d
+out = {}
+got = []
+def on(t, p):
+    got.append([t, None if p is None else bytes(p).decode()])
+c = mqtt.Client('b1', '127.0.0.1', PORT, max_msg=100)
+out['first'] = c.connect(ticks_ms() + 3000)
+c.subscribe(['t/f/#', 't/r/+'], on)
+c.disconnect()
+p = mqtt.Client('pub', '127.0.0.1', PORT)
+p.connect(ticks_ms() + 3000, clean=True)
+p.publish('t/f/1', 'retained one', retain=True)
+p.publish('t/r/x', 'x' * 300)
+p.publish('t/r/y', 'queued')
+p.wait_acks(on)
+out['acked'] = p.unacked
+p.disconnect()
+c = mqtt.Client('b1', '127.0.0.1', PORT, max_msg=100)
+out['again'] = c.connect(ticks_ms() + 3000)
+c.publish('t/r/b1', 'mine')
+c.wait_acks(on)
+c.ping()
+c.poll(on, 200)
+out['got'] = got
+out['skipped'] = c.skipped
+c.disconnect()
+# a broker that takes the connection and never answers: the deadline ends it
+t0 = ticks_ms()
+try:
+    mqtt.Client('b1', '127.0.0.1', SILENT).connect(ticks_ms() + 700)
+    out['silent'] = 'answered?'
+except OSError as e:
+    out['silent'] = str(e)
+out['silent_ms'] = ticks_diff(ticks_ms(), t0)
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.needs('micropython')
+def test_the_boards_mqtt_client_on_the_unix_port(mosquitto, reserve_ports, tmp_path):
+    """net/mqtt.py on MicroPython against Mosquitto: a persistent session
+    (messages published while the board was away are queued for it, retained
+    ones come with the subscription), QoS 1 both ways, a message over
+    max_msg read away and reported, and a silent broker costs the deadline."""
+    import json
+    import os
+    import socket
+    import subprocess
+    from tests.devutil import ROOT
+    silent = socket.socket()
+    silent.bind(('127.0.0.1', 0))
+    silent.listen(1)
+    got = []
+    import paho.mqtt.client as pm
+    sub = paho_client('watcher', clean=True)
+    sub.on_message = lambda cl, u, m: got.append((m.topic, bytes(m.payload)))
+    sub.connect('127.0.0.1', mosquitto.port)
+    sub.subscribe('t/r/b1', 1)
+    sub.loop_start()
+    try:
+        p = subprocess.run(['micropython', '-c', BOARD_CLIENT % (mosquitto.port, silent.getsockname()[1])],
+                           capture_output=True, text=True, timeout=60, cwd=ROOT)
+        assert p.returncode == 0, p.stderr + p.stdout
+        out = json.loads(p.stdout.strip().splitlines()[-1])
+        from tests.devutil import wait_for
+        wait_for(lambda: got, 10, 'the board\'s publish at the watcher')
+    finally:
+        sub.disconnect()
+        sub.loop_stop()
+        silent.close()
+    assert out['first'] is False and out['again'] is True      # the session was kept
+    assert out['acked'] == []
+    # (its own publish comes back too: MQTT 3.1.1 has no no-local; net/broker.py drops it)
+    assert sorted(map(tuple, out['got'])) == [('t/f/1', 'retained one'), ('t/r/b1', 'mine'), ('t/r/x', None),
+                                              ('t/r/y', 'queued')]
+    assert out['skipped'] == 1
+    assert got == [('t/r/b1', b'mine')]
+    assert 'out of time' in out['silent'] and 600 <= out['silent_ms'] < 2000, out
+
+
+# -- boards set up with the product's commands, syncing through the broker ---------
+
+HEAP = '192K'     # a signed sync on the 64-bit unix port (docs/wifi.md#budgets-and-limits)
+
+
+def deploy_boards(c, tmp_path, broker, ids):
+    """`companion vboard` + `companion deploy PORT --mqtt URL` (no --wifi: the
+    unix board is on the network), then one serial sync each: the board's
+    clock and the fleet's host list, as a user does after deploying."""
+    boards = {}
+    for b in ids:
+        vb = c.vboard('--id', b, '--flash', str(tmp_path / b), '--heap', HEAP)
+        vb.flash = str(tmp_path / b)
+        boards[b] = vb
+    for b in ids:
+        out = c('deploy', boards[b].path, '--id', b, '--mqtt', broker.url, '-q')
+        assert 'syncs through %s' % broker.url in out and 'syncs on port' not in out, out
+    for b in ids:
+        assert c('sync', boards[b].path, '-q').startswith('synced ' + b)
+    return boards
+
+
+def mqtt_results(c, url, inst, n=1, timeout=60):
+    """`companion sync mqtt://...` until `n` results of instance `inst` are in."""
+    from tests.devutil import wait_for
+
+    def back():
+        c('sync', url)
+        rows = [r for r in c.json('results') if r['instance'] == inst]
+        return rows if len(rows) >= n else None
+    return wait_for(back, timeout, '%d result(s) of %s through the broker' % (n, inst), every=1)
+
+
+def first_draws(c, jid, ids, ticks=64):
+    """For an `any` job: the first tick at which each board's draw fires
+    (plan.draw with the board's own seed, its secret: the core's rule, not a
+    copy of it)."""
+    from companion.fleet.folder import Fleet, device_secret
+    from sporadic.core import plan
+    f = Fleet(c.dir)
+    job = [j for j in f.jobs() if j.id == jid][0]
+    out = {}
+    for b in ids:
+        rnd = plan.hash_rnd(device_secret(f, b))
+        out[b] = next((i for i in range(ticks) if plan.draw(rnd, job, 0, b, i)), ticks)
+    return out
+
+
+@pytest.mark.slow
+def test_three_boards_get_the_jobs_run_single_run_jobs_once_and_a_sleeper_catches_up(
+        fleet_cli, tmp_path, mosquitto):
+    from tests.devutil import actlog, wait_for
+    c = fleet_cli
+    ids = ['b1', 'b2', 'b3']
+    c('init')
+    boards = deploy_boards(c, tmp_path, mosquitto, ids)
+    j_each = c('add', 'each +20s log hello ; within=10m').strip()
+    j_one = c('add', 'one +20s log onlyone ; within=10m grace=30s').strip()
+    # an `any` job whose first draw is one board's alone, the next board's 3
+    # ticks later: the broker, not luck, keeps the others from running it
+    # (a board takes what the fleet published at least every 5 s)
+    while True:
+        j_any = c('add', 'any:0.3 +20s log anyone ; within=10m tick=5s').strip()
+        d = sorted(first_draws(c, j_any, ids).values())
+        if d[0] < 6 and d[1] - d[0] >= 3:
+            break
+        c('cancel', j_any)
+    out = c('sync', mosquitto.url)
+    assert 'published' in out, out
+    # no companion online from here: the jobs reach the boards through the broker
+    wait_for(lambda: all(actlog(boards[b].flash).get(j_each + '.0') for b in ids), 90,
+             'the each job run on all three boards')
+    wait_for(lambda: any(actlog(boards[b].flash).get(j_one + '.0') for b in ids), 60, 'the one job run')
+    wait_for(lambda: any(actlog(boards[b].flash).get(j_any + '.0') for b in ids), 90, 'the any job run')
+    # past the next rank's grace (one) and the other boards' first draws (any)
+    from companion.fleet.folder import Fleet
+    jobs = {j.id: j for j in Fleet(c.dir).jobs()}
+    from sporadic.core import plan
+    last = max(plan.due(jobs[j_one], 0) + 2 * 30, plan.due(jobs[j_any], 0) + (d[1] + 3) * 5)
+    wait_for(lambda: time.time() > last + 5, last + 10 - time.time() if last + 10 > time.time() else 1,
+             'the other boards\' turn passed', every=0.5)
+    assert sum(actlog(boards[b].flash).get(j_one + '.0', 0) for b in ids) == 1
+    assert sum(actlog(boards[b].flash).get(j_any + '.0', 0) for b in ids) == 1
+    # the records come up through the broker: every board's, verified, no duplicate
+    rows = mqtt_results(c, mosquitto.url, j_each + '.0', 3)
+    assert {r['host'] for r in rows if r['outcome'] == 'ok'} == set(ids) and all(r['verified'] for r in rows)
+    assert len(mqtt_results(c, mosquitto.url, j_one + '.0')) == 1
+    assert len(mqtt_results(c, mosquitto.url, j_any + '.0')) == 1
+    assert c.json('status')['duplicates'] == {}
+
+    # b3 sleeps (stopped) while the fleet moves on, past its session: the
+    # broker forgets it (a client connecting clean with its id ends the
+    # session, as an expiry does); at its next wake it subscribes again and
+    # the retained snapshot brings it everything
+    boards['b3'].stop()
+    j_late = c('add', 'each +15s log late ; within=10m').strip()
+    c('sync', mosquitto.url)
+    wait_for(lambda: all(actlog(boards[b].flash).get(j_late + '.0') for b in ('b1', 'b2')), 90,
+             'the late job on b1 and b2')
+    import paho.mqtt.client as pm
+    k = paho_client('sporadic-b3', clean=True)
+    k.connect('127.0.0.1', mosquitto.port)
+    k.disconnect()
+    b3 = c.vboard('--id', 'b3', '--flash', str(tmp_path / 'b3'), '--heap', HEAP)
+    wait_for(lambda: actlog(str(tmp_path / 'b3')).get(j_late + '.0'), 90, 'the late job on b3 after its sleep')
+    rows = mqtt_results(c, mosquitto.url, j_late + '.0', 3)
+    assert {r['host'] for r in rows} == set(ids)
+
+
+def publish(port, msgs):
+    """A stranger on the broker: publishes (topic, text, retain) at QoS 1."""
+    c = paho_client('stranger-%d' % time.monotonic_ns())
+    c.connect('127.0.0.1', port)
+    c.loop_start()
+    try:
+        for topic, text, keep in msgs:
+            c.publish(topic, text.encode(), qos=1, retain=keep).wait_for_publish(10)
+    finally:
+        c.disconnect()
+        c.loop_stop()
+
+
+@pytest.mark.slow
+def test_broker_down_restarted_and_hostile_publishers(fleet_cli, tmp_path, mosquitto):
+    from tests.devutil import CLI, actlog, wait_for
+    c = fleet_cli
+    ids = ['b1', 'b2']
+    c('init')
+    boards = deploy_boards(c, tmp_path, mosquitto, ids)
+    j = c('add', 'each +10s log tick ; every=10s within=10s').strip()
+    c('sync', mosquitto.url)
+    wait_for(lambda: all(actlog(boards[b].flash).get(j + '.0') for b in ids), 90, 'the job on both boards')
+
+    # the broker down: the jobs run on their own clock; the companion says so in one line
+    mosquitto.stop()
+    ran = lambda: sorted(i for i in actlog(boards['b1'].flash) if i.startswith(j + '.'))
+    before = len(ran())
+    wait_for(lambda: len(ran()) >= before + 3, 60, 'three more runs on b1 with the broker down', every=0.5)
+    p = c.run('sync', mosquitto.url, ok=False)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and 'cannot connect' in p.stderr, p
+    # back: what b1 ran meanwhile goes up
+    mosquitto.start()
+    down = ran()
+
+    def all_up():
+        c('sync', mosquitto.url)
+        have = {r['instance'] for r in c.json('results') if r['host'] == 'b1'}
+        return set(down) <= have
+    wait_for(all_up, 60, 'the runs made with the broker down, in the fleet', every=1)
+
+    # restarted mid-way: b2 asleep, a job published (retained, and queued in
+    # b2's session), the broker restarted; b2 wakes and runs it
+    boards['b2'].stop()
+    late = c('add', 'each +15s log late ; within=10m').strip()
+    c('sync', mosquitto.url)
+    mosquitto.stop()
+    mosquitto.start()
+    c.vboard('--id', 'b2', '--flash', boards['b2'].flash, '--heap', HEAP)
+    wait_for(lambda: actlog(boards['b2'].flash).get(late + '.0'), 90, 'the late job on b2 after the restart')
+    assert {r['host'] for r in mqtt_results(c, mosquitto.url, late + '.0', 2)} == set(ids)
+
+    # hostile publishers: a forged result for a `one` job (a ghost host), an
+    # unsigned job, another fleet's signed job, and b1's old records replayed
+    guard = c('add', 'one +25s log guarded ; within=10m grace=30s').strip()
+    c('sync', mosquitto.url)
+    other = CLI(str(tmp_path / 'other'))
+    other('init')
+    alien = other('add', 'each +5s log alien ; within=10m').strip()
+    with open(str(tmp_path / 'other' / 'jobs.txt')) as f:
+        alien_lines = [l for l in f.read().splitlines() if l.startswith('.b ') or l.startswith(alien)]
+    from sporadic.core import jobline
+    unsigned = jobline.canonical('each 2026-12-01T00:00Z log evil ; every=10s')
+    evil = unsigned.split(' ', 1)[0]
+    with open(str(tmp_path / 'fleet' / 'results.txt')) as f:
+        mine = [l for l in f.read().splitlines() if l.startswith(j) and ' r b1 ' in l]
+    forged = '%s r ghost 0 %d ok 0123456789abcdef done' % (guard, int(time.time()))
+    pre = c('sync', mosquitto.url).split('(', 1)[1].split(')', 1)[0]
+    publish(mosquitto.port, [(pre + '/r/ghost', forged + '\n', False),
+                             (pre + '/f/u0', unsigned + '\n', True),
+                             (pre + '/f/99999999', '\n'.join(alien_lines) + '\n', True),
+                             (pre + '/r/b1', '\n'.join(mine) + '\n', False)])
+    # the guarded job runs all the same, once; nothing of the strangers' runs
+    wait_for(lambda: sum(actlog(boards[b].flash).get(guard + '.0', 0) for b in ids) == 1, 90,
+             'the one job run despite the forged result')
+    reported = set()
+
+    def reports():
+        out = c('sync', mosquitto.url)
+        reported.update(l for l in out.splitlines() if l.startswith(('reported:', 'refused from the broker:')))
+        return all(any(w in l for l in reported) for w in ('unknown host ghost', 'not signed', 'unknown key'))
+    wait_for(reports, 60, 'the refusals reported (%s)' % reported, every=1)
+    assert any(l.startswith('reported: b1 refused') for l in reported), reported
+    assert any(l.startswith('refused from the broker:') and 'ghost' in l for l in reported), reported
+    for b in ids:
+        a = actlog(boards[b].flash)
+        assert not [i for i in a if i.startswith((evil, alien))], a
+    rows = c.json('results')
+    assert not [r for r in rows if r['host'] == 'ghost'], rows
+    dup = [r for r in rows if r['host'] == 'b1' and r['instance'] == j + '.0']
+    assert len({(r['at'], r['outcome']) for r in dup}) == len(dup)      # the replay added nothing
+    st = c.json('status')
+    assert st['duplicates'] == {}
+    # in the fleet's quarantine: what the companion refused, and what the boards reported
+    q = open(str(tmp_path / 'fleet' / 'quar.txt')).read()
+    assert 'mqtt: ' in q and 'reported by b1: ' in q and st['quarantine']['count'] >= 3, q
+
+
+def test_two_fleet_folders_on_one_broker_converge(tmp_path, mosquitto):
+    """Two clones of a fleet folder (as git makes them), each adding a job,
+    each syncing with the broker: both end with the same job file."""
+    import shutil
+    from tests.devutil import CLI
+    a = CLI(str(tmp_path / 'a'))
+    a('init')
+    a('add', 'each +1h log first ; within=10m')
+    a('sync', mosquitto.url)             # the fleet's snapshot, retained
+    shutil.copytree(a.dir, str(tmp_path / 'b'))
+    b = CLI(str(tmp_path / 'b'))
+    ja = a('add', 'each +2h log from-a ; within=10m').strip()
+    jb = b('add', 'each +3h log from-b ; within=10m').strip()
+    out = a('sync', mosquitto.url)
+    assert 'published' in out
+    b('sync', mosquitto.url)
+    a('sync', mosquitto.url)
+    read = lambda c: open(str(tmp_path / c / 'jobs.txt')).read()
+    assert read('a') == read('b')
+    assert ja in read('a') and jb in read('a')
+    # converged: a sync now publishes nothing new
+    assert 'published 0 of' in a('sync', mosquitto.url)
+    assert 'published 0 of' in b('sync', mosquitto.url)
+
+
+def test_broker_mistakes_are_one_line(tmp_path, reserve_ports):
+    from tests.devutil import CLI
+    c = CLI(str(tmp_path / 'fleet'))
+    c('init')
+    dead, = reserve_ports(1)      # bound, not listening: nothing answers there
+    cases = [
+        (('sync', 'mqtt://127.0.0.1:%d' % dead), 'cannot connect'),
+        (('sync', 'mqtt://'), 'no host'),
+        (('serve', '--mqtt', 'http://x'), 'want mqtt://'),
+        (('image', '--board', 'esp32', '--id', 'e1', '-o', str(tmp_path / 'e.bin'), '--mqtt', 'mqtt://h'),
+         'reaches its broker over Wi-Fi: add --wifi'),
+        (('image', '--board', 'unix', '--id', 'u1', '-o', str(tmp_path / 'u.bin'), '--mqtt-user', 'x'),
+         '--mqtt-user goes with --mqtt'),
+        (('sync', 'mqtt://h:99999'), 'port'),
+    ]
+    for argv, want in cases:
+        p = c.run(*argv, ok=False)
+        assert p.returncode == 2, (argv, p.stdout, p.stderr)
+        err = p.stderr.strip().splitlines()
+        assert len(err) == 1 and want in err[0] and 'Traceback' not in p.stderr, (argv, p.stderr)
+
+
+def test_out_of_memory_in_a_signature_check_is_not_a_bad_signature(monkeypatch, tmp_path):
+    """A batch taken from the broker in a full heap must be checked again
+    later, not quarantined as forged: rsa.verify lets a MemoryError through
+    (the broker does not send a message it was acknowledged for again)."""
+    from companion.fleet import keys
+    from sporadic.core import batch, rsa
+    from tests.devutil import CLI
+    d = str(tmp_path)
+    c = CLI(d + '/fleet')
+    c('init')
+    c('add', 'each +1h log x ; within=10m')
+    rec = [l for l in open(d + '/fleet/jobs.txt').read().splitlines() if l.startswith('.b ')][-1]
+    pub = keys.load_pub(d + '/fleet')
+    assert batch.Verifier([pub], 0).add_batch(rec) is None
+
+    def full(*a):
+        raise MemoryError('memory allocation failed')
+    monkeypatch.setattr(rsa, '_pow', full)
+    with pytest.raises(MemoryError):
+        batch.Verifier([pub], 0).add_batch(rec)
+
+
+@pytest.mark.slow
+def test_a_board_and_the_companion_on_a_tls_broker(fleet_cli, tmp_path, reserve_ports):
+    """mqtts:// with --mqtt-ca: the board (MicroPython's ssl) and the
+    companion (paho) check the broker's certificate; a job goes down and its
+    result comes up over TLS; a board given another CA never connects."""
+    from tests.broker import mosquitto_path
+    from tests.certs import make_certs
+    from tests.devutil import actlog, wait_for
+    if mosquitto_path() is None:
+        pytest.skip('mosquitto not installed (Debian: apt-get install mosquitto)')
+    certs = make_certs(str(tmp_path / 'certs'))
+    plain, tls = reserve_ports(2)
+    broker = Mosquitto(str(tmp_path / 'broker'), plain,
+                       extra='listener %d 127.0.0.1\ncafile %s\ncertfile %s\nkeyfile %s\n'
+                             % (tls, certs['ca.pem'], certs['server.pem'], certs['server.key'])).start()
+    try:
+        c = fleet_cli
+        c('init')
+        url = 'mqtts://127.0.0.1:%d' % tls
+        vb = c.vboard('--id', 'b1', '--flash', str(tmp_path / 'b1'), '--heap', HEAP)
+        vbad = c.vboard('--id', 'b2', '--flash', str(tmp_path / 'b2'), '--heap', HEAP)
+        assert 'syncs through ' + url in c('deploy', vb.path, '--id', 'b1', '--mqtt', url,
+                                           '--mqtt-ca', certs['ca.pem'], '-q')
+        # b2 trusts another CA (the server's own certificate is no CA)
+        c('deploy', vbad.path, '--id', 'b2', '--mqtt', url, '--mqtt-ca', certs['server.pem'], '-q')
+        for v in (vb, vbad):
+            c('sync', v.path, '-q')
+        j = c('add', 'each +10s log secure ; within=10m').strip()
+        out = c('sync', url, '--mqtt-ca', certs['ca.pem'])
+        assert 'published' in out, out
+        wait_for(lambda: actlog(str(tmp_path / 'b1')).get(j + '.0'), 90, 'the job on b1 over TLS')
+        rows = []
+
+        def back():
+            c('sync', url, '--mqtt-ca', certs['ca.pem'])
+            rows[:] = [r for r in c.json('results') if r['instance'] == j + '.0']
+            return rows
+        wait_for(back, 60, 'b1\'s result over TLS', every=1)
+        assert {r['host'] for r in rows} == {'b1'} and all(r['verified'] for r in rows)
+        assert not actlog(str(tmp_path / 'b2')).get(j + '.0')      # never reached the broker
+        p = c.run('sync', url, '--mqtt-ca', certs['server.pem'], ok=False)
+        assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    finally:
+        broker.stop()
