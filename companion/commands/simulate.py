@@ -9,7 +9,7 @@ from sporadic.core.timefmt import format_duration
 from companion.errors import UserError
 from companion.simulate.scenario import load
 from companion.simulate.parallel import simulate
-from companion.simulate.report import _r
+from companion.simulate.report import rounded
 from companion.simulate.output import text, sweep_text, plot
 
 
@@ -51,7 +51,7 @@ def sweep_values(spec, steps):
                 out.append(v)
         return [format_duration(v) for v in out]
     lo, hi = float(a), float(b)
-    return [_r(lo + (hi - lo) * i / (steps - 1)) if steps > 1 else lo for i in range(steps)]
+    return [rounded(lo + (hi - lo) * i / (steps - 1)) if steps > 1 else lo for i in range(steps)]
 
 
 def _nice(v):
