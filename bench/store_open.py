@@ -57,7 +57,7 @@ if CASE == 'size_only':
         # the store's old check: jobs.ok held the size alone
         ok = open('jobs.ok').read()
         return ok if int(ok.split()[0]) == store.size(path) else None
-    from sporadic.core import stamp
+    from sporadic.device import stamp
     stamp.file_stamp = size_only
 peak = [0]
 if CASE[:5] == 'heap_':
@@ -68,7 +68,7 @@ if CASE[:5] == 'heap_':
             peak[0] = a
     store.feed = sample
 if CASE == 'digest':
-    from sporadic.core import stamp
+    from sporadic.device import stamp
 gc.collect()
 base = gc.mem_alloc()
 t = time.time_ns()

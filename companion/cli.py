@@ -105,36 +105,6 @@ def cmd_check(args):
     return 1 if errors else 0
 
 
-def _zone_time(job, t):
-    # "2026-03-30T06:00 Europe/Berlin": the job's zone clock at UTC instant t
-    from sporadic.core import calendar
-    return format_time(calendar.local_time(job.cal.s, t))[:-1] + ' ' + (job.cal.tz or 'UTC')
-
-
-def _positions(args, hosts, job, placed):
-    """[(pos, {host})] for a sun job: --lat/--lon for every host, else each host's
-    position from the plan file's host list (`.h HOST SINCE LAT LON`, written by
-    deploy/image/flash --lat --lon), else from devices/HOST.json of the fleet folder."""
-    if args.lat is not None:
-        return [((args.lat, args.lon), set(hosts))]
-    from companion.fleet.folder import Fleet
-    fleet = Fleet(args.fleet)
-    out = []
-    for h in hosts:
-        if not plan.eligible(job, h):
-            continue
-        pos = placed.get(h)
-        if pos is None:
-            info = fleet.device(h) if os.path.isdir(fleet.dir) else None
-            if info and info.get('lat') is not None:
-                pos = (info['lat'], info['lon'])
-        if pos is None:
-            raise UserError('job %s (at=%s) needs the position of %s: deploy it with --lat --lon, '
-                            'or give plan --lat --lon' % (job.id, job.cal.at, h))
-        out.append((pos, {h}))
-    return out
-
-
 def fleet_signed(args):
     """merge's `signed` test in a signed fleet folder (--fleet, or where git
     runs its merge driver), from the files' batch records; else None."""
@@ -192,26 +162,8 @@ def cmd_plan(args):
     t_until = parse_when(args.until)
     if t_until <= t_from:
         raise UserError('--until must be after --from')
-    rows = []
-    try:
-        for j in jobs:
-            sun = j.cal is not None and j.cal.sun()
-            # a sunrise/sunset job: each host at its own position
-            for pos, hs in (_positions(args, hosts, j, placed) if sun else [(None, hosts)]):
-                plan.position = pos
-                for row in schedule.schedule(j, hosts, t_from, t_until, limit=args.limit):
-                    if row['host'] in hs:
-                        row['command'] = ' '.join(j.words)
-                        if pos is not None:   # where the host's sun was computed
-                            row['lat'], row['lon'] = pos
-                        if j.cal is not None:
-                            row['local'] = _zone_time(j, row['at'])
-                        rows.append(row)
-    except ValueError as e:
-        raise UserError(str(e))
-    finally:
-        plan.position = None
-    rows.sort(key=lambda r: (r['at'], r['instance'], r.get('rank', 0), r['host']))
+    from companion.fleet.queries import plan_rows
+    rows = plan_rows(jobs, hosts, t_from, t_until, args.limit, placed, args.lat, args.lon, args.fleet)
     if args.json:
         for r in rows:
             r['time'] = format_time(r['at'])
@@ -239,6 +191,21 @@ def cmd_plan(args):
                                            (r['instance'], host, state, r['command'])))
     console().print(t)
     return 0
+
+
+def cmd_ui(args):
+    """The fleet folder as a read-only local web page (companion/ui/)."""
+    from companion.fleet.folder import Fleet
+    from companion.ui import server
+    f = Fleet(args.fleet).require()
+    if not 0 <= args.port < 65536:
+        raise UserError('--port %d: want a port number 1..65535 (0: one the system chooses)' % args.port)
+    if args.seconds is not None and args.seconds <= 0:
+        raise UserError('--for %g: want a number of seconds above 0' % args.seconds)
+    try:
+        return server.serve(f.dir, args.host, args.port, args.seconds)
+    except OSError as e:
+        raise UserError('cannot listen on %s:%d: %s' % (args.host, args.port, e.strerror or e)) from None
 
 
 # -- wiring -------------------------------------------------------------------
@@ -315,6 +282,13 @@ def build_parser(core_only=False, verb=None):
         from companion.fleet.queries import add_position_args
         add_position_args(s)
     s.set_defaults(func=cmd_plan)
+
+    s = sub.add_parser('ui', help='the fleet as a read-only page in your browser (http://127.0.0.1:8370/)')
+    s.add_argument('--port', type=int, default=8370, help='TCP port (default 8370; 0: one the system chooses)')
+    s.add_argument('--host', default='127.0.0.1',
+                   help='address to listen on (default 127.0.0.1: this machine only; another one on purpose only)')
+    s.add_argument('--for', dest='seconds', type=float, default=None, help='stop after this many seconds')
+    s.set_defaults(func=cmd_ui)
 
     for mod, fn in () if core_only else EXTERNAL:
         try:

@@ -196,3 +196,162 @@ def test_every_module_says_what_it_is():
         if not said:
             missing.append(os.path.relpath(path, ROOT))
     assert missing == []
+
+
+# ---- #30: the firmware's shape, function-level imports included ----
+# (appended as their own functions: the companion's checks are above)
+
+def all_modules(top, package):
+    """{module name: path} of every .py under top (subpackages included)."""
+    out = {}
+    for d, dirs, names in os.walk(top):
+        dirs[:] = sorted(x for x in dirs if x not in ('node_modules', '__pycache__') and not x.startswith('.'))
+        for n in names:
+            if n.endswith('.py'):
+                rel = os.path.relpath(os.path.join(d, n), top)[:-3].split(os.sep)
+                if rel[-1] == '__init__':
+                    rel = rel[:-1]
+                out['.'.join([package] + rel)] = os.path.join(d, n)
+    return out
+
+
+# Function-level imports that split a module for MicroPython's heap: the
+# importer loads its part only on the path that needs it, and the part builds
+# on the importer. (importer, part): what the part is for. Every other
+# import, at module level or inside a function, is an edge of the DAG.
+# Strict: an entry whose import is gone, or has moved to module level, fails.
+HEAP_SPLITS = {
+    ('sporadic.core.jobline', 'sporadic.core.jobtext'):
+        "jobline.py: the parser a board's loop holds; jobtext.py: its rare half "
+        "(error messages, job text written back, ids, assignments), loaded on first use",
+    ('sporadic.device.store', 'sporadic.device.recover'):
+        "the store's recovery at open: loaded for the open only, then dropped",
+    ('sporadic.device.store', 'sporadic.device.storesync'):
+        "the store's sync-time half (receive, trust, outbox, re-import): the loop never loads it",
+    ('sporadic.device.store', 'sporadic.device.stamp'):
+        "hashing the store's files: compact() loads it only to check a jobs.txt "
+        "the open took on the wake index's word",
+}
+
+
+def test_firmware_imports_form_a_dag_function_level_included():
+    graph = import_graph(sporadic_modules(), module_level_only=False)
+    top = import_graph(sporadic_modules(), module_level_only=True)
+    for a, b in HEAP_SPLITS:
+        assert b in graph[a], '%s no longer imports %s: delete it from HEAP_SPLITS' % (a, b)
+        assert b not in top[a], '%s imports %s at module level: no heap split' % (a, b)
+        graph[a].remove(b)
+    cycle = find_cycle(graph)
+    assert cycle is None, 'import cycle in firmware/sporadic/: ' + ' -> '.join(cycle)
+
+
+def private_uses(modules):
+    """('path:line', module X, name) for each `from X import _name` and
+    `X._name` where X is another module of `modules`."""
+    found = []
+    for name, path in sorted(modules.items()):
+        tree = parse(path)
+        is_package = path.endswith('__init__.py')
+        alias = {}     # local name -> a module of `modules`
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = name.split('.') if is_package else name.split('.')[:-1]
+                    base = base[:len(base) - (node.level - 1)]
+                    pkg = '.'.join(base + ([node.module] if node.module else []))
+                else:
+                    pkg = node.module
+                for a in node.names:
+                    full = pkg + '.' + a.name
+                    if full in modules:
+                        alias[a.asname or a.name] = full
+                    elif pkg in modules and pkg != name and a.name[:1] == '_' and a.name[:2] != '__':
+                        found.append(('%s:%d' % (os.path.relpath(path, ROOT), node.lineno), pkg, a.name))
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.asname and a.name in modules:
+                        alias[a.asname] = a.name
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr[:1] == '_' and node.attr[:2] != '__':
+                v = node.value
+                target = alias.get(v.id) if isinstance(v, ast.Name) else None
+                if target is None:   # sporadic.device.store._write
+                    parts = []
+                    while isinstance(v, ast.Attribute):
+                        parts.append(v.attr)
+                        v = v.value
+                    if isinstance(v, ast.Name):
+                        dotted = '.'.join([v.id] + parts[::-1])
+                        target = dotted if dotted in modules else None
+                if target is not None and target != name:
+                    found.append(('%s:%d' % (os.path.relpath(path, ROOT), node.lineno), target, node.attr))
+    return found
+
+
+# The companion's own (helper `layout`'s part of #30), as (module's last
+# name, private name). Strict: once one is gone, delete it here.
+PENDING_PRIVATE = {('image', '_parse_size'), ('scenario', '_time'), ('report', '_r'),
+                   ('relay', '_heap_arg'), ('relay', '_size_arg')}
+
+
+def test_no_module_uses_another_modules_private_names():
+    modules = dict(all_modules(os.path.join(FIRMWARE, 'sporadic'), 'sporadic'))
+    modules.update(all_modules(COMPANION, 'companion'))
+    found = private_uses(modules)
+    seen = {(mod.rpartition('.')[2], attr) for _, mod, attr in found}
+    left = ['%s: %s.%s' % f for f in found if (f[1].rpartition('.')[2], f[2]) not in PENDING_PRIVATE]
+    assert left == []
+    assert PENDING_PRIVATE <= seen, 'no longer used, delete from PENDING_PRIVATE: %s' % (PENDING_PRIVATE - seen)
+
+
+def test_the_private_name_check_sees_both_forms(tmp_path):
+    # the checker itself: both forms across modules are found, a module's own are not
+    (tmp_path / 'a.py').write_text('_x = 1\n')
+    (tmp_path / 'b.py').write_text('from p.a import _x\nimport p.a as a\nprint(a._x)\n_y = 2\n_y\n')
+    found = private_uses({'p.a': str(tmp_path / 'a.py'), 'p.b': str(tmp_path / 'b.py')})
+    assert [f[1:] for f in found] == [('p.a', '_x'), ('p.a', '_x')]
+    assert [f[0].rpartition(':')[2] for f in found] == ['1', '3']
+
+
+def test_no_firmware_module_over_500_lines():
+    long = []
+    for path in sorted(all_modules(os.path.join(FIRMWARE, 'sporadic'), 'sporadic').values()):
+        with open(path, encoding='utf-8') as f:
+            n = sum(1 for _ in f)
+        if n > 500:
+            long.append('%s: %d lines' % (os.path.relpath(path, ROOT), n))
+    assert long == []
+
+
+def test_core_does_no_io_of_its_own():
+    # docs/architecture.md: core/ imports nothing of device/, net/ or desktop/
+    # and no port module, and opens no file (recon.file_source, the one
+    # exception, streams files for tests and benches: ALLOWED_OPEN)
+    ports = {'os', 'time', 'board', 'machine', 'socket', 'network', 'select', 'esp', 'rp2'}
+    bad = []
+    core = sporadic_modules()
+    for name, path in sorted(core.items()):
+        if not name.startswith('sporadic.core'):
+            continue
+        tree = parse(path)
+        for t in imported_names(tree, name, path.endswith('__init__.py'), False):
+            if t.split('.')[0] in ports or t.startswith(('sporadic.device', 'sporadic.net', 'sporadic.desktop')):
+                bad.append('%s imports %s' % (name, t))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == 'open' \
+                    and (name, _enclosing(tree, node)) not in ALLOWED_OPEN:
+                bad.append('%s:%d opens a file' % (name, node.lineno))
+    assert bad == []
+
+
+ALLOWED_OPEN = {('sporadic.core.recon', 'file_source')}
+
+
+def _enclosing(tree, target):
+    # the name of the module-level function holding `target`
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            for sub in ast.walk(node):
+                if sub is target:
+                    return node.name
+    return None

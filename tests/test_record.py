@@ -310,6 +310,7 @@ def _bad_args(tmp):
                    ['deploy', no, '--sync-port', '0'], ['deploy', no, '--peer', 'nocolon']],
         'net': [['net', '127.0.0.1:1', '--timeout', '1']],
         'sync': [['sync', no], ['sync', '127.0.0.1:1']],
+        'ui': [['ui', '--port', '99999'], ['ui', '--for', '-1'], ['--fleet', no, 'ui'], ['ui', '--host', '999.1.1.1']],
         'serve': [['serve', '--port', '99999'], ['serve', '--bind', '999.1.1.1'], ['serve', '--for', '-1']],
         'vboard': [['vboard', '--heap', 'zz'], ['vboard', '--env', 'X'], ['vboard', '--clock-scale', '-1'],
                    ['vboard', '--flash', '/proc/sporadic-no'], ['vboard', '--board', 'nosuch'],

@@ -70,17 +70,18 @@ def idle_hours(tmp, capsys, n):
         _wait(lambda: any(p.startswith('/out/') for p in _files(vb)), 600, 'a compaction of the runs')
         end = vb.stats(60)['instructions']
         _wait(lambda: [m for m in vb.stats(60)['sleep_marks'] if m > end], 600, 'the sleep after the runs')
-        idx = flash_snapshot(vb.flash).get('/wake.idx', b'')
+        idx = _wait(lambda: _files(vb), 120, 'a readable flash').get('/wake.idx', b'')
         assert idx.startswith(b'w2 '), idx
         since = vb.set_unpaced(True)
         last = _wait(lambda: (lambda s: s if s['emulated_s'] - since['emulated_s'] >= HOURS * 3600 else None)(
             vb.stats(60)), 900, '%.0f emulated hours' % HOURS)
         vb.set_unpaced(False)
+        files = _wait(lambda: _files(vb), 120, 'a readable flash')
         hours = (last['emulated_s'] - since['emulated_s']) / 3600
         return {'instructions_per_hour': (last['instructions'] - since['instructions']) / hours,
                 'boots': last['boots'] - since['boots'], 'index_before': idx,
-                'index_after': flash_snapshot(vb.flash).get('/wake.idx', b''),
-                'jobs_bytes': len(flash_snapshot(vb.flash)['/jobs.txt'])}
+                'index_after': files.get('/wake.idx', b''),
+                'jobs_bytes': len(files['/jobs.txt'])}
     finally:
         vb.stop()
 

@@ -41,7 +41,7 @@ def counted(path, torn=False):
             read[0] += 1
         yield l
 store.read_lines = counted
-from sporadic.core import stamp
+from sporadic.device import stamp
 _hash = stamp.file_stamp
 def hashed(path):
     if path.endswith('jobs.txt'):

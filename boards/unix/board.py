@@ -35,7 +35,7 @@ def _env(name, default=None):
 
 STEP = _env('SPORADIC_CLOCK') == 'step'
 
-# The network (net.py, docs/wifi.md): the host's. Several virtual boards share one
+# The network (net/node.py, docs/wifi.md): the host's. Several virtual boards share one
 # machine, so a board listens on loopback (its own sync port) and does not
 # broadcast; SPORADIC_NET_DROP names a file on its flash of board ids it
 # neither hears nor talks to (tests cut a network apart with it).

@@ -80,7 +80,7 @@ def line_fault(raw):
     a blank line)."""
     if merging.fast_match is not None and merging.fast_match(raw) is not None:
         return None
-    line, why = merging._parsed(raw)
+    line, why = merging.parsed(raw)
     if why is None and line is not None and line != raw:
         why = 'not in canonical form (%s)' % line[:60]
     return why
@@ -372,14 +372,22 @@ class Fleet:
     # -- results history -------------------------------------------------------
 
     def results(self):
+        """The results history, parsed (once per version of the file per Fleet object)."""
+        lines = _lines(self.path(RESULTS), False)
+        hit = self.__dict__.get('_results')
+        if hit is not None and hit[0] == _checked.get(self.path(RESULTS), (None,))[0]:
+            return list(hit[1])
         out = []
-        for l in _lines(self.path(RESULTS), False):
+        for l in lines:
             try:
                 r = jobline.parse(l)
             except jobline.ParseError:
                 continue
             if isinstance(r, jobline.Result):
                 out.append(r)
+        key = _checked.get(self.path(RESULTS), (None,))[0]
+        if key is not None:
+            self._results = (key, tuple(out))
         return out
 
     def add_results(self, lines):
@@ -419,10 +427,21 @@ class Fleet:
             raise UserError('the board names itself %r: %s' % (dev_id[:40], e)) from None
         return self.path('devices', dev_id + '.json')
 
+    def _device_file(self, path):
+        """The object of a devices/ID.json, parsed once per version of the file
+        per Fleet object (a fleet page reads every board's several times), as
+        a new dict each time (callers update and save it). FileNotFoundError passes."""
+        key = _stat_key(os.stat(path))
+        cache = self.__dict__.setdefault('_device_files', {})
+        hit = cache.get(path)
+        if hit is None or hit[0] != key:
+            hit = cache[path] = (key, _json(path, _DEVICE_FIX))
+        return dict(hit[1])
+
     def device(self, dev_id):
         p = self._device_path(dev_id)
         try:
-            return _json(p, _DEVICE_FIX)
+            return self._device_file(p)
         except FileNotFoundError:
             return None
 
@@ -432,13 +451,14 @@ class Fleet:
         if os.path.isdir(d):
             for f in sorted(os.listdir(d)):
                 if f.endswith('.json'):
-                    out.append(_json(os.path.join(d, f), _DEVICE_FIX))
+                    out.append(self._device_file(os.path.join(d, f)))
         return out
 
     def save_device(self, info):
         p = self._device_path(info['id'])
         os.makedirs(self.path('devices'), exist_ok=True)
         atomic_write(p, json.dumps(info, indent=1, sort_keys=True) + '\n')
+        self.__dict__.get('_device_files', {}).pop(p, None)
 
 
 def signature_errors(path, lines):
@@ -455,7 +475,7 @@ def signature_errors(path, lines):
     texts = {}      # job id -> line number of its signed job text
     todo = []
     for n, raw in enumerate(lines, 1):
-        line = merging._canonical(raw)[0]
+        line = merging.canonical(raw)[0]
         if line is None or not batch.needs_batch(line):
             continue
         if signed(line):
@@ -535,7 +555,13 @@ def verify_result(fleet, r):
     mac = r.mac
     r.mac = '-'
     try:
-        return hmac.check_result(secret, r.line(), mac)  # the MAC covers the line with '-' in its place
+        line = r.line()
+        seen = fleet.__dict__.setdefault('_verified', {})   # (secret, line, mac): checked once per Fleet
+        key = (secret, line, mac)
+        ok = seen.get(key)
+        if ok is None:
+            ok = seen[key] = hmac.check_result(secret, line, mac)  # the MAC covers the line with '-' in its place
+        return ok
     finally:
         r.mac = mac
 

@@ -3,6 +3,7 @@ folder), deploy, sync, net (through a link) and serve (boards sync to this
 companion). Verbs call the fleet's record operations (companion/fleet/folder.py),
 the sync library (companion/sync/syncer.py) and the core; they never parse bytes
 themselves."""
+import bisect
 import json
 import os
 import sys
@@ -13,7 +14,7 @@ from sporadic.desktop import merging
 from sporadic.core.timefmt import format_time
 from sporadic.core.timeutil import parse_duration
 from companion.errors import UserError, console
-from companion.fleet.folder import Fleet, add_job, cancel_job, verify_result
+from companion.fleet.folder import USER_ACTIONS, Fleet, add_job, cancel_job, verify_result
 from companion.fleet.provision import DEFAULT_SYNC_PORT
 
 
@@ -61,8 +62,10 @@ def cmd_cancel(args):
 
 # -- jobs / results / status ----------------------------------------------------------
 
-def job_states(fleet, now=None):
-    """Per job: its text and, per known device, the latest result it reported."""
+def job_states(fleet, now=None, plan_next=True):
+    """Per job: its text and, per known device, the latest result it reported
+    and (plan_next) what it does next (next_for: one scan of the job file
+    per device; the fleet page leaves it to its planner rows)."""
     now = int(time.time()) if now is None else now
     latest = {}
     for l in fleet.lines():
@@ -70,7 +73,7 @@ def job_states(fleet, now=None):
         if isinstance(r, jobline.Result):
             latest[(r.id, r.host)] = r
     devices = [d['id'] for d in fleet.devices()]
-    nxt = {h: next_for(fleet, h, now) for h in devices}
+    nxt = {h: next_for(fleet, h, now) if plan_next else {} for h in devices}
     out = []
     for j in fleet.jobs():
         per = {}
@@ -84,13 +87,61 @@ def job_states(fleet, now=None):
                 per[h] = {'outcome': 'pending'}
             per[h]['next'] = nxt[h].get(j.id)
         k = plan.newest(j, now)
-        out.append({'job': j.id, 'line': j.text(), 'type': j.kind, 'current_instance': k,
+        out.append({'job': j.id, 'line': j.text(), 'words': job_words(j), 'type': j.kind, 'current_instance': k,
                     'next_due': _next_due(j, k, now), 'devices': per})
         if j.roll is not None:
             out[-1]['rollout'] = rollout_state(j, latest, fleet.hosts(), now)
     for jid in fleet.cancelled():
         out.append({'job': jid, 'line': None, 'type': 'cancelled', 'devices': {}})
     return out
+
+
+DAYS = ('Sunday', 'Monday', 'Tuesday', 'Wednesday', 'Thursday', 'Friday', 'Saturday', 'Sunday')
+MACROS = {'@yearly': 'every 1 January 00:00', '@annually': 'every 1 January 00:00',
+          '@monthly': 'on the 1st of every month 00:00', '@weekly': 'every Sunday 00:00',
+          '@daily': 'every day 00:00', '@midnight': 'every day 00:00', '@hourly': 'every hour'}
+
+
+def job_words(j):
+    """A job line in words: "pump on 30 every weekday 06:00 Europe/Berlin on
+    boards matching pump, within 1h" (what, when, where)."""
+    from sporadic.core.timefmt import format_duration
+    when = _when_words(j, format_duration)
+    if j.kind == 'who' or j.on:
+        who = 'on boards matching %s' % (j.arg if j.kind == 'who' else j.on)
+    else:
+        who = {'each': 'on every board', 'one': 'on one board (ranked; the next after %s)'
+               % format_duration(j.grace) if j.grace else 'on one board',
+               'any': 'on any one board (p=%s a %s tick)' % (j.arg, format_duration(j.tick or 60))}.get(j.kind, j.kind)
+    return '%s %s %s, within %s' % (' '.join(j.words), when, who, format_duration(j.within))
+
+
+def _when_words(j, dur):
+    if j.cal is None:
+        if j.every:
+            return 'every %s from %s' % (dur(j.every), format_time(j.t0))
+        return 'once at %s' % format_time(j.t0)
+    at = j.cal.at
+    zone = j.cal.tz or 'UTC'
+    if at.startswith(('sunrise', 'sunset')):
+        return "at each board's %s" % at
+    if at in MACROS:
+        return '%s %s' % (MACROS[at], zone)
+    f = at.split()
+    if len(f) == 5 and f[0].isdigit() and f[1].isdigit() and f[3] == '*':
+        hm = '%02d:%02d %s' % (int(f[1]), int(f[0]), zone)
+        dom, dow = f[2], f[4]
+        if dom == '*' and dow in ('*', '0-6', '0-7'):
+            return 'every day ' + hm
+        if dom == '*' and dow == '1-5':
+            return 'every weekday ' + hm
+        if dom == '*' and dow in ('0,6', '6,0', '6-7', '6,7'):
+            return 'every weekend day ' + hm
+        if dom == '*' and dow.isdigit() and int(dow) <= 7:
+            return 'every %s %s' % (DAYS[int(dow)], hm)
+        if dow == '*' and dom.isdigit():
+            return 'on day %s of every month %s' % (dom, hm)
+    return 'at "%s" %s' % (at, zone)
 
 
 def next_for(fleet, host, now):
@@ -122,6 +173,72 @@ def _standing(j, host, hosts, tally):
     if j.roll is not None:
         return rollout.wave(j, host, hosts), tuple(tally)
     return None, None
+
+
+def plan_rows(jobs, hosts, t_from, t_until, limit=100000, placed=None, lat=None, lon=None, fleet_dir=None,
+              only=None):
+    """What would run where and when from t_from to t_until, every host up
+    and synced (`companion plan`, the page's next 24 hours): the rows of
+    schedule.schedule for each job over hosts, sorted by time; a sun job's
+    hosts each at their own position (lat/lon for every host, else placed
+    {host: (lat, lon)} from the host list, else devices/HOST.json of the
+    fleet folder at fleet_dir); a calendar job's rows carry its zone's time.
+    only: the rows of these hosts alone (a `one` job is still ranked, a
+    rollout's waves still made, over all hosts; an each/any host's rows do
+    not depend on the others, so only those hosts are scheduled)."""
+    from sporadic.desktop import schedule
+    rows = []
+    only = None if only is None else set(only)
+    try:
+        for j in jobs:
+            sun = j.cal is not None and j.cal.sun()
+            alone = only is not None and j.kind != 'one' and j.roll is None
+            among = sorted(h for h in hosts if h in only) if alone else hosts
+            for pos, hs in (_positions(lat, lon, fleet_dir, among, j, placed or {}) if sun else [(None, among)]):
+                plan.position = pos
+                for row in schedule.schedule(j, among, t_from, t_until, limit=limit):
+                    if row['host'] in hs and (only is None or row['host'] in only):
+                        row['command'] = ' '.join(j.words)
+                        if pos is not None:   # where the host's sun was computed
+                            row['lat'], row['lon'] = pos
+                        if j.cal is not None:
+                            row['local'] = _zone_time(j, row['at'])
+                        rows.append(row)
+    except ValueError as e:
+        raise UserError(str(e))
+    finally:
+        plan.position = None
+    rows.sort(key=lambda r: (r['at'], r['instance'], r.get('rank', 0), r['host']))
+    return rows
+
+
+def _zone_time(job, t):
+    # "2026-03-30T06:00 Europe/Berlin": the job's zone clock at UTC instant t
+    from sporadic.core import calendar
+    return format_time(calendar.local_time(job.cal.s, t))[:-1] + ' ' + (job.cal.tz or 'UTC')
+
+
+def _positions(lat, lon, fleet_dir, hosts, job, placed):
+    """[(pos, {host})] for a sun job: lat/lon for every host, else each host's
+    position from the plan file's host list (`.h HOST SINCE LAT LON`, written by
+    deploy/image/flash --lat --lon), else from devices/HOST.json of the fleet folder."""
+    if lat is not None:
+        return [((lat, lon), set(hosts))]
+    fleet = Fleet(fleet_dir or '.')
+    out = []
+    for h in hosts:
+        if not plan.eligible(job, h):
+            continue
+        pos = placed.get(h)
+        if pos is None:
+            info = fleet.device(h) if os.path.isdir(fleet.dir) else None
+            if info and info.get('lat') is not None:
+                pos = (info['lat'], info['lon'])
+        if pos is None:
+            raise UserError('job %s (at=%s) needs the position of %s: deploy it with --lat --lon, '
+                            'or give plan --lat --lon' % (job.id, job.cal.at, h))
+        out.append((pos, {h}))
+    return out
 
 
 ROLLOUT_STATES = ('ran', 'failed', 'aborted', 'missed', 'waiting')
@@ -234,9 +351,9 @@ def duplicates(fleet):
             if host not in syncs:
                 d = fleet.device(host) or {}
                 syncs[host] = sorted(d.get('syncs') or ([d['last_sync']] if d.get('last_sync') else []))
-            before = [t for t in syncs[host] if t <= at]
+            n = bisect.bisect_right(syncs[host], at)      # its syncs at or before the run
             runs.append({'host': host, 'at': at, 'time': format_time(at), 'outcome': outcome,
-                         'last_sync': before[-1] if before else None})
+                         'last_sync': syncs[host][n - 1] if n else None})
         out[inst] = {'job': inst.split('.')[0], 'type': kind, 'hosts': sorted(r['host'] for r in runs),
                      'runs': runs}
     return out
@@ -363,10 +480,17 @@ def status_rows(fleet, now=None, dups=None):
     now = int(time.time()) if now is None else now
     dups = duplicates(fleet) if dups is None else dups
     rows = []
-    results = fleet.results()
+    by_host = {}
+    for r in fleet.results():
+        by_host.setdefault(r.host, []).append(r)
     quar = quarantine_by_host(fleet)
+    actions_at = _mtime(fleet.path(USER_ACTIONS))
+    dups_of = {}
+    for i, dd in dups.items():
+        for h in set(dd['hosts']):
+            dups_of.setdefault(h, []).append(i)
     for d in fleet.devices():
-        mine = [r for r in results if r.host == d['id']]
+        mine = by_host.get(d['id'], [])
         unverified = [r for r in mine if verify_result(fleet, r) is False]
         st = d.get('status') or {}
         rows.append({
@@ -378,15 +502,82 @@ def status_rows(fleet, now=None, dups=None):
             'missed': sum(1 for r in mine if r.outcome == 'miss'),
             'aborted': sum(1 for r in mine if r.outcome == 'miss' and r.output.startswith('abort')),
             'ok': sum(1 for r in mine if r.outcome == 'ok'),
-            'duplicates': sorted(i for i, dd in dups.items() if d['id'] in dd['hosts']),
+            'duplicates': sorted(dups_of.get(d['id'], ())),
             'unverified_records': len(unverified) + quar.get(d['id'], 0),
             'quarantined': st.get('quarantined'),
             'trust': (st.get('trust') or {}).get('mode'),
             'refusals': (st.get('trust') or {}).get('refusals') or [],
             'clock_refused': (st.get('trust') or {}).get('clock_refused'),
             'recovered': (st.get('store') or {}).get('recovered') or [],
+            'deployed': provisioned_at(d),
+            'usual_interval_s': usual_interval(d.get('syncs') or []),
         })
+        rows[-1]['attention'] = attention(rows[-1], d, now, actions_at)
     return rows
+
+
+def _mtime(path):
+    try:
+        return int(os.stat(path).st_mtime)
+    except OSError:
+        return None
+
+
+def provisioned_at(d):
+    """When the board was last given its files (deploy, image or flash), or None."""
+    t = [d[k] for k in ('deployed', 'imaged', 'flashed') if d.get(k) is not None]
+    return max(t) if t else None
+
+
+def usual_interval(syncs):
+    """A board's usual time between syncs (the median gap of its recorded
+    sync times, seconds), or None with fewer than two syncs on record."""
+    gaps = sorted(b - a for a, b in zip(syncs, syncs[1:]) if b > a)
+    return gaps[len(gaps) // 2] if gaps else None
+
+
+OVERDUE_FACTOR = 2      # not synced in twice its usual interval: late
+
+
+def attention(row, d, now, actions_at=None):
+    """Why a board needs its owner (status_rows' row, its devices/ID.json d):
+    [(kind, text)], kind 'late' (not synced in OVERDUE_FACTOR times its usual
+    interval, or a sync that broke off), 'redeploy' (the fleet's actions.py
+    changed since its deploy; a board of another fleet's key), 'trouble'
+    (refused lines, a refused clock, a recovered store, unverified records);
+    [] when none."""
+    out = []
+    last, every = row['last_sync'], row['usual_interval_s']
+    if last is None:
+        out.append(('late', 'never synced since it was deployed: `companion sync PORT`'))
+    elif every and now - last > OVERDUE_FACTOR * every:
+        out.append(('late', 'not synced for %s, usually every %s' % (duration_text(now - last), duration_text(every))))
+    if last is not None and d.get('complete') is False:
+        out.append(('late', 'its last sync did not finish (it broke off, or runs now): sync it again'))
+    if actions_at is not None and row['deployed'] is not None and actions_at > row['deployed']:
+        out.append(('redeploy', "the fleet's actions.py changed after its deploy: `companion deploy PORT`"))
+    if row['quarantined']:
+        out.append(('trouble', 'refused %d line(s)' % row['quarantined']))
+    if row['clock_refused']:
+        out.append(('trouble', str(row['clock_refused'])))
+    if row['unverified_records']:
+        out.append(('trouble', '%d record(s) in its name do not verify' % row['unverified_records']))
+    for note in row['recovered']:
+        out.append(('trouble', 'store: %s' % note))
+    return out
+
+
+def duration_text(s):
+    """90061 -> '1d 1h', 3600 -> '1h', 42 -> '42s': two units at most."""
+    s = int(s)
+    parts = []
+    for unit, n in (('d', 86400), ('h', 3600), ('m', 60), ('s', 1)):
+        if s >= n or (unit == 's' and not parts):
+            parts.append('%d%s' % (s // n, unit))
+            s %= n
+        if len(parts) == 2:
+            break
+    return ' '.join(parts)
 
 
 def rollout_states(fleet, now=None):
@@ -433,6 +624,10 @@ def cmd_status(args):
                   ('[red]%d[/]' % r['unverified_records']) if r['unverified_records'] else '0')
     c.print(t)
     for r in rows:
+        for kind, why in r['attention']:   # late or due a redeploy (the rest is said below)
+            if kind in ('late', 'redeploy'):
+                from rich.markup import escape
+                c.print('[yellow]%s[/] %s' % (escape(r['id']), escape(why)))
         if r['quarantined']:
             c.print('[yellow]%s refused %d line(s)[/] (trust: %s); last:' % (r['id'], r['quarantined'], r['trust'] or '-'))
             for q in r['refusals']:

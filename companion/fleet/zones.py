@@ -75,7 +75,7 @@ def rule_differs(name, rule, start, end):
     points = {start} | {t for t in _table(name) if start < t < end}
     if z[2] is not None:   # a rule with daylight time: its changes, year by year
         for y in range(civil_from_days(start // 86400)[0], civil_from_days(end // 86400)[0] + 1):
-            points |= {t for t, _, _ in tzrule._transitions(z, y) if start < t < end}
+            points |= {t for t, _, _ in tzrule.transitions(z, y) if start < t < end}
     for t in sorted(points):
         a = int(datetime.datetime.fromtimestamp(t, zi).utcoffset().total_seconds())
         b = tzrule.offset(z, t)

@@ -183,7 +183,7 @@ def _body_digest(line, body_len):
     return h.digest()
 
 
-def _find(seg, d):
+def find_digest(seg, d):
     lo = 0
     hi = len(seg) // DIGEST
     while lo < hi:
@@ -312,7 +312,7 @@ class Verifier:
         """None when a verified batch in the window covers the line."""
         d = line_digest(line)
         for seg in self.segs:
-            if _find(seg[1], d):
+            if find_digest(seg[1], d):
                 return None
         return "not signed: no verified batch covers this line"
 

@@ -2,8 +2,9 @@
 # here, loaded only when such a record is parsed (a board's loop and most syncs never
 # see one). jobline.host_of reads the host. A host moved by a later deploy has several
 # records, all kept by merge (compaction is not taught them: its code is loaded in one
-# block in a sync's fragmented heap); newest() says which one holds.
-from sporadic.core.jobline import ParseError, check_host
+# block in a sync's fragmented heap); key() says which one holds. jobline.parse
+# checks the host id and raises its ParseError with bad()'s reason: this module
+# imports nothing of jobline (jobline loads it).
 
 
 def _degrees(s, limit):
@@ -20,17 +21,17 @@ def _degrees(s, limit):
 
 
 def parse(rest):
-    """What follows '.h ' -> (host, since, lat, lon): a board's id, the time (UTC epoch
-    s) the companion wrote the record, and the position it was deployed at (decimal
-    text, or None). A record without SINCE is -1 (written before positions were)."""
+    """What follows '.h ' -> (host, since, lat, lon): a board's id (as written: jobline
+    checks it), the time (UTC epoch s) the companion wrote the record, and the position
+    it was deployed at (decimal text, or None); None for a record of another form. A
+    record without SINCE is -1 (written before positions were)."""
     f = rest.split(' ')
-    host = check_host(f[0])
+    host = f[0]
     if len(f) == 1:
         return host, -1, None, None
     if len(f) not in (2, 4) or not f[1].isdigit() or str(int(f[1])) != f[1] or (
             len(f) == 4 and not (_degrees(f[2], 90) and _degrees(f[3], 180))):
-        raise ParseError('bad host record %r (.h HOST [SINCE [LAT LON]]: epoch seconds, '
-                         'degrees with at most 5 decimals)' % ('.h ' + rest))
+        return None
     if len(f) == 2:
         return host, int(f[1]), None, None
     return host, int(f[1]), f[2], f[3]
@@ -40,3 +41,9 @@ def key(line):
     """Of one host's records the newest holds: the greatest (SINCE, text); -1 without."""
     f = line.split(' ', 3)
     return (int(f[2]) if len(f) > 2 else -1, line)
+
+
+def bad(rest):
+    """Why parse() refused the record '.h ' + rest."""
+    return ('bad host record %r (.h HOST [SINCE [LAT LON]]: epoch seconds, '
+            'degrees with at most 5 decimals)' % ('.h ' + rest))

@@ -15,7 +15,7 @@ OUTPUT_MAX = const(60)
 # (recon P) carries it whole, as it carries a .b record of ~2.4 KB
 JOB_MAX = const(1024)
 HOST_MAX = const(32)
-_B32 = '0123456789abcdefghijklmnopqrstuv'
+B32 = '0123456789abcdefghijklmnopqrstuv'
 _HOST_CHARS = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:-'
 _OPTS = ' every within on tick grace retry at tz tzr waves wave abort need '
 _OUTCOMES = ('run', 'err', 'miss', 'ok')  # rank order: a later one settles more
@@ -46,7 +46,7 @@ def _jx():
 
 
 def unload():
-    """A board lets jobx and timex go again once a rare path is done (the
+    """A board lets jobtext and timefmt go again once a rare path is done (the
     loop calls this each pass); CPython keeps them."""
     global _x
     import sys
@@ -98,7 +98,7 @@ def is_id(s):
     if len(s) != ID_LEN:
         return False
     for c in s:
-        if c not in _B32:
+        if c not in B32:
             return False
     return True
 
@@ -289,7 +289,7 @@ def _parse_outcome(tok):
     raise _err(_E_OUTCOME, repr(tok))
 
 
-def _int(s, what):
+def parse_int(s, what):
     # what: 0 instance number, 1 time, 2 retry count (jobx.msg 8)
     if not s.isdigit():
         raise _err(_E_NUMBER, (what, repr(s)))
@@ -301,16 +301,16 @@ def parse_result(jid, rest):
     if len(f) < 5:
         raise _err(_E_RESULT_FIELDS)
     host = check_host(f[0])
-    k = _int(f[1], 0)
-    at = _int(f[2], 1)
+    k = parse_int(f[1], 0)
+    at = parse_int(f[2], 1)
     outcome, attempt = _parse_outcome(f[3])
     mac = f[4]
-    if mac != '-' and (len(mac) != 16 or not _is_hex(mac)):
+    if mac != '-' and (len(mac) != 16 or not is_hex(mac)):
         raise _err(_E_MAC, repr(mac))
     return Result(jid, host, k, at, outcome, attempt, mac, f[5] if len(f) > 5 else '')
 
 
-def _is_hex(s):
+def is_hex(s):
     for c in s:
         if c not in '0123456789abcdef':
             return False
@@ -395,7 +395,7 @@ def parse_job(s, jid=None, salt=None):
             elif key == 'on':
                 j.on = check_host(val)
             elif key == 'retry':
-                j.retry = _int(val, 2)
+                j.retry = parse_int(val, 2)
             elif key in ('at', 'tz', 'tzr'):   # calendar.Series checks them
                 if cal is None:
                     cal = {}
@@ -446,7 +446,9 @@ def parse(line, salt=None):
         if first[1] == 'h':
             if ' ' in rest:   # .h HOST SINCE [LAT LON]
                 from sporadic.core import hostrec
-                hostrec.parse(rest)
+                check_host(rest[:rest.find(' ')])
+                if hostrec.parse(rest) is None:
+                    raise ParseError(hostrec.bad(rest))
             else:
                 check_host(rest)
         return Fleet(first[1], rest)

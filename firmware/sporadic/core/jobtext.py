@@ -5,8 +5,8 @@
 # a job's text must be written; callers import it where they need it.
 import hashlib
 
-from sporadic.core.jobline import (ParseError, ID_LEN, DEFAULT_TICK, DEFAULT_GRACE, _B32,
-                              check_host, default_within, _int, _is_hex)
+from sporadic.core.jobline import (ParseError, ID_LEN, DEFAULT_TICK, DEFAULT_GRACE, B32,
+                              check_host, default_within, parse_int, is_hex)
 from sporadic.core.timefmt import format_time, format_duration
 
 # jobline's error messages, one a line, in the order of jobline's _E_ names
@@ -41,7 +41,7 @@ _MSG = (
 
 
 def msg(n, a=()):
-    if n == 8:   # jobline._E_NUMBER (jobline._int): what was not a number
+    if n == 8:   # jobline._E_NUMBER (jobline.parse_int): what was not a number
         a = (('instance number', 'time', 'retry count')[a[0]], a[1])
     return _MSG.split('\n')[n] % a
 
@@ -52,7 +52,7 @@ def make_id(text):
     n = int.from_bytes(h[:5], 'big')
     out = ''
     for _ in range(ID_LEN):
-        out = _B32[n & 31] + out
+        out = B32[n & 31] + out
         n >>= 5
     return out
 
@@ -110,11 +110,11 @@ def parse_assign(jid, rest):
     if len(f) != 5:
         raise ParseError(msg(24))
     host = check_host(f[0])
-    k = _int(f[1], 0)
-    at = _int(f[2], 1)
+    k = parse_int(f[1], 0)
+    at = parse_int(f[2], 1)
     by = check_host(f[3])
     mac = f[4]
-    if mac != '-' and (len(mac) != 16 or not _is_hex(mac)):
+    if mac != '-' and (len(mac) != 16 or not is_hex(mac)):
         raise ParseError(msg(10, repr(mac)))
     return Assign(jid, host, k, at, by, mac)
 

@@ -1,6 +1,6 @@
 # Leader of a synchronisation section (docs/wifi.md). Portable core: pure
 # logic, the caller passes the clock (milliseconds, any origin) and carries
-# the messages (net.py sends them over UDP).
+# the messages (net/node.py sends them over UDP).
 #
 # Election: every host heartbeats (host, term, leader claim) each PERIOD.
 # A host hears the others; those heard within TIMEOUT are "alive" (with

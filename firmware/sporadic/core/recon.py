@@ -109,7 +109,7 @@ def hexd(b):
     return binascii.hexlify(b).decode()
 
 
-def _clean(line):
+def clean(line):
     # a line from a source -> the line without its newline, or None if blank
     if line and line[-1] == '\n':
         line = line[:-1]
@@ -184,7 +184,7 @@ def file_source(*paths):
     return src
 
 
-class _Nodes:
+class Nodes:
     """Accumulators for a batch of nodes over one pass.
     mode 'S': count and 64-bit XOR of each node.
     mode 'D': count and the first LEAF digests of each node.
@@ -259,7 +259,7 @@ class _Nodes:
 
     def run(self, source):
         for line in source():
-            line = _clean(line)
+            line = clean(line)
             if line is not None:
                 self.add(digest(line))
         return self
@@ -296,7 +296,7 @@ class _Nodes:
 
 
 def _keys(prefixes):
-    """['', '3f', ...] -> [(digits, key)] for _Nodes."""
+    """['', '3f', ...] -> [(digits, key)] for Nodes."""
     return [(len(p), int(p, 16) if p else 0) for p in prefixes]
 
 
@@ -356,18 +356,18 @@ class Responder:
             body = request[2:]
             if verb == 'S':
                 nodes = _scan_nodes(body, self.maxq) if body else [(0, 0)]
-                a = _Nodes(nodes, 'S').run(self.source)
+                a = Nodes(nodes, 'S').run(self.source)
                 return iter((' '.join([a.summary(j) for j in range(a.n)]),))
             if verb == 'N':
                 nodes = _scan_nodes(body, self.maxq)
                 if not nodes:
                     return iter(('!no nodes',))
-                return self._answers(_Nodes(nodes, 'N').run(self.source))
+                return self._answers(Nodes(nodes, 'N').run(self.source))
             if verb == 'D':
                 nodes = _scan_nodes(body, MAXD)
                 if not nodes:
                     return iter(('!no nodes',))
-                return self._answers(_Nodes(nodes, 'D').run(self.source))
+                return self._answers(Nodes(nodes, 'D').run(self.source))
             if verb == 'G':
                 return self._get(body)
             if verb == 'P':
@@ -405,7 +405,7 @@ class Responder:
         first = True
         try:
             for line in self.source():
-                line = _clean(line)
+                line = clean(line)
                 if line is None:
                     continue
                 hit = root
@@ -449,11 +449,11 @@ class Responder:
 
 def summaries(source, prefixes):
     """[(count, xor16 hex)] of some nodes of a source (one pass)."""
-    a = _Nodes(_keys(prefixes), 'S').run(source)
+    a = Nodes(_keys(prefixes), 'S').run(source)
     return [(a.cnt[j], hexd(a.x[j * 8:j * 8 + 8])) for j in range(len(prefixes))]
 
 
-def _parse_summary(w):
+def parse_summary(w):
     c, x = w.split('.')
     return int(c, 16), x
 

@@ -1,9 +1,9 @@
 # The driving side of recon.py (recondrv.reconcile): the companion, or
-# a board driving a sync over the network (net.py). A board answering a
+# a board driving a sync over the network (net/node.py). A board answering a
 # sync (syncsrv) holds only recon.Responder and never loads this module.
 from array import array
-from sporadic.core.recon import (MAXQ, MAXD, MAXG, REQ_MAX, LEAF, DIGLEN, SyncError, _Nodes, _clean,
-                            _parse_summary, digest, hexd, esc, unesc, summaries)
+from sporadic.core.recon import (MAXQ, MAXD, MAXG, REQ_MAX, LEAF, DIGLEN, SyncError, Nodes, clean,
+                            parse_summary, digest, hexd, esc, unesc, summaries)
 
 
 def _pfx(L, k):
@@ -64,7 +64,7 @@ def reconcile(local_source, local_receive, call, maxq=MAXQ, maxd=MAXD, put_bytes
         # no summaries; the next sync's first S checks the result
         _take(rpc('G .'), st, local_receive)
         return st
-    rroot = _parse_summary(rpc('S'))
+    rroot = parse_summary(rpc('S'))
     if rroot == lroot:
         st['equal'] = True
         return st
@@ -119,7 +119,7 @@ def reconcile(local_source, local_receive, call, maxq=MAXQ, maxd=MAXD, put_bytes
             chunk = nq[i:i + maxq]
             i += maxq
             ans = _ask(rpc, 'N', chunk, fl, fk)
-            loc = _Nodes([(fl[x], fk[x]) for x in chunk], 'N', leaf=False).run(local_source)
+            loc = Nodes([(fl[x], fk[x]) for x in chunk], 'N', leaf=False).run(local_source)
             for j in range(len(chunk)):
                 x = chunk[j]
                 a = ans[j]
@@ -181,7 +181,7 @@ def reconcile(local_source, local_receive, call, maxq=MAXQ, maxd=MAXD, put_bytes
             size[0] = 2
 
         for line in local_source():
-            line = _clean(line)
+            line = clean(line)
             if line is None:
                 continue
             hx = hexd(digest(line))
@@ -232,5 +232,5 @@ def reconcile(local_source, local_receive, call, maxq=MAXQ, maxd=MAXD, put_bytes
             # we now hold exactly that set (one pass over its file saved)
             st['equal'] = True
         else:
-            st['equal'] = _parse_summary(rpc('S')) == lnow
+            st['equal'] = parse_summary(rpc('S')) == lnow
     return st

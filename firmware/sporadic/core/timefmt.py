@@ -1,18 +1,7 @@
-# The rarely used part of timeutil.py (import it where needed): formatting
-# times and durations, and the error messages. A board's loop only parses.
-from sporadic.core.timeutil import civil_from_days, _unit
-
-# timeutil's error messages, one a line, in the order of timeutil's _E_ names
-_MSG = ('bad time: %s\n'
-        'bad time: %s out of range\n'
-        'bad time: expected YYYY-MM-DDTHH:MM[:SS]Z (UTC), got %s\n'
-        'bad time: no such date %s\n'
-        'bad duration: %s (use 30s 10m 2h 1d 1w)\n'
-        'bad duration: %s must be positive')
-
-
-def msg(n, a=()):
-    return _MSG.split('\n')[n] % a
+# The other way from timeutil.py (import it where needed): formatting times
+# and durations. A board's loop only parses; timeutil's error messages are
+# timemsg.py's.
+from sporadic.core.timeutil import civil_from_days, unit_seconds
 
 
 def format_time(t):
@@ -30,7 +19,7 @@ def format_time(t):
 def format_duration(n):
     """Seconds -> the largest unit that divides them exactly."""
     for u in 'wdhms':
-        q = _unit(u)
+        q = unit_seconds(u)
         if n % q == 0:
             return str(n // q) + u
     return str(n) + 's'

@@ -8,13 +8,13 @@ except ImportError:  # CPython
         return x
 
 
-def _unit(c):
+def unit_seconds(c):
     # seconds in a duration unit (s m h d w), 0 for anything else
     i = 'smhdw'.find(c) if len(c) == 1 else -1
     return (1, 60, 3600, 86400, 604800)[i] if i >= 0 else 0
 
 
-# timeutil's error messages: each names its line of timefmt._MSG
+# timeutil's error messages: each names its line of timemsg._MSG
 _E_TIME = const(0)
 _E_TIME_RANGE = const(1)
 _E_TIME_FORM = const(2)
@@ -24,8 +24,8 @@ _E_DURATION_SIGN = const(5)
 
 
 def _err(n, a=()):
-    from sporadic.core import timefmt as timex
-    return ValueError(timex.msg(n, a))
+    from sporadic.core import timemsg
+    return ValueError(timemsg.msg(n, a))
 
 
 def days_from_civil(y, m, d):
@@ -86,9 +86,9 @@ def parse_time(s):
 
 def parse_duration(s):
     """'30s 10m 2h 1d 1w' -> seconds (> 0)."""
-    if len(s) < 2 or not _unit(s[-1]) or not s[:-1].isdigit():
+    if len(s) < 2 or not unit_seconds(s[-1]) or not s[:-1].isdigit():
         raise _err(_E_DURATION, repr(s))
-    n = int(s[:-1]) * _unit(s[-1])
+    n = int(s[:-1]) * unit_seconds(s[-1])
     if n <= 0:
         raise _err(_E_DURATION_SIGN, repr(s))
     return n

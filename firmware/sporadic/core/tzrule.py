@@ -131,7 +131,7 @@ def _rule_day(rule, y):
 _last = None   # (zone, year, transitions) computed last: a wake asks for them often
 
 
-def _transitions(z, y):
+def transitions(z, y):
     # [(utc instant, kind, offset from then on)] for years y-1..y+1, sorted; a start
     # that coincides with the previous end wins (permanent daylight time)
     global _last
@@ -153,7 +153,7 @@ def _year(t):
 
 def _at(z, t):
     # (transitions around t, index of the latest at or before t or -1, offset before it)
-    tr = _transitions(z, _year(t + z[0]))
+    tr = transitions(z, _year(t + z[0]))
     last = -1
     for i in range(len(tr)):
         if tr[i][0] <= t:
@@ -197,7 +197,7 @@ def due(z, ls):
         if offset(z, ls - o) == o and (best is None or ls - o < best):
             best = ls - o
     lo, hi = min(z[0], z[1]), max(z[0], z[1])
-    tr = _transitions(z, _year(ls))
+    tr = transitions(z, _year(ls))
     for i in range(len(tr)):
         t, o = tr[i][0], tr[i][2]
         before = tr[i - 1][2] if i else (z[0] if tr[i][1] else z[1])

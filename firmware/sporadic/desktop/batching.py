@@ -4,7 +4,7 @@ import binascii
 import hashlib
 
 from sporadic.core import rsa
-from sporadic.core.batch import MAX_LINES, DIGEST, SEQ_W, parse_batch, line_digest, _find
+from sporadic.core.batch import MAX_LINES, DIGEST, SEQ_W, parse_batch, line_digest, find_digest
 
 
 def _b64(sig):
@@ -46,4 +46,4 @@ def digests_of(record):
 
 def covers(digests, line):
     """True when line's digest is among digests (from digests_of / parse_batch)."""
-    return _find(digests, line_digest(line))
+    return find_digest(digests, line_digest(line))

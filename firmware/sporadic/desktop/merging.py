@@ -26,18 +26,18 @@ def _skeleton(known, head, tail):
     ok = known.get(key)
     if ok is None:
         line = '00000000 ' + head + ' x' + tail
-        ok = known[key] = _parsed(line)[0] == line
+        ok = known[key] = parsed(line)[0] == line
     return ok
 
 
-def _canonical(raw):
+def canonical(raw):
     """(canonical text or None, reason or None) for one raw line: None and
     no reason for a blank or comment line."""
     if fast_canonical is not None:
         line = fast_canonical(raw)
         if line is not None:
             return line, None
-    return _parsed(raw)
+    return parsed(raw)
 
 
 # git's conflict markers (a merge left unfinished, docs/git.md)
@@ -75,8 +75,8 @@ _BREAKS = '\x7f\x85\u2028\u2029'
 _FAST = hasattr(str, 'isascii') and hasattr(str, 'isprintable')
 
 
-def _parsed(raw):
-    # _canonical without the pattern (for a line it refused)
+def parsed(raw):
+    # canonical without the pattern (for a line it refused)
     why = line_problem(raw)
     if why is not None:
         return None, why
@@ -95,7 +95,7 @@ def canonical_lines(lines, name='-', errors=None, start=1):
     n = start - 1
     for raw in lines:
         n += 1
-        line, why = _canonical(raw)
+        line, why = canonical(raw)
         if line is not None:
             yield line
         elif why is not None and errors is not None:
@@ -147,7 +147,7 @@ def merge(*sources, errors=None, conflicts=None, signed=None):
             if m is not None and len(r) <= JOB_MAX + ID_LEN + 1 and _skeleton(known, *m.groups()):
                 jobs.add(r)
                 continue
-        line, why = _parsed(r)   # the pattern, where there is one, refused r
+        line, why = parsed(r)   # the pattern, where there is one, refused r
         if line is not None:
             fixed.add(line)
         elif why is not None:

@@ -1,5 +1,5 @@
-# What a sync does with the device clock (read as clock.NAME through
-# clock.__getattr__): set it from a trusted source, report it. The loop
+# What a sync does with the device clock (clockset.set, clockset.info,
+# called by the sync server): set it from a trusted source, report it. The loop
 # only reads the clock, so it never loads this module.
 import board
 from sporadic.device import clock

@@ -1,14 +1,15 @@
 # Opening the flash store: bring any interrupted operation to a consistent
 # end (docs/device.md#crash-safety). Loaded by Store.recover() for the open
 # only, then dropped from RAM.
-from sporadic.core import jobline, stamp
-from sporadic.device.store import exists, size, read_lines, crashpoint, put as _put, _write, _rename, _remove
+from sporadic.core import jobline
+from sporadic.device import stamp
+from sporadic.device.store import exists, size, read_lines, crashpoint, put as _put, write, rename, remove
 import os
 
 
 # A file that does not match its stamp (size and sha256: store.stamp_text)
 # was not written by this store: in a signed fleet its lines are re-checked
-# as an untrusted delivery (storex.reimport), the ones refused are
+# as an untrusted delivery (storesync.reimport), the ones refused are
 # quarantined as "edited FILE" and never run.
 
 
@@ -50,11 +51,11 @@ def recover(st):
             st.finish()
             st.notes.append('finished an interrupted compaction')
         else:   # not what a compaction of this store wrote
-            _rename(st.new, newbad)
+            rename(st.new, newbad)
     for p in (st.tmp, st.log[:-4] + '.tmp', st.inp[:-4] + '.tmp', st.root + 'jobs.chk',
               st.root + 'jobs.dig'):
         if exists(p):
-            _remove(p)
+            remove(p)
             st.notes.append('removed partial ' + p)
     _check_log(st, st.log, 'log', cfg if signed and cfg.get('id') else None)
     _check_log(st, st.inp, 'in')
@@ -75,18 +76,18 @@ def recover(st):
     nok = _read(nokp)
     if nok is not None:  # the stamp of a compaction's output
         if s == nok:     # power lost between the two renames of its end
-            _rename(nokp, ok)
+            rename(nokp, ok)
         else:            # an output that never was renamed in
-            _remove(nokp)
+            remove(nokp)
     if s is not None and s != nok:
         if s != _read(ok):
             if signed or not _jobs_sorted(st):
-                _rename(st.jobs, st.bad)
+                rename(st.jobs, st.bad)
             else:        # insecure: a sorted, canonical file is taken as it is
                 _put(ok, s)
                 st.notes.append('jobs.txt changed: stamped again')
     if signed and st.in_size and file_stamp(st.inp) != _read(st.inp[:-4] + '.ok'):
-        _rename(st.inp, inbad)
+        rename(st.inp, inbad)
         st.in_size = 0
     n = 0
     for _ in read_lines(st.quar):
@@ -94,7 +95,7 @@ def recover(st):
     st.quarantined = n
     st.log_size = size(st.log)
     st.in_size = size(st.inp)
-    # what to re-import (storex.reimport, once this module is out of RAM)
+    # what to re-import (storesync.reimport, once this module is out of RAM)
     todo = []
     for p, name in ((st.bad, 'jobs.txt'), (newbad, 'jobs.new'), (inbad, 'in.txt')):
         if exists(p):
@@ -130,7 +131,7 @@ def _check_log(st, path, name, cfg=None):
             continue
         why = _foreign(line, me, secret) if cfg is not None else None
         if why is None:
-            _write(f, line + '\n')
+            write(f, line + '\n')
         else:
             st.quarantine(line, why, 'edited log.txt')
     f.close()
@@ -141,7 +142,7 @@ def _check_log(st, path, name, cfg=None):
         g.close()
         st.quarantine(torn, 'torn last line (power loss while writing)', name)
         st.notes.append('dropped a torn line from ' + path)
-    _rename(tmp, path)
+    rename(tmp, path)
 
 
 def _foreign(line, me, secret):

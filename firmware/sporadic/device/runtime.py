@@ -29,7 +29,7 @@ AGENDA_LARGE = const(32)
 AGENDA = AGENDA_SMALL if 0 < getattr(board, 'RTC_MEM', 492) < 2048 else AGENDA_LARGE
 
 _rt = None
-# Set by net.py while the board is on a network: lease() -> True while a
+# Set by net/node.py while the board is on a network: lease() -> True while a
 # section leader holds the lease (any/one then wait for its assignment).
 lease = None
 
@@ -218,7 +218,7 @@ class Runtime:
         if due is True:
             return self.next_wake
         if self.store.unverified:   # the open took jobs.txt's stamp on the index's word
-            from sporadic.core import stamp
+            from sporadic.device import stamp
             stamp.verify(self.store)
         self.bad_jobs = 0   # _visit counts them, jobs and pending up, and notes each WAIT
         if due is None:   # a full pass (else the due jobs' groups alone: wake.save ends that pass)
@@ -345,10 +345,16 @@ class Runtime:
         try:
             job = pj[1] if pj is not None and pj[0] is jtext else jobline.parse(jtext)
         except MemoryError:
-            # not the line's fault: never quarantine a good job for it; the
-            # next pass tries again
+            # not the line's fault: never quarantine a good job for it; a
+            # pass a minute from now tries again (without this wake the loop
+            # slept MAX_SLEEP and a 10-minute job's instances went unrun and
+            # unrecorded: tests/test_runtime.py test_status_and_outbox_ack)
             self.error = jtext[:jobline.ID_LEN] + ': out of memory'
             self.bad_jobs += 1
+            try:
+                self._note(now + UNKNOWN_SLEEP, jid)
+            except MemoryError:
+                self._limit = now   # no room even for that: the next pass at once
             return
         except Exception as e:
             self.store.quarantine(jtext, 'job line: ' + str(e), 'jobs.txt')

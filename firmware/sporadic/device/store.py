@@ -66,7 +66,7 @@ def crashpoint(f=None, data=None):
         raise SystemExit(CRASH_EXIT)
 
 
-def _write(f, data, h=None):
+def write(f, data, h=None):
     # h: a hashlib object fed what is written (the stamp of a compaction;
     # MicroPython's hashlib takes the str: compaction runs on boards only)
     global bytes_written
@@ -96,7 +96,7 @@ def put(path, text):
     """Write a small file whole (a stamp)."""
     f = open(path, 'w')
     try:
-        _write(f, text)
+        write(f, text)
     finally:
         f.close()
 
@@ -108,12 +108,12 @@ def stamp_text(n, h):
     return '%d %s' % (n, binascii.hexlify(h.digest()[:8]).decode())
 
 
-def _rename(a, b):
+def rename(a, b):
     crashpoint()
     os.rename(a, b)
 
 
-def _remove(path):
+def remove(path):
     crashpoint()
     os.remove(path)
 
@@ -166,13 +166,13 @@ class Store:
         self.out_dropped = 0
         self.conflicts = 0
         self._pend = None
-        self._tr = 0             # storex.trust: 0 not loaded yet, None insecure
+        self._tr = 0             # storesync.trust: 0 not loaded yet, None insecure
         self.unverified = False  # jobs.txt's stamp taken unhashed at open (recover.py)
         self.recover()
 
     def recover(self):
         # the recovery code is loaded for the open only, then dropped from
-        # RAM before a re-import of a changed file (storex.reimport_all;
+        # RAM before a re-import of a changed file (storesync.reimport_all;
         # what that loads is dropped after it)
         import gc
         had = list(sys.modules)
@@ -219,7 +219,7 @@ class Store:
         data = line + '\n'
         f = open(self.log, 'a')
         try:
-            _write(f, data)
+            write(f, data)
         finally:
             f.close()
         self.log_size += len(data)
@@ -232,10 +232,10 @@ class Store:
         data = '%s: %s: %s\n' % (src or '-', reason, line)
         if size(self.quar) + len(data) > QUAR_MAX:
             if exists(self.quar):
-                _rename(self.quar, self.quar[:-4] + '.old')
+                rename(self.quar, self.quar[:-4] + '.old')
         f = open(self.quar, 'a')
         try:
-            _write(f, data)
+            write(f, data)
         finally:
             f.close()
         self.quarantined += 1
@@ -245,7 +245,7 @@ class Store:
         self._pend = None
 
     def needs_compaction(self):
-        # in.txt of a sync that broke off (storex.receive may have let it
+        # in.txt of a sync that broke off (storesync.receive may have let it
         # pass IN_MAX) is folded in at the loop's next step
         return self.log_size > LOG_MAX or self.in_size > IN_MAX
 
@@ -256,7 +256,7 @@ class Store:
         if not pend and extra is None:
             return False
         if self.unverified:   # stamp.verify: the open took jobs.txt's stamp on the wake index's word
-            from sporadic.core import stamp
+            from sporadic.device import stamp
             stamp.verify(self)
         conf = []
         f = open(self.tmp, 'w')
@@ -271,16 +271,16 @@ class Store:
             n += len(line) + 1
             if n >= CHUNK:
                 buf.append('')
-                _write(f, '\n'.join(buf), h)
+                write(f, '\n'.join(buf), h)
                 buf = []
                 n = 0
         if buf:
             buf.append('')
-            _write(f, '\n'.join(buf), h)
+            write(f, '\n'.join(buf), h)
         f.close()
         self.conflicts = len(conf)
         put(self.root + 'jobs.nok', stamp_text(size(self.tmp), h))
-        _rename(self.tmp, self.new)
+        rename(self.tmp, self.new)
         self.finish()
         self.compactions += 1
         return True
@@ -291,17 +291,17 @@ class Store:
             if size(self.log):
                 seqs = self.out_seqs()
                 while len(seqs) >= OUT_MAX:
-                    _remove(self._seg(seqs.pop(0)))
+                    remove(self._seg(seqs.pop(0)))
                     self.out_dropped += 1
-                _rename(self.log, self._seg(seqs[-1] + 1 if seqs else 1))
+                rename(self.log, self._seg(seqs[-1] + 1 if seqs else 1))
             else:
-                _remove(self.log)
+                remove(self.log)
         if exists(self.inp):
-            _remove(self.inp)
-        _rename(self.new, self.jobs)
+            remove(self.inp)
+        rename(self.new, self.jobs)
         nok = self.root + 'jobs.nok'     # the stamp of jobs.new, of jobs.txt once renamed
         if exists(nok):
-            _rename(nok, self.root + 'jobs.ok')
+            rename(nok, self.root + 'jobs.ok')
         self.log_size = 0
         self.in_size = 0
         self._pend = None

@@ -1,12 +1,12 @@
-# The store's sync-time methods (read as Store.NAME through
-# Store.__getattr__): taking lines from a peer, the trust check, the
+# The store's sync-time functions (storesync.NAME(store, ...), called by
+# the sync server and the network loop): taking lines from a peer, the trust check, the
 # compacted view, the outbox and the health report. Only a sync (serial
 # after a soft reset, or TCP) and the store's recovery of a hand-written
 # job file load this module; the loop never does (docs/device.md#memory).
 import gc
 from sporadic.core import jobline, merge
 from sporadic.device import store
-from sporadic.device.store import IN_MAX, size, read_lines, _write, _remove
+from sporadic.device.store import IN_MAX, size, read_lines, write, remove
 
 CHUNK_LINES = 32     # lines of a re-checked file in one delivery (reimport)
 CHUNK_CHARS = 2048
@@ -67,7 +67,7 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None):
             if f is None:
                 f = open(st.inp, 'a')
             data = c + '\n'
-            _write(f, data)
+            write(f, data)
             st.in_size += len(data)
             if st.in_size > limit:
                 f.close()
@@ -77,7 +77,7 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None):
     finally:
         if f is not None:
             f.close()
-            from sporadic.core import stamp
+            from sporadic.device import stamp
             store.put(st.inp[:-4] + '.ok', stamp.file_stamp(st.inp))
     st._pend = None
     if tr is not None:
@@ -116,7 +116,7 @@ def ack(st, upto):
     k = 0
     for n in st.out_seqs():
         if n <= upto:
-            _remove(st._seg(n))
+            remove(st._seg(n))
             k += 1
     return k
 
@@ -152,8 +152,8 @@ def reimport(st, path, name, signed):
 
     def sink(c):
         if c > last[0]:
-            _write(out, c)       # (a batch record is 2.4 KB: no copy of it with '\n')
-            _write(out, '\n')
+            write(out, c)       # (a batch record is 2.4 KB: no copy of it with '\n')
+            write(out, '\n')
             last[0] = c
         else:
             late.append(c)
@@ -205,8 +205,8 @@ def reimport(st, path, name, signed):
     finally:
         out.close()
     st.compact(read_lines(side))
-    _remove(side)
-    _remove(path)
+    remove(side)
+    remove(path)
     st.notes.append('%s not as this store wrote it: re-imported, %d line(s) refused'
                     % (name, st.quarantined - q))
 

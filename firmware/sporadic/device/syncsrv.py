@@ -1,5 +1,5 @@
 # The device end of sync: one request in, one response out, whatever the
-# link (raw REPL over serial: the companion runs `syncsrv.h(...)`; TCP: net.py
+# link (raw REPL over serial: the companion runs `syncsrv.h(...)`; TCP: net/server.py
 # frames the same strings). Set reconciliation is recon.py's; this adds the
 # few requests around it (docs/sync.md):
 #

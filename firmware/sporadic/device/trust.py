@@ -22,7 +22,8 @@ except ImportError:  # CPython (tools that read a board's flash)
 import binascii
 import json
 import os
-from sporadic.core import jobline, stamp
+from sporadic.core import jobline
+from sporadic.device import stamp
 
 batch = None   # sporadic.batch (and rsa), imported by the first signed store
 
@@ -341,7 +342,7 @@ def _held_cover(st, lines):
             continue
         line = None
         for i in range(len(ds)):
-            if not ok[i] and batch._find(seg, ds[i]):
+            if not ok[i] and batch.find_digest(seg, ds[i]):
                 ok[i] = True
                 left -= 1
         if not left:
@@ -353,7 +354,7 @@ def covered(st, path, held):
     """A bitmap (bytearray, bit i for line i of the file at path): which
     fleet-authored lines a .b record of the file `held` (batch records
     verified by this store) covers: the _held_cover rule for a whole file
-    (storex.reimport), in constant memory: the lines' digests go to
+    (storesync.reimport), in constant memory: the lines' digests go to
     jobs.dig (8 bytes a line, one parse a line), then each window of
     batches (batch.WINDOW digests, at most SEGS_MAX batches) is looked up
     by one read of that file; a batch record is read once."""
@@ -361,7 +362,7 @@ def covered(st, path, held):
     if batch is None:
         from sporadic.core import batch as b
         batch = b
-    from sporadic.device.store import read_lines, _write, _remove
+    from sporadic.device.store import read_lines, write, remove
     dig = st.root + 'jobs.dig'
     zero = bytes(batch.DIGEST)
     f = open(dig, 'wb')
@@ -377,7 +378,7 @@ def covered(st, path, held):
                     raise
                 except Exception:
                     pass         # the store refuses it with the parse error
-            _write(f, d)
+            write(f, d)
             n += 1
     finally:
         f.close()
@@ -397,7 +398,7 @@ def covered(st, path, held):
         used += len(seg) // batch.DIGEST
     if segs:
         _mark(dig, segs, bits, zero)
-    _remove(dig)
+    remove(dig)
     return bits
 
 
@@ -419,7 +420,7 @@ def _mark(dig, segs, bits, zero):
                     d = bytes(mv[o:o + w])
                     if d != zero:
                         for seg in segs:
-                            if batch._find(seg, d):
+                            if batch.find_digest(seg, d):
                                 bits[i >> 3] |= 1 << (i & 7)
                                 break
                 i += 1

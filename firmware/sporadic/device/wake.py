@@ -116,7 +116,7 @@ def save(st, secret, rt, now, led):
         pass
     f = open(path, 'w')
     try:
-        store._write(f, data)
+        store.write(f, data)
     finally:
         f.close()
 

@@ -1,8 +1,11 @@
 # Stamps (docs/device.md#stamps): what the store last wrote, as the size
-# of a file and the first 8 bytes of its sha256 (store.stamp_text), and
-# whether a board checks what it stores at all. Loaded by the store's open
-# (recover.py) and a sync (storex.receive, trust.load); by the loop only
-# for verify() after an open on the wake index's word.
+# of a file and the first 8 bytes of its sha256 (store.stamp_text), hashed
+# on the flash here, and whether a board checks what it stores at all
+# (signed). Loaded by the store's open (recover.py) and a sync
+# (storesync.receive, trust.load); by the loop only for verify() after an
+# open on the wake index's word. (Device code: it reads files and resets
+# the board; signed() alone would be pure, but a core module of its own
+# cost 480 bytes more of a 64-bit heap at each open and sync.)
 try:
     from micropython import const
 except ImportError:  # CPython
@@ -63,7 +66,7 @@ def verify(st):
     except OSError:
         ok = None
     import sporadic
-    sporadic.forget('sporadic.core.stamp')
+    sporadic.forget('sporadic.device.stamp')
     if s == ok:
         st.unverified = False
         return
