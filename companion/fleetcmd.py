@@ -13,7 +13,7 @@ from sporadic.desktop import merging
 from sporadic.core.timefmt import format_time
 from sporadic.core.timeutil import parse_duration
 from companion.errors import UserError, console
-from companion.fleet import Fleet, add_job, cancel_job, verify_result
+from companion.fleet import Fleet, add_job, add_jobs, bad_lines, cancel_jobs, verify_result
 from companion.provision import DEFAULT_SYNC_PORT
 
 
@@ -36,25 +36,69 @@ def cmd_init(args):
     return 0
 
 
+def read_input(path):
+    """(name, lines) of a file given with -f: a path, or '-' for standard input."""
+    if path == '-':
+        return '<stdin>', sys.stdin.read().splitlines()
+    try:
+        with open(path, encoding='utf-8') as fh:
+            return path, fh.read().splitlines()
+    except UnicodeDecodeError as e:
+        raise UserError('%s is not UTF-8 text (byte %d): nothing added' % (path, e.start))
+    except OSError as e:
+        raise UserError('cannot read %s: %s' % (path, e.strerror or e))
+
+
+def _refused(e):
+    # a file with bad lines: each on stderr, then the one line of the error
+    ls = bad_lines(e)
+    if len(ls) > 1:
+        for l in ls:
+            print(l, file=sys.stderr)
+    return e
+
+
 def cmd_add(args):
     f = fleet_of(args)
     now = int(time.time())
-    j = add_job(f, args.line, now)
-    print(j.id)
-    if j.cal is None and j.t0 < now - j.within:   # a calendar series starts anew each time
-        print('note: its first instance is already past its window; it will be recorded as missed',
-              file=sys.stderr)
+    if (args.line is None) == (args.file is None):
+        raise UserError('add takes one job line, or -f FILE (- for standard input): not %s'
+                        % ('both' if args.line is not None else 'neither'))
+    if args.file is None:
+        recs = [add_job(f, args.line, now)]
+    else:
+        name, texts = read_input(args.file)
+        try:
+            recs = add_jobs(f, texts, now, where=name)
+        except UserError as e:
+            raise _refused(e)
     from companion import zones
-    w = zones.job_warning(j, now)
-    if w:
-        print('warning: ' + w, file=sys.stderr)
+    for j in recs:
+        print(j.id)
+        what = '' if args.file is None else '%s: ' % j.id
+        if j.cal is None and j.t0 < now - j.within:   # a calendar series starts anew each time
+            print('note: %sits first instance is already past its window; it will be recorded as missed' % what,
+                  file=sys.stderr)
+        w = zones.job_warning(j, now)
+        if w:
+            print('warning: %s%s' % (what, w), file=sys.stderr)
     return 0
 
 
 def cmd_cancel(args):
     f = fleet_of(args)
-    for jid in args.ids:
-        cancel_job(f, jid)
+    if not args.ids and args.file is None:
+        raise UserError('cancel takes job ids, or -f FILE (- for standard input)')
+    done = []
+    if args.ids:
+        done += cancel_jobs(f, args.ids)
+    if args.file is not None:
+        name, texts = read_input(args.file)
+        try:
+            done += cancel_jobs(f, texts, where=name)
+        except UserError as e:
+            raise _refused(e)
+    for jid in done:
         print('cancelled %s' % jid)
     return 0
 
@@ -581,7 +625,7 @@ def cmd_keys(args):
         old = f.lines()
         live = [l for l in old if not l.startswith(('.b ', '.k '))]
         chain = [l for l in old if l.startswith('.k ')]
-        f.write_lines(merging.merge(live + chain + [rec] + keys.sign_lines(f.dir, live)))
+        f.write_lines(merging.merge(live + chain + [rec] + keys.reseal(f.dir, live)))
         print('rotated to key %s; boards take it at their next sync and refuse the old key after' % keys.keyid(f.dir))
     else:
         print('%s  %s' % (keys.keyid(f.dir), keys.load_pub(f.dir)[:40] + '...'))
@@ -639,12 +683,17 @@ def add_parsers(sub):
     s.add_argument('--insecure', action='store_true', help='no signatures (bench work only; printed loudly)')
     s.set_defaults(func=cmd_init)
 
-    s = sub.add_parser('add', help="add a job line ('+10m' times are resolved now); prints its id")
-    s.add_argument('line')
+    s = sub.add_parser('add', help="add a job line ('+10m' times are resolved now), or every line of "
+                       "-f FILE in one go; prints the ids")
+    s.add_argument('line', nargs='?')
+    s.add_argument('-f', '--file', metavar='FILE',
+                   help="a file of job lines, one a line ('#' comments; - for standard input): all are "
+                        "added under one signature, or none when a line is bad")
     s.set_defaults(func=cmd_add)
 
-    s = sub.add_parser('cancel', help='cancel jobs by id')
-    s.add_argument('ids', nargs='+', metavar='ID')
+    s = sub.add_parser('cancel', help='cancel jobs by id (or the ids of -f FILE, one a line), in one go')
+    s.add_argument('ids', nargs='*', metavar='ID')
+    s.add_argument('-f', '--file', metavar='FILE', help='a file of job ids, one a line (- for standard input)')
     s.set_defaults(func=cmd_cancel)
 
     s = sub.add_parser('jobs', help='jobs with their state per device')

@@ -19,7 +19,6 @@ try:
 except ImportError:  # CPython (tools that read a board's flash)
     def const(x):
         return x
-import binascii
 import json
 import os
 from sporadic.core import jobline, stamp
@@ -145,6 +144,7 @@ class Trust:
             return out, ref      # results, assignments: no batch to look at
         v = self._v
         held = _Stored() if stored else None
+        self._newer = None
         if v is None:
             v = batch.Verifier(self.keys, self.hwm, held or self._held(st, recs), self.retired)
             self._v = v
@@ -155,6 +155,8 @@ class Trust:
             why = v.take(c)
             if why is None:
                 out.append(c)
+            elif self._newer and why[:7] == 'replay:' and batch.rec_id(c) in self._newer:
+                pass    # an older version (it verified) of a slot the store holds newer: nothing new
             else:
                 self._refuse(st, c, why, src, refused)
                 ref += 1
@@ -231,21 +233,37 @@ class Trust:
         from sporadic.core import hmac
         return hmac.check_line(self.secret, c)
 
+    _newer = None    # ids of this delivery's slot records the store holds a later version of
+
     def _held(self, st, recs):
         # SEQs of this delivery's .b/.k records the store already holds
-        # (it may hold them at or below the hwm: they were accepted before)
+        # (it may hold them at or below the hwm: they were accepted before),
+        # and (self._newer) those of its slot records below the hwm whose
+        # slot the store holds at a later SEQ: a peer relaying a seal it
+        # has not yet seen replaced, dropped without a refusal
         want = []
+        slots = []
         for c in recs:
-            s = c[3:3 + batch.SEQ_W]
-            if s.isdigit() and int(s) <= self.hwm:
-                want.append(c[:3] + s)
+            i = batch.rec_id(c)
+            q = batch.rec_seq(c)
+            if i and 0 <= q <= self.hwm:
+                want.append(i)
+                if batch.slot_of(c):
+                    slots.append(i)
         held = []
+        newer = []
         if want:
             for line in st.stream():
                 if line[0] != '.':
                     break
-                if line[:3 + batch.SEQ_W] in want:
-                    held.append(int(line[3:3 + batch.SEQ_W]))
+                i = batch.rec_id(line)
+                if i in want:
+                    held.append(batch.rec_seq(line))
+                elif i and i[3:4] == '@':
+                    for c in slots:
+                        if c[:batch.SLOT_AT] == i[:batch.SLOT_AT] and c < i:
+                            newer.append(c)
+        self._newer = newer
         return held
 
     def commit(self, st=None):
@@ -316,15 +334,9 @@ def _mac(c):
 
 
 def _digests(line):
-    # the DIGESTS field of a held .b record (.b SEQ KEYID DIGESTS SIG), as
-    # bytes, without checking its signature (it was checked on arrival)
-    if line[:3] != '.b ':
-        return None
-    a = line.find(' ', 12)
-    try:
-        return binascii.unhexlify(line[a + 1:line.find(' ', a + 1)])
-    except Exception:
-        return None
+    # the DIGESTS of a held .b record, without checking its signature (it
+    # was checked on arrival)
+    return batch.held_digests(line)
 
 
 def _held_cover(st, lines):
