@@ -429,6 +429,9 @@ def status_rows(fleet, now=None, dups=None):
             'refusals': (st.get('trust') or {}).get('refusals') or [],
             'clock_refused': (st.get('trust') or {}).get('clock_refused'),
             'recovered': (st.get('store') or {}).get('recovered') or [],
+            # own records the board dropped for want of flash: those the
+            # companion counted (syncer.outbox) and those it has not read yet
+            'results_dropped': d.get('results_dropped', 0) + ((st.get('store') or {}).get('outbox_dropped') or 0),
         })
     return rows
 
@@ -483,6 +486,9 @@ def cmd_status(args):
                 c.print('  ' + q, markup=False)
         if r['clock_refused']:
             c.print('[yellow]%s[/] %s' % (r['id'], r['clock_refused']), markup=True)
+        if r['results_dropped']:
+            c.print('[red]%s dropped %d of its results for want of flash[/] (the oldest; sync it more often)'
+                    % (r['id'], r['results_dropped']), markup=True)
         for note in r['recovered']:   # what its store's open found (docs/device.md#stamps)
             c.print('[yellow]%s[/] store: %s' % (r['id'], note), markup=True)
     for jid, st in rollouts.items():   # staged rollouts, per wave (docs/jobline.md#staged-rollouts)

@@ -29,6 +29,23 @@ def _cfg(root):
         return {}
 
 
+def _outbox(st):
+    # a packing of the outbox cut short (device/outbox.py): a partial pack
+    # goes (its raw segments are all there), a complete one (renamed to pN)
+    # holds every raw segment <= N, which go
+    names = os.listdir(st.out)
+    if 'p.tmp' in names:
+        _remove(st.out + '/p.tmp')
+        st.notes.append('removed partial outbox pack')
+    top = 0
+    for name in names:
+        if name[:1] == 'p' and name[1:].isdigit():
+            top = max(top, int(name[1:]))
+    for name in names:
+        if name.isdigit() and int(name) <= top:
+            _remove(st.out + '/' + name)
+
+
 def recover(st):
     st.log_size = size(st.log)
     st.in_size = size(st.inp)
@@ -38,6 +55,7 @@ def recover(st):
             os.mkdir(st.out)
         except OSError:   # LittleFS after a power cut: stat failed, the folder is there
             pass
+    _outbox(st)
     cfg = _cfg(st.root)
     signed = stamp.signed(cfg)
     file_stamp = stamp.file_stamp

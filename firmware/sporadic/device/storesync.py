@@ -103,28 +103,62 @@ def seal(st):
 
 
 def outbox(st, upto=None):
-    """Own records not yet acknowledged, oldest segment first."""
+    """Own records not yet acknowledged, oldest first, as full lines (the
+    outbox's packed files unpacked: core/outpack.py, loaded only for one)."""
+    u = None
     for n in st.out_seqs():
         if upto is not None and n > upto:
             break
-        for line in read_lines(st._seg(n)):
-            yield line
+        name = st._seg(n)
+        if store.exists(name):
+            for line in read_lines(name):
+                yield line
+            continue
+        if u is None:
+            from sporadic.core import outpack
+            u = outpack.Unpacker()
+        for line in read_lines(st.out + '/p' + str(n)):
+            line = u.line(line)
+            if line is not None:
+                yield line
+    if u is not None:
+        u = outpack = None
+        _forget('sporadic.core.outpack')
 
 
-def ack(st, upto):
-    """The companion holds every outbox segment <= upto: remove them."""
+def ack(st, upto, lost_read=0):
+    """The companion holds every outbox file <= upto (raw N, packed pN) and
+    has counted `lost_read` records the board dropped for want of flash
+    (device/outbox.py make_room): remove them, and take those off the count
+    in out/lost. Returns the files removed."""
     k = 0
     for n in st.out_seqs():
-        if n <= upto:
-            _remove(st._seg(n))
-            k += 1
+        if n > upto:
+            break
+        name = st._seg(n)
+        if not store.exists(name):
+            name = st.out + '/p' + str(n)
+        _remove(name)
+        k += 1
+    if lost_read:
+        left = st.out_lost() - lost_read
+        if left > 0:
+            store.put(st.out + '/lost.tmp', str(left))
+            store._rename(st.out + '/lost.tmp', st.out + '/lost')
+        else:
+            _remove(st.out + '/lost')
     return k
+
+
+def _forget(name):
+    import sporadic
+    sporadic.forget(name)
 
 
 def health(st):
     return {'jobs_bytes': size(st.jobs), 'log_bytes': st.log_size,
             'in_bytes': st.in_size, 'outbox': len(st.out_seqs()),
-            'outbox_dropped': st.out_dropped, 'compactions': st.compactions,
+            'outbox_dropped': st.out_lost(), 'compactions': st.compactions,
             'conflicts': st.conflicts, 'quarantined': st.quarantined,
             'recovered': st.notes, 'ok': True}
 

@@ -11,8 +11,11 @@
 #                   line; BEFORE is this board's clock before (or '-' if
 #                   unknown), HEAP its heap in bytes (the companion sizes its
 #                   requests to it)
-#   O            -> "SEG\n" + own records not yet acknowledged (outbox)
-#   A SEG        -> "n" segments removed: the companion holds them
+#   O MOST       -> "UPTO LEFT LOST" + the oldest outbox files within MOST
+#                   bytes, one line each (device/outbox.py answer: packed,
+#                   core/outpack.py); streamed, never joined but by h()
+#   A UPTO [LOST]-> "n" outbox files removed: the companion holds them (and
+#                   has counted LOST records the board dropped for want of flash)
 #   C            -> "1" after folding received lines into jobs.txt
 #   anything else: recon.Responder (S, N, G, P ...)
 #
@@ -30,6 +33,7 @@ except ImportError:
         return x
 
 OUT_CHUNK = const(1024)   # characters gathered before one write of a streamed answer
+OUT_MOST = const(8192)    # outbox bytes in one `O` answer when the request names none
 _responder = None
 _store = None
 
@@ -168,20 +172,34 @@ def h(req):
             clockset.set(int(req[2:]), 'companion')
             return '%s %s %d' % (_host_id(), '-' if before is None else before,
                                  gc.mem_alloc() + gc.mem_free())
-        if req == 'O':
-            from sporadic.device import storesync
-            st = store()
-            seg = storesync.seal(st)
-            return str(seg) + '\n' + '\n'.join(storesync.outbox(st, seg))
+        if req[:1] == 'O':
+            return ''.join(_outbox(req))
         if c == 'A ':
             from sporadic.device import storesync
-            return str(storesync.ack(store(), int(req[2:])))
+            a = req[2:].split()
+            return str(storesync.ack(store(), int(a[0]), int(a[1]) if len(a) > 1 else 0))
         if req == 'C':
             store().compact()
             return '1'
         return responder().handle(req)
     except Exception as e:
         return '!error %s: %s' % (type(e).__name__, e)
+
+
+def _outbox(req):
+    # `O MOST`: the log sealed into the outbox, then its oldest files within
+    # MOST bytes, in pieces (device/outbox.py answer)
+    # the reconciliation is over when the outbox is asked for: its answerer
+    # (and what it holds) goes first, the heaviest part of a sync session
+    # (a 128K unix board's `O` then found no 640-byte run)
+    global _responder
+    _responder = None
+    gc.collect()
+    from sporadic.device import storesync, outbox
+    st = store()
+    storesync.seal(st)
+    outbox.tidy(st)     # what the loop's heap left raw is packed here
+    return outbox.answer(st, int(req[2:] or OUT_MOST))
 
 
 def _is_recon(req):
@@ -195,6 +213,12 @@ def pieces(req):
     if _is_recon(req):
         _watchdog()
         return responder().handle_iter(req)
+    if req[:1] == 'O':
+        _watchdog()
+        try:
+            return _outbox(req)
+        except Exception as e:
+            return '!error %s: %s' % (type(e).__name__, e)
     return h(req)
 
 
@@ -210,12 +234,12 @@ def w(req):
     out.write('\x02')
     _out = out
     try:
-        if _is_recon(req):
+        if _is_recon(req) or req[:1] == 'O':
             _watchdog()
             buf = []
             n = 0
             try:
-                for piece in responder().handle_iter(req):
+                for piece in (_outbox(req) if req[:1] == 'O' else responder().handle_iter(req)):
                     buf.append(piece)
                     n += len(piece)
                     if n >= OUT_CHUNK:       # few large writes, not one per line
