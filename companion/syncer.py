@@ -10,6 +10,7 @@ merge the core's (sporadic.desktop.merging), the MAC check the core's
 """
 import json
 import os
+import re
 import time
 from contextlib import contextmanager
 
@@ -274,6 +275,8 @@ def deploy(fleet, port, dev_id=None, board=None, network=None, compile=True, pro
 
 def _check(resp, what):
     if resp.startswith('!error'):
+        if 'board full' in resp:      # store.full: sync() says it in one line
+            raise recon.SyncError(resp[7:])
         raise UserError('board refused %s: %s' % (what, resp[7:]))
     return resp
 
@@ -292,6 +295,10 @@ def sync(fleet, port, progress=True, link=None, now=None):
     except NotSporadic as e:
         raise UserError(str(e)) from e
     except (LinkError, recon.SyncError) as e:
+        if 'board full' in str(e):
+            m = re.search(r'keeps its (\d+) B', str(e))
+            raise UserError('%s is full: its flash takes no more jobs (folding them in needs room for a second '
+                            'copy of its job file); it keeps the %s it holds' % (port, '%s bytes of jobs' % m.group(1) if m else 'jobs'))
         raise UserError('sync with %s broke off: %s (nothing is lost: the next sync completes it)%s'
                         % (port, e, memory_hint(str(e), seen.get('heap'))))
     finally:
@@ -485,6 +492,11 @@ def _sync(fleet, port, link, now, base=0, seen=None):
                  # the sections it ran in: a duplicate names each run's last sync (fleetcmd.duplicates)
                  'syncs': (info.get('syncs') or [])[1 - SYNCS_KEPT:] + [now]})
     fleet.save_device(info)
+    store = (status or {}).get('store') or {}
+    if store.get('full'):
+        # it answered from what it holds, lines it could not fold in waiting
+        # in in.txt: said in one line at every sync until it has room
+        raise recon.SyncError('board full: keeps its %d B of jobs' % store.get('jobs_bytes', 0))
     refused = ['%s (%s)' % (l[:80], why) for l, why in stats.get('refused_remote', [])]
     return {'id': dev_id, 'drift': drift or 0, 'lines_sent': stats['lines_out'],
             'lines_received': stats['lines_in'], 'new_results': len(new_results),

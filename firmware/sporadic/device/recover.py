@@ -70,9 +70,12 @@ def recover(st):
         else:   # not what a compaction of this store wrote
             _rename(st.new, newbad)
     for p in (st.tmp, st.log[:-4] + '.tmp', st.inp[:-4] + '.tmp', st.root + 'jobs.chk',
-              st.root + 'jobs.dig'):
+              st.root + 'jobs.dig', st.root + 'jobs.rxn'):
         if exists(p):
-            _remove(p)
+            try:
+                _remove(p)
+            except OSError:     # a full flash may refuse even that: the next open
+                continue
             st.notes.append('removed partial ' + p)
     _check_log(st, st.log, 'log', cfg if signed and cfg.get('id') else None)
     _check_log(st, st.inp, 'in')

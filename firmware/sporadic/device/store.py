@@ -33,6 +33,7 @@ IN_MAX = const(1024)      # received bytes that trigger a compaction
 QUAR_MAX = const(8192)    # quar.txt bytes before it is rotated to quar.old
 CHUNK = const(256)        # bytes gathered before one write while compacting
 CRASH_EXIT = const(77)
+ENOSPC = const(28)
 FEED_LINES = const(64)    # lines read between two calls of `feed`
 WAKE_INDEX = True         # the loop keeps a wake index (wake.py); False: bench/wake.py's baseline
 PACK = True               # the outbox is packed (outbox.py); False: bench/scale_outbox.py's baseline
@@ -170,6 +171,9 @@ class Store:
         self._pend = None
         self._tr = 0             # storex.trust: 0 not loaded yet, None insecure
         self.unverified = False  # jobs.txt's stamp taken unhashed at open (recover.py)
+        self.full_at = 0         # log and in.txt bytes when a compaction last met a full flash
+        self.rx = False          # compactions write jobs.rx and splice with it: set by a sync
+                                 # (splice.index); the loop's own leave splice.py unloaded
         self.recover()
 
     def recover(self):
@@ -185,8 +189,8 @@ class Store:
             _drop(had)
             gc.collect()
             if todo:
-                from sporadic.device import storesync
-                storesync.reimport_all(self, todo, signed)
+                from sporadic.device import reimport
+                reimport.reimport_all(self, todo, signed)
         finally:
             self._tr = 0
             _drop(had)
@@ -248,7 +252,12 @@ class Store:
 
     def needs_compaction(self):
         # in.txt of a sync that broke off (storex.receive may have let it
-        # pass IN_MAX) is folded in at the loop's next step
+        # pass IN_MAX) is folded in at the loop's next step; after a
+        # compaction the flash could not take, the next try waits for
+        # another LOG_MAX of the logs (each try writes until the flash is full)
+        n = self.log_size + self.in_size
+        if self.full_at and n < self.full_at + LOG_MAX:
+            return False
         return self.log_size > LOG_MAX or self.in_size > IN_MAX
 
     def compact(self, extra=None):
@@ -261,27 +270,42 @@ class Store:
             from sporadic.core import stamp
             stamp.verify(self)
         conf = []
-        f = open(self.tmp, 'w')
-        h = hashlib.sha256()
-        buf = []
-        n = 0
-        src = merge.merge_sorted(self.jobs_lines(), pend)
-        if extra is not None:
-            src = merge.merge_sorted(src, extra)
-        for line in merge.compact(src, conf):
-            buf.append(line)
-            n += len(line) + 1
-            if n >= CHUNK:
-                buf.append('')
-                _write(f, '\n'.join(buf), h)
+        if self.rx:
+            # a sync's store: the index too, and a splice when it is valid;
+            # a full flash leaves everything as it was (splice.compact)
+            from sporadic.device import splice
+            splice.compact(self, pend, extra, conf)
+        else:
+            f = open(self.tmp, 'w')
+            try:
+                h = hashlib.sha256()
                 buf = []
                 n = 0
-        if buf:
-            buf.append('')
-            _write(f, '\n'.join(buf), h)
-        f.close()
+                src = merge.merge_sorted(self.jobs_lines(), pend)
+                if extra is not None:
+                    src = merge.merge_sorted(src, extra)
+                for line in merge.compact(src, conf):
+                    buf.append(line)
+                    n += len(line) + 1
+                    if n >= CHUNK:
+                        buf.append('')
+                        _write(f, '\n'.join(buf), h)
+                        buf = []
+                        n = 0
+                if buf:
+                    buf.append('')
+                    _write(f, '\n'.join(buf), h)
+            except OSError:
+                # a full flash: the old file and the logs stay (the next try
+                # after another LOG_MAX of the logs: needs_compaction)
+                f.close()
+                _remove(self.tmp)
+                self.full_at = self.log_size + self.in_size
+                raise
+            f.close()
+            put(self.root + 'jobs.nok', stamp_text(size(self.tmp), h))
         self.conflicts = len(conf)
-        put(self.root + 'jobs.nok', stamp_text(size(self.tmp), h))
+        self.full_at = 0
         _rename(self.tmp, self.new)
         self.finish()
         self.compactions += 1

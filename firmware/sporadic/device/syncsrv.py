@@ -58,13 +58,19 @@ def _refusals(lines):
     return refused
 
 
+def _index(st):
+    # jobs.txt's digest index (splice.index), loaded with the first request that reads it
+    from sporadic.device import splice
+    return splice.index(st)
+
+
 def responder():
     global _responder
     if _responder is None:
         from sporadic.core import recon
         from sporadic.device import storesync
         st = store()
-        _responder = recon.Responder(lambda: storesync.lines(st), _refusals)
+        _responder = recon.Responder(lambda: storesync.lines(st), _refusals, index=lambda: _index(st))
     return _responder
 
 
