@@ -26,6 +26,7 @@ RX = 'jobs.rx'            # jobs.txt's digest index (Index): what a sync reads i
 RXN = 'jobs.rxn'          # the index of a compaction's output, renamed to RX before it is stamped
 REC = const(12)           # recon.REC: an index record (digest, offset)
 TRAILER = const(64)       # bytes of jobs.rx's trailer
+SLOT_AT = const(9)        # batch.SLOT_AT: len('.b @0001 '), a seal record's slot
 
 BLOCK = const(512)     # bytes of jobs.txt copied at a time
 RECS = const(32)       # index records copied at a time
@@ -189,15 +190,17 @@ def unit(line):
     """The prefix of the lines whose compaction decides this line's fate
     (compact() over those alone gives what it gives over the whole file):
     a job's group, 'ID '; a '.' record, which compact passes through, the
-    record itself; slot batch records ('.b @SLOT SEQ ...', where the last of
-    a slot replaces the others) all of them, '.b @'. A compaction of a few
+    record itself; a slot batch record ('.b @SLOT SEQ ...', where the last of
+    a slot replaces the others) its slot's records, '.b @SLOT ' (never all
+    the slots': a 1,000-job file's 16 seal records are 17 KB, which a 128K
+    unix board's splice could not hold beside a delivery). A compaction of a few
     new lines into a large file (splice) rewrites these alone. Keep in step
     with the rules of merge.compact() (here, not in core/merge.py, which the
     loop holds in its heap: a 72K board ran short by these bytes)."""
     if line[:1] != '.':
         return line[:merge.ID_LEN] + ' '
     if line[:4] == '.b @':
-        return '.b @'
+        return line[:SLOT_AT]
     return line
 
 

@@ -273,8 +273,15 @@ class Store:
         if self.rx:
             # a sync's store: the index too, and a splice when it is valid;
             # a full flash leaves everything as it was (splice.compact)
+            # (its code goes again after it unless a request had it loaded:
+            # a P's compaction on a 128K unix board, docs/budgets.md#27)
+            had = list(sys.modules)
             from sporadic.device import splice
-            splice.compact(self, pend, extra, conf)
+            try:
+                splice.compact(self, pend, extra, conf)
+            finally:
+                splice = None
+                _drop(had)
         else:
             f = open(self.tmp, 'w')
             try:

@@ -105,6 +105,8 @@ class Trust:
         if batch is None:
             from sporadic.core import batch as b   # and rsa: only once lines arrive
             batch = b
+        import sys
+        had = list(sys.modules)
         out = []
         recs = []
         ref = 0
@@ -138,6 +140,8 @@ class Trust:
                 dev.append(c)
             else:
                 out.append(c)
+        _parsed(had)
+        had = None
         if not (recs or wait):
             if dev:
                 ref += self._hosts_known(st, dev, out, src, refused)
@@ -324,6 +328,17 @@ class Trust:
         if self.clock_note:
             d['clock_refused'] = self.clock_note
         return d
+
+
+def _parsed(had):
+    # The parser's rarely used code this delivery loaded (job text, a
+    # calendar job's cron, zone and sun modules, a host record's) goes
+    # before the signature check: a 128K unix board holds the sync's code
+    # and one of the two, not both (docs/budgets.md#27)
+    if 'sporadic.core.jobtext' not in had:
+        jobline.unload()
+    import sporadic
+    sporadic.forget_since(had)
 
 
 def _mac(c):
