@@ -24,6 +24,7 @@ from tests.devutil import boot
 pytestmark = pytest.mark.needs('micropython', 'mpy-cross')
 
 HEAP = '256K'
+PER = 150        # jobs a sync of the full-flash test: 10 syncs fill 384K
 
 
 def cli(fleet, *argv):
@@ -144,10 +145,12 @@ def test_new_lines_are_spliced_into_the_file_and_its_index(tmp_path):
 @pytest.mark.slow
 def test_a_full_board_says_so_in_one_line_and_keeps_what_it_has(tmp_path):
     """A board on a small flash (`vboard --image --flash-size 384K`,
-    `companion deploy`) takes 40 jobs a sync until its flash cannot hold a
-    second copy of its job file: that sync ends with one line saying so
-    (exit 2, no traceback), the board keeps every job it held, and the next
-    sync says the same (it was not broken by it)."""
+    `companion deploy`) takes PER jobs a sync (`companion add -f`) until its
+    flash cannot hold a second copy of its job file: that sync ends with one
+    line saying so (exit 2, no traceback), the board keeps every job it
+    held, and the next sync says the same (it was not broken by it). (40
+    jobs a sync filled it when each `add` had a signed batch of its own;
+    with seal slots 400 jobs are ~30 KB and never did.)"""
     from tests.devutil import VboardProcess
     fleet = str(tmp_path / 'fleet')
     cli(fleet, 'init')
@@ -161,7 +164,9 @@ def test_a_full_board_says_so_in_one_line_and_keeps_what_it_has(tmp_path):
                                   capture_output=True, text=True, timeout=300)
         held = None
         for k in range(10):
-            add(fleet, jobs(40, 'b%d' % k))
+            f = tmp_path / ('b%d.txt' % k)
+            f.write_text(''.join(l + '\n' for l in jobs(PER, 'b%d' % k)))
+            cli(fleet, 'add', '-f', str(f))
             p = sync()
             if p.returncode:
                 break
@@ -187,4 +192,4 @@ def test_a_full_board_says_so_in_one_line_and_keeps_what_it_has(tmp_path):
         body = image.read_image(f.read(), geom)['/jobs.txt']
     assert len(body) == int(said)
     for k2 in range(k):          # every job of the syncs that completed
-        assert all((' log b%d%d ' % (k2, i)).encode() in body for i in range(40))
+        assert all((' log b%d%d ' % (k2, i)).encode() in body for i in range(PER))
