@@ -193,3 +193,52 @@ def test_a_full_board_says_so_in_one_line_and_keeps_what_it_has(tmp_path):
     assert len(body) == int(said)
     for k2 in range(k):          # every job of the syncs that completed
         assert all((' log b%d%d ' % (k2, i)).encode() in body for i in range(PER))
+
+
+# the heap of the many-slots test: the old splice (every slot's records in
+# RAM at once: 47 of ~1 KB) and the old check of held seals (each record
+# read as a whole line) ran out of memory here
+SLOTS_HEAP = '96K'
+
+
+def test_a_splice_rewrites_one_seal_slot_not_every_slot(tmp_path):
+    """A board imaged with 3,000 signed jobs (`companion add -f`: 47 seal
+    slots, ~50 KB of seal records) takes 30 more jobs and a cancel (a new
+    version of the last slot and a new slot) on a small heap: the
+    compaction splices the slots they touch alone, and writes exactly what
+    a rewrite of the whole file writes."""
+    fleet = str(tmp_path / 'fleet')
+    cli(fleet, 'init')
+    f = tmp_path / 'held.txt'
+    f.write_text(''.join(l + '\n' for l in jobs(3000, 'h')))
+    cli(fleet, 'add', '-f', str(f))
+    flash = imaged(tmp_path, fleet)
+    had = set(fleet_lines(fleet))
+    assert sum(l.startswith('.b @') for l in had) == 47
+    f = tmp_path / 'new.txt'
+    victim = sorted(l for l in had if l[:1] != '.')[5][:8]
+    f.write_text(''.join(l + '\n' for l in jobs(30, 'n')))
+    cli(fleet, 'add', '-f', str(f))
+    cli(fleet, 'cancel', victim)
+    new = [l for l in fleet_lines(fleet) if l not in had]
+    assert sum(l.startswith('.b @') for l in new) == 2          # the last slot again, one more
+    outs = {}
+    for name, keep_index in (('spliced', True), ('rewritten', False)):
+        d = str(tmp_path / name)
+        shutil.copytree(flash, d)
+        if not keep_index:
+            os.remove(os.path.join(d, 'jobs.rx'))
+        with open(os.path.join(d, 'new.txt'), 'w') as fh:
+            fh.write(''.join(l + '\n' for l in new))
+        p = boot(d, RECEIVE, heap=SLOTS_HEAP if keep_index else HEAP, check=False)
+        res = [l for l in p.stdout.splitlines() if l.startswith('RESULT')]
+        assert res, p.stdout[-2000:] + p.stderr[-2000:]
+        acc, ref, spliced, comp = res[-1].split()[1:]
+        assert (int(acc), int(ref)) == (len(new), 0), p.stdout
+        assert spliced == ('True' if keep_index else 'False')
+        with open(os.path.join(d, 'jobs.txt'), 'rb') as fh:
+            outs[name] = fh.read()
+    assert outs['spliced'] == outs['rewritten']
+    body = outs['spliced']
+    assert sum(l.startswith(b'.b @') for l in body.split(b'\n')) == 48
+    assert (victim + ' cancel').encode() in body and b'log n29 ' in body
