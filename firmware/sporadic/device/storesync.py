@@ -96,6 +96,20 @@ def _stamp_in(st):
 def trust(st):
     """The signed-batch check (sporadic/trust.py), None when insecure."""
     if st._tr == 0:
+        # an insecure board never loads trust.py (its names alone, interned
+        # at the end of a 96K unix board's sync for its status, found no
+        # room: docs/budgets.md#27)
+        import json
+        try:
+            with open(st.root + 'cfg.json') as f:
+                cfg = json.load(f)
+        except (OSError, ValueError):
+            cfg = {}
+        from sporadic.core import stamp
+        if not stamp.signed(cfg):
+            st._tr = None
+            return None
+        cfg = None
         from sporadic.device import trust
         st._tr = trust.load(st.root)
     return st._tr

@@ -107,6 +107,11 @@ def status():
     computes what is pending from its own copy with the same planner). A
     running loop adds its own figures (pending, next wake, last results)."""
     st = store()
+    # the outbox hand-over is over when the status is asked for: its code goes
+    import sporadic
+    sporadic.forget('sporadic.device.outbox')
+    sporadic.forget('sporadic.core.outpack')
+    gc.collect()
     if clock.state == 'unknown' and clock.source == '':
         clock.init()      # an RTC that kept its time across the reset
     from sporadic.device import clockset
