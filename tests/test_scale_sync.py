@@ -242,3 +242,18 @@ def test_a_splice_rewrites_one_seal_slot_not_every_slot(tmp_path):
     body = outs['spliced']
     assert sum(l.startswith(b'.b @') for l in body.split(b'\n')) == 48
     assert (victim + ' cancel').encode() in body and b'log n29 ' in body
+    # lines delivered alone are checked against the seals the board holds
+    # (read from jobs.txt in pieces, trust._held_segs): held jobs of the
+    # first, a middle and the last slot pass, a line no seal covers does not
+    d = str(tmp_path / 'spliced')
+    held = sorted(l for l in had if l[:1] != '.' and not l.startswith(victim))
+    again = [held[0], held[1500], held[-1], new[-1] if new[-1][:1] != '.' else new[-2]]
+    forged = jobs(1, 'forged')[0]
+    with open(os.path.join(d, 'new.txt'), 'w') as fh:
+        fh.write(''.join(l + '\n' for l in again + [forged]))
+    p = boot(d, RECEIVE, heap=SLOTS_HEAP, check=False)
+    res = [l for l in p.stdout.splitlines() if l.startswith('RESULT')]
+    assert res and res[-1].split()[1:3] == [str(len(again)), '1'], p.stdout[-2000:] + p.stderr[-2000:]
+    with open(os.path.join(d, 'quar.txt')) as fh:
+        q = fh.read()
+    assert 'not signed' in q and 'log forged0 ' in q and 'log h' not in q

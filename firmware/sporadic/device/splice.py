@@ -365,15 +365,15 @@ def splice(st, pend, conf):
         old.jf.seek(o0)
         left = o1 - o0
         mv = memoryview(buf)
-        b = 0
+        blocks = 0
         while left > 0:
             k = old.jf.readinto(mv[:min(BLOCK, left)])
             if not k:
                 raise OSError('jobs.txt shorter than its index')
             _write(out, mv[:k], h)
             left -= k
-            b += 1
-            if not b & 7 and store.feed is not None:
+            blocks += 1
+            if not blocks & 7 and store.feed is not None:
                 # every 4 KB copied: the watchdog, and the companion's
                 # silence timeout (a Pico's 445 KB file is ~20 s of it)
                 store.feed()
