@@ -311,3 +311,52 @@ def test_pack_unpack_round_trip():
     assert len(back) < len(lines)
     assert sum(len(s) + 1 for s in packed) < 0.5 * sum(len(l) + 1 for l in lines)
     assert list(outpack.unpack(['@'] + lines)) == lines
+
+
+CUT_O = r'''
+from sporadic.device import outbox, syncsrv
+real = outbox.read_lines
+
+
+def cut(path, torn=False):
+    # the board runs out of memory reading its outbox, after 5 records
+    n = 0
+    for line in real(path, torn):
+        n += 1
+        if n > 5:
+            raise MemoryError('memory allocation failed, allocating 1057 bytes')
+        yield line
+
+
+outbox.read_lines = cut
+syncsrv.w('O 8192')
+'''
+
+
+def test_an_outbox_answer_cut_by_the_board_frees_nothing(tmp_path):
+    """A board that fails in the middle of its `O` answer (a MemoryError
+    while it reads its outbox, streamed by syncsrv.w) says so on a line of
+    its own: the companion takes none of the answer and acknowledges
+    nothing, so the board frees nothing (glued to the last record, the
+    error was taken for a bad record and the whole answer acknowledged: the
+    records after it were lost)."""
+    from companion import cli
+    from companion.errors import UserError
+    from tests.devutil import make_flash, boot
+    d = make_flash(str(tmp_path / 'flash'), host=HOST)
+    os.makedirs(os.path.join(d, 'out'), exist_ok=True)
+    for n in (1, 2):
+        with open(os.path.join(d, 'out', str(n)), 'w') as f:
+            for k in range(20):
+                f.write('aaaaaaaa r %s %d %d ok 0123456789abcdef n%d\n' % (HOST, n * 100 + k, 1796083200 + k, k))
+    p = boot(d, CUT_O, heap='256K')
+    out = p.stdout
+    answer = out[out.rindex('\x02') + 1:out.index('\x03', out.rindex('\x02'))].replace('\x06', '')
+    assert answer.splitlines()[-1].startswith('!error MemoryError'), answer[-200:]
+    fleet = Fleet(str(tmp_path / 'fleet'))
+    assert cli.main(['--fleet', fleet.dir, 'init', '--insecure']) == 0
+    acks = []
+    with pytest.raises(UserError, match='board refused the outbox: MemoryError'):
+        syncer.outbox(fleet, HOST, lambda req: answer, acks.append, None, [])
+    assert acks == [] and fleet.results() == []
+    assert sorted(os.listdir(os.path.join(d, 'out'))) == ['1', '2']

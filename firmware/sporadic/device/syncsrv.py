@@ -255,8 +255,10 @@ def w(req):
             _watchdog()
             buf = []
             n = 0
+            some = False
             try:
                 for piece in (_outbox(req) if req[:1] == 'O' else responder().handle_iter(req)):
+                    some = True
                     buf.append(piece)
                     n += len(piece)
                     if n >= OUT_CHUNK:       # few large writes, not one per line
@@ -264,7 +266,12 @@ def w(req):
                         buf = []
                         n = 0
             except Exception as e:
-                buf.append('!error %s: %s' % (type(e).__name__, e))
+                # in band, as a word of its own: an outbox line of its own
+                # (the companion then acknowledges nothing of this answer;
+                # glued to the last record it was taken for one, and the
+                # records after it were freed unread), a G answer's item
+                buf.append(('' if not some else '\n' if req[:1] == 'O' else '\t')
+                           + '!error %s: %s' % (type(e).__name__, e))
             out.write(''.join(buf))
         else:
             out.write(h(req))
