@@ -32,7 +32,10 @@ except ImportError:
     def const(x):
         return x
 
-OUT_CHUNK = const(1024)   # characters gathered before one write of a streamed answer
+# characters gathered before one write of a streamed answer: few writes,
+# and small joins (a 1 KB join found no room in a 112K unix board's heap
+# mid-way through a month's outbox); a longer piece is written alone
+OUT_CHUNK = const(256)
 OUT_MOST = const(8192)    # outbox bytes in one `O` answer when the request names none
 _responder = None
 _store = None
@@ -259,12 +262,16 @@ def w(req):
             try:
                 for piece in (_outbox(req) if req[:1] == 'O' else responder().handle_iter(req)):
                     some = True
-                    buf.append(piece)
-                    n += len(piece)
-                    if n >= OUT_CHUNK:       # few large writes, not one per line
+                    k = len(piece)
+                    if buf and n + k > OUT_CHUNK:
                         out.write(''.join(buf))
                         buf = []
                         n = 0
+                    if k >= OUT_CHUNK:
+                        out.write(piece)
+                        continue
+                    buf.append(piece)
+                    n += k
             except Exception as e:
                 # in band, as a word of its own: an outbox line of its own
                 # (the companion then acknowledges nothing of this answer;
