@@ -57,7 +57,7 @@ def _cli(fleet, *argv):
 def _deployed(base, insecure=False, position=None):
     """A fleet and a board deployed into it (at a large heap: deploy is not
     what is measured). Returns (fleet, flash)."""
-    from companion.vboard import VBoard
+    from companion.vboard.board import VBoard
     fleet = os.path.join(base, 'fleet')
     flash = os.path.join(base, 'flash')
     assert _cli(fleet, 'init', *(['--insecure'] if insecure else []))[0] == 0
@@ -74,9 +74,9 @@ def _deployed(base, insecure=False, position=None):
 def _trial(prepared, heap_k, check):
     """Copy a prepared (fleet, flash), start the board at heap_k, sync once;
     (ok, error)."""
-    from companion import syncer
-    from companion.fleet import Fleet
-    from companion.vboard import VBoard
+    from companion.sync import syncer
+    from companion.fleet.folder import Fleet
+    from companion.vboard.board import VBoard
     fleet0, flash0 = prepared
     t = tempfile.mkdtemp(prefix='trial-', dir=os.path.dirname(fleet0))
     try:

@@ -16,8 +16,8 @@ import shutil
 
 import pytest
 
-from companion import syncer
-from companion.fleet import Fleet
+from companion.sync import syncer
+from companion.fleet.folder import Fleet
 from sporadic.core import jobline
 from tests.devutil import CLI, outbox_lines, unsettled, wait_for
 
@@ -98,7 +98,7 @@ def test_outbox_cut_mid_way_resumes(tmp_path):
     the board still holds the rest, and the next sync completes it: every
     record once, none lost."""
     from tests.test_cable_pull import CutLink
-    from companion.vboard import VBoard
+    from companion.vboard.board import VBoard
     cli = CLI(str(tmp_path / 'fleet'))
     flash0 = str(tmp_path / 'flash')
     try:
@@ -247,7 +247,7 @@ def test_the_emulated_pico_hands_its_outbox_over_in_one_sync(tmp_path):
         pytest.skip('emulated Pico: %s' % WHY)
     import subprocess
     import sys
-    from companion.vboard_rp2 import RP2VBoard
+    from companion.vboard.rp2 import RP2VBoard
     cli = CLI(str(tmp_path / 'fleet'))
     flash = str(tmp_path / 'flash')
     try:
