@@ -1,6 +1,7 @@
 """The heap a sync of #27's pieces needs on the unix board (64-bit .mpy).
 
     python bench/scale_heap.py [--jobs 1000] [--hours 720] [--step 8]   # JSON last line
+    (bench/scale.py runs it with the other bench/scale_*.py modules; keys heap_*)
 
 The smallest `-X heapsize` (KiB, found by bisection, --step apart) at which
 a virtual board (the unix port on a pseudo-terminal, `companion vboard`)
@@ -170,7 +171,9 @@ def month_sync(base, hours, jobs=10):
     return cli.dir, flash, check
 
 
-def measure(jobs=1000, hours=720, step=8, parts=('first', 'calendar', 'month')):
+def measure(board=None, jobs=1000, hours=720, step=8, parts=('first', 'calendar', 'month')):
+    """bench/scale.py's entry too (measure(board)): the figures are the
+    unix board's whatever `board` is (the heap is a unix-port measure)."""
     base = tempfile.mkdtemp(prefix='scale-heap-')
     out, errors = {}, {}
     try:
@@ -191,8 +194,10 @@ def measure(jobs=1000, hours=720, step=8, parts=('first', 'calendar', 'month')):
                   % (key, k or '>%d' % HI, time.monotonic() - t, err or '-'), flush=True)
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    out.update({'jobs': jobs, 'hours': hours, 'step_k': step, 'errors': errors,
-                'board': 'unix (64-bit .mpy)'})
+    out = {'heap_' + k: v for k, v in out.items()}
+    out.update({'heap_jobs': jobs, 'heap_hours': hours, 'heap_step_k': step,
+                'heap_errors': {'heap_' + k: v for k, v in errors.items()},
+                'board': {k: 'unix' for k in out}})
     return out
 
 
@@ -205,7 +210,7 @@ def main(argv=None):
     a = ap.parse_args(argv)
     print('smallest heap (KiB) in which a unix board passes each sync (bisection %d..%d, step %d)'
           % (LO, HI, a.step))
-    d = measure(a.jobs, a.hours, a.step, a.parts.split(','))
+    d = measure(None, a.jobs, a.hours, a.step, a.parts.split(','))
     print(json.dumps(d))
 
 
