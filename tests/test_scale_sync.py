@@ -242,6 +242,10 @@ def test_a_splice_rewrites_one_seal_slot_not_every_slot(tmp_path):
     body = outs['spliced']
     assert sum(l.startswith(b'.b @') for l in body.split(b'\n')) == 48
     assert (victim + ' cancel').encode() in body and b'log n29 ' in body
+    with open(str(tmp_path / 'spliced' / 'jobs.rx'), 'rb') as fh:
+        rx = fh.read()
+    recs, n, x = index_of(body)        # the splice's index: every record, its offset moved
+    assert rx[:-64] == recs and rx[-64:].split()[:2] == [b'%x' % n, x.encode()]
     # lines delivered alone are checked against the seals the board holds
     # (read from jobs.txt in pieces, trust._held_segs): held jobs of the
     # first, a middle and the last slot pass, a line no seal covers does not
