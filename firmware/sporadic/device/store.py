@@ -40,6 +40,10 @@ PACK = True               # the outbox is packed (outbox.py); False: bench/scale
 PACK_AT = const(12288)    # raw outbox segment bytes packed together (outbox.py)
 OUT_MARGIN = const(4)     # flash blocks kept free beyond what the next compaction needs
 PACK_FREE = const(32768)  # free heap the loop needs to pack the outbox itself (else the sync does)
+# free heap under which a sync lets the code of one part go before the next
+# (splice after a compaction, the parser's rare modules after a delivery):
+# a 128K unix board's; a Pico (~190 KB free) keeps them, no import again
+SYNC_TIGHT = const(65536)
 
 # The watchdog: every long read calls feed() each FEED_LINES lines (set to
 # board.wdt_feed by the runtime and the sync server). A board's watchdog,
@@ -275,13 +279,14 @@ class Store:
             # a full flash leaves everything as it was (splice.compact)
             # (its code goes again after it unless a request had it loaded:
             # a P's compaction on a 128K unix board, docs/budgets.md#27)
-            had = list(sys.modules)
+            had = list(sys.modules) if tight() else None
             from sporadic.device import splice
             try:
                 splice.compact(self, pend, extra, conf)
             finally:
                 splice = None
-                _drop(had)
+                if had is not None:
+                    _drop(had)
         else:
             f = open(self.tmp, 'w')
             try:
@@ -394,6 +399,13 @@ class Store:
                 s.append(int(name))
         s.sort()
         return s
+
+
+def tight():
+    """The heap has less than SYNC_TIGHT free (garbage counted as used: no
+    collection for the question): a sync lets go of what one part loaded."""
+    import gc
+    return hasattr(gc, 'mem_free') and gc.mem_free() < SYNC_TIGHT
 
 
 def _roomy():

@@ -54,13 +54,16 @@ def store():
 
 def _refusals(lines):
     # store.receive quarantines what it refuses (with the reason, reported in
-    # status); here the refusals travel back to the peer as well. The digest
-    # index's code goes first (a P reads no index; a compaction or the next
-    # S, N or G loads it again): the parser and the signature check take its
-    # room on a 128K unix board (docs/budgets.md#27)
-    import sporadic
-    sporadic.forget('sporadic.device.splice')
-    gc.collect()
+    # status); here the refusals travel back to the peer as well. On a tight
+    # heap (store.tight) the digest index's code goes first (a P reads no
+    # index; a compaction or the next S, N or G loads it again): the parser
+    # and the signature check take its room on a 128K unix board
+    # (docs/budgets.md#27)
+    from sporadic.device import store as s
+    if s.tight():
+        import sporadic
+        sporadic.forget('sporadic.device.splice')
+        gc.collect()
     from sporadic.device import storesync
     refused = []
     storesync.receive(store(), lines, 'sync', refused)

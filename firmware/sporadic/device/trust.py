@@ -333,8 +333,12 @@ class Trust:
 def _parsed(had):
     # The parser's rarely used code this delivery loaded (job text, a
     # calendar job's cron, zone and sun modules, a host record's) goes
-    # before the signature check: a 128K unix board holds the sync's code
-    # and one of the two, not both (docs/budgets.md#27)
+    # before the signature check on a tight heap (store.tight): a 128K unix
+    # board holds the sync's code and one of the two, not both
+    # (docs/budgets.md#27)
+    from sporadic.device import store
+    if not store.tight():
+        return       # a roomy heap keeps them: no import again at the next delivery
     if 'sporadic.core.jobtext' not in had:
         jobline.unload()
     import sporadic
