@@ -10,6 +10,7 @@ merge the core's (sporadic.desktop.merging), the MAC check the core's
 """
 import json
 import os
+import re
 import time
 from contextlib import contextmanager
 
@@ -276,6 +277,8 @@ def deploy(fleet, port, dev_id=None, board=None, network=None, compile=True, pro
 
 def _check(resp, what):
     if resp.startswith('!error'):
+        if 'board full' in resp:      # store.full: sync() says it in one line
+            raise recon.SyncError(resp[7:])
         raise UserError('board refused %s: %s' % (what, resp[7:]))
     return resp
 
@@ -294,6 +297,10 @@ def sync(fleet, port, progress=True, link=None, now=None):
     except NotSporadic as e:
         raise UserError(str(e)) from e
     except (LinkError, recon.SyncError) as e:
+        if 'board full' in str(e):
+            m = re.search(r'keeps its (\d+) B', str(e))
+            raise UserError('%s is full: its flash takes no more jobs (folding them in needs room for a second '
+                            'copy of its job file); it keeps the %s it holds' % (port, '%s bytes of jobs' % m.group(1) if m else 'jobs'))
         raise UserError('sync with %s broke off: %s (nothing is lost: the next sync completes it)%s'
                         % (port, e, memory_hint(str(e), seen.get('heap'))))
     finally:
@@ -353,6 +360,72 @@ def memory_hint(error, heap):
     return '. This board has a %d KiB heap: %s' % (heap // 1024, files.FROZEN_ADVICE)
 
 
+def outbox_bytes_for(heap):
+    """Outbox bytes asked for in one `O` (the board streams its answer, so
+    this is what one acknowledgement covers: what a cut sync sends again)."""
+    if heap is None or heap >= 128 * 1024:
+        return 32 * 1024
+    return 8 * 1024
+
+
+def outbox(fleet, dev_id, call, plain_call, heap, flagged):
+    """The board's own records history (its outbox), piece by piece: each
+    piece's results are in results.txt before the board is told to free
+    them (`A UPTO LOST`), so a cut sync loses nothing and the next one
+    starts where this one stopped. The board packs them
+    (sporadic.core.outpack: the companion unpacks with the same code).
+    Returns {'new': new result lines, 'upto': newest file acknowledged,
+    'pieces', 'records', 'lost': records the board dropped for want of flash}."""
+    from sporadic.core import outpack
+    most = outbox_bytes_for(heap)
+    new = []
+    upto = pieces = records = lost = 0
+    while True:
+        out = _check(call('O %d' % most), 'the outbox').replace('\r\n', '\n')
+        lines = out.split('\n')
+        head = lines[0].split()
+        if len(head) != 3 or not all(h.isdigit() for h in head):
+            raise UserError('board refused the outbox: %s' % lines[0][:80])
+        for l in lines:
+            if l.startswith('!error'):
+                raise UserError('board refused the outbox: %s' % l[7:])
+        top, left, gone = int(head[0]), int(head[1]), int(head[2])
+        res = []
+        u = outpack.Unpacker()
+        for s in lines[1:]:
+            if not s:
+                continue
+            try:
+                l = u.line(s)
+                if l is None:
+                    continue
+                r = jobline.parse(l)
+            except (ValueError, IndexError, jobline.ParseError):
+                # not a record (a board that lies, or a torn file): reported, never kept
+                flagged.append('bad line in outbox of %s: %s' % (dev_id, s[:80]))
+                continue
+            if isinstance(r, jobline.Result) and verify_result(fleet, r) is False:
+                flagged.append('unverified result in outbox of %s: %s' % (dev_id, l[:80]))
+            res.append(l)
+        new += fleet.add_results(res)
+        records += len(res)
+        if gone:
+            info = fleet.device(dev_id) or {'id': dev_id}
+            info['results_dropped'] = info.get('results_dropped', 0) + gone
+            fleet.save_device(info)
+            flagged.append('%s dropped %d of its records for want of flash before this sync'
+                           % (dev_id, gone))
+            lost += gone
+        if not top and not gone:
+            break
+        pieces += 1
+        _check(plain_call('A %d %d' % (top, gone)), 'the acknowledgement')
+        upto = max(upto, top)
+        if not left:
+            break
+    return {'new': new, 'upto': upto, 'pieces': pieces, 'records': records, 'lost': lost}
+
+
 def _sync(fleet, port, link, now, base=0, seen=None):
     fresh_heap(link)
     # 0. which fleet the board belongs to, before anything is exchanged
@@ -405,17 +478,10 @@ def _sync(fleet, port, link, now, base=0, seen=None):
         # unchanged pair costs T and S only.
         # O and C may compact (a rewrite of the board's whole job file): as
         # streamed answers, the board's keep-alives hold the link open
-        out = _check(call('O'), 'the outbox').replace('\r\n', '\n')
-        seg, _, body = out.partition('\n')
-        outbox = [l for l in body.split('\n') if l]
-        for l in outbox:
-            r = jobline.parse(l)
-            if isinstance(r, jobline.Result) and verify_result(fleet, r) is False:
-                flagged.append('unverified result in outbox of %s: %s' % (dev_id, l[:80]))
-        new_results = fleet.add_results(outbox + [l for l in received if merging.is_result(l)])
-        if int(seg):
-            _check(link.call('A %s' % seg), 'the acknowledgement')
-        if stats['lines_out'] or int(seg):    # the board received lines or sealed its log
+        got = outbox(fleet, dev_id, call, link.call, heap, flagged)
+        new_results = got['new'] + fleet.add_results([l for l in received if merging.is_result(l)])
+        seg = got['upto']
+        if stats['lines_out'] or seg:    # the board received lines or sealed its log
             _check(call('C'), 'compaction')
         status = json.loads(_check(link.call('I'), 'the status'))
     info = fleet.device(dev_id) or {'id': dev_id}
@@ -425,6 +491,11 @@ def _sync(fleet, port, link, now, base=0, seen=None):
                  # the sections it ran in: a duplicate names each run's last sync (fleetcmd.duplicates)
                  'syncs': (info.get('syncs') or [])[1 - SYNCS_KEPT:] + [now]})
     fleet.save_device(info)
+    store = (status or {}).get('store') or {}
+    if store.get('full'):
+        # it answered from what it holds, lines it could not fold in waiting
+        # in in.txt: said in one line at every sync until it has room
+        raise recon.SyncError('board full: keeps its %d B of jobs' % store.get('jobs_bytes', 0))
     refused = ['%s (%s)' % (l[:80], why) for l, why in stats.get('refused_remote', [])]
     return {'id': dev_id, 'drift': drift or 0, 'lines_sent': stats['lines_out'],
             'lines_received': stats['lines_in'], 'new_results': len(new_results),
