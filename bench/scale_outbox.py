@@ -30,7 +30,7 @@ Figures:
   - results_in_one_sync_64K: the same sync tried at -X heapsize=64K on a
     copy (what arrived, and the error when the sync breaks off);
     outbox_handover_64K: the records the outbox hand-over alone (a sync's
-    soft reset and `T`, then syncer.outbox: `O` pieces and `A`) moved from
+    soft reset and `T`, then outbox.outbox: `O` pieces and `A`) moved from
     that 64K board (the signed reconciliation before it is what a 64K
     sync of this port's .mpy firmware runs out of memory in).
 
@@ -123,12 +123,12 @@ def sync_once(fleet_dir, flash, heap):
 
 
 def outbox_only(fleet_dir, flash, heap):
-    """The outbox hand-over alone (syncer.outbox, what a sync does after the
+    """The outbox hand-over alone (companion/sync/outbox.py, what a sync does after the
     reconciliation: `O` pieces and `A`) over the board's serial line, after
     the soft reset and `T` a sync starts with: what a board at `heap` hands
     over when the reconciliation before it is not what runs out of memory.
     Returns (records handed over, seconds, error)."""
-    from companion.sync import syncer
+    from companion.sync import outbox, syncer
     from companion.fleet.folder import Fleet
     from companion.link.serial import SerialLink
     from companion.vboard.board import VBoard
@@ -140,7 +140,7 @@ def outbox_only(fleet_dir, flash, heap):
         try:
             syncer.fresh_heap(link)
             ans = link.call('T %d' % int(time.time())).split()
-            got = syncer.outbox(Fleet(fleet_dir), ans[0], lambda r: link.call(r, stream=True), link.call,
+            got = outbox.outbox(Fleet(fleet_dir), ans[0], lambda r: link.call(r, stream=True), link.call,
                                 int(ans[2]), [])
             return got['records'], time.monotonic() - t, None
         finally:

@@ -16,7 +16,7 @@ import shutil
 
 import pytest
 
-from companion.sync import syncer
+from companion.sync import outbox, syncer
 from companion.fleet.folder import Fleet
 from sporadic.core import jobline
 from tests.devutil import CLI, outbox_lines, unsettled, wait_for
@@ -27,7 +27,7 @@ HOST = 'b-1'
 JOBS = 10
 HOURS = 30 * 24          # a month of hourly instances: 7,200 results
 # The cut test's syncs: a heap under 128K takes the outbox in 8 KB pieces
-# (syncer.outbox_bytes_for). At 64K a sync of this port's .mpy firmware
+# (outbox.outbox_bytes_for). At 64K a sync of this port's .mpy firmware
 # breaks off in the reconciliation (S), before the outbox (devutil.E2E_HEAP).
 SYNC_HEAP = '96K'
 
@@ -357,6 +357,6 @@ def test_an_outbox_answer_cut_by_the_board_frees_nothing(tmp_path):
     assert cli.main(['--fleet', fleet.dir, 'init', '--insecure']) == 0
     acks = []
     with pytest.raises(UserError, match='board refused the outbox: MemoryError'):
-        syncer.outbox(fleet, HOST, lambda req: answer, acks.append, None, [])
+        outbox.outbox(fleet, HOST, lambda req: answer, acks.append, None, [])
     assert acks == [] and fleet.results() == []
     assert sorted(os.listdir(os.path.join(d, 'out'))) == ['1', '2']

@@ -370,7 +370,7 @@ class Fleet:
                 out.append((l, 'not signed by this fleet: %s' % e))
                 continue
             k = pubs.get(kid)
-            if k is None or not rsa.verify(k[0], k[1], batch._body_digest(l, blen), sig):
+            if k is None or not rsa.verify(k[0], k[1], batch.body_digest(l, blen), sig):
                 out.append((l, 'not signed by this fleet: %s' % ('unknown key %s' % kid if k is None
                                                                  else 'bad signature on record %08d' % seq)))
         return out

@@ -23,6 +23,7 @@ from companion.link import open as links
 from companion.fleet import folder as fleet_folder
 from companion.fleet.folder import device_secret, secret_for, verify_result
 from companion.link.base import LinkError, NotSporadic
+from companion.sync.outbox import board_answer, outbox
 
 
 @contextmanager
@@ -275,14 +276,6 @@ def deploy(fleet, port, dev_id=None, board=None, network=None, compile=True, pro
 
 # -- sync --------------------------------------------------------------------------
 
-def _check(resp, what):
-    if resp.startswith('!error'):
-        if 'board full' in resp:      # store.full: sync() says it in one line
-            raise recon.SyncError(resp[7:])
-        raise UserError('board refused %s: %s' % (what, resp[7:]))
-    return resp
-
-
 def sync(fleet, port, progress=True, link=None, now=None):
     """Merge both ways with one board; returns a report dict."""
     fleet.check_files()       # a bad fleet file stops the sync before the board or the folder changes
@@ -360,79 +353,13 @@ def memory_hint(error, heap):
     return '. This board has a %d KiB heap: %s' % (heap // 1024, files.FROZEN_ADVICE)
 
 
-def outbox_bytes_for(heap):
-    """Outbox bytes asked for in one `O` (the board streams its answer, so
-    this is what one acknowledgement covers: what a cut sync sends again)."""
-    if heap is None or heap >= 128 * 1024:
-        return 32 * 1024
-    return 8 * 1024
-
-
-def outbox(fleet, dev_id, call, plain_call, heap, flagged):
-    """The board's own records history (its outbox), piece by piece: each
-    piece's results are in results.txt before the board is told to free
-    them (`A UPTO LOST`), so a cut sync loses nothing and the next one
-    starts where this one stopped. The board packs them
-    (sporadic.core.outpack: the companion unpacks with the same code).
-    Returns {'new': new result lines, 'upto': newest file acknowledged,
-    'pieces', 'records', 'lost': records the board dropped for want of flash}."""
-    from sporadic.core import outpack
-    most = outbox_bytes_for(heap)
-    new = []
-    upto = pieces = records = lost = 0
-    while True:
-        out = _check(call('O %d' % most), 'the outbox').replace('\r\n', '\n')
-        lines = out.split('\n')
-        head = lines[0].split()
-        if len(head) != 3 or not all(h.isdigit() for h in head):
-            raise UserError('board refused the outbox: %s' % lines[0][:80])
-        for l in lines:
-            if l.startswith('!error'):
-                raise UserError('board refused the outbox: %s' % l[7:])
-        top, left, gone = int(head[0]), int(head[1]), int(head[2])
-        res = []
-        u = outpack.Unpacker()
-        for s in lines[1:]:
-            if not s:
-                continue
-            try:
-                l = u.line(s)
-                if l is None:
-                    continue
-                r = jobline.parse(l)
-            except (ValueError, IndexError, jobline.ParseError):
-                # not a record (a board that lies, or a torn file): reported, never kept
-                flagged.append('bad line in outbox of %s: %s' % (dev_id, s[:80]))
-                continue
-            if isinstance(r, jobline.Result) and verify_result(fleet, r) is False:
-                flagged.append('unverified result in outbox of %s: %s' % (dev_id, l[:80]))
-            res.append(l)
-        new += fleet.add_results(res)
-        records += len(res)
-        if gone:
-            info = fleet.device(dev_id) or {'id': dev_id}
-            info['results_dropped'] = info.get('results_dropped', 0) + gone
-            fleet.save_device(info)
-            flagged.append('%s dropped %d of its records for want of flash before this sync'
-                           % (dev_id, gone))
-            lost += gone
-        if not top and not gone:
-            break
-        pieces += 1
-        _check(plain_call('A %d %d' % (top, gone)), 'the acknowledgement')
-        upto = max(upto, top)
-        if not left:
-            break
-    return {'new': new, 'upto': upto, 'pieces': pieces, 'records': records, 'lost': lost}
-
-
 def _sync(fleet, port, link, now, base=0, seen=None):
     fresh_heap(link)
     # 0. which fleet the board belongs to, before anything is exchanged
     check_fleet(fleet, link.call('F'), port)
     now = int(time.time()) if now is None else now
     # 1. the board's clock, from the companion's, over the board's own line
-    answer = _check(link.call('T %d' % now), 'the time').split()
+    answer = board_answer(link.call('T %d' % now), 'the time').split()
     dev_id, before = answer[0], answer[1]
     heap = int(answer[2]) if len(answer) > 2 and answer[2].isdigit() else None
     if seen is not None:
@@ -482,8 +409,8 @@ def _sync(fleet, port, link, now, base=0, seen=None):
         new_results = got['new'] + fleet.add_results([l for l in received if merging.is_result(l)])
         seg = got['upto']
         if stats['lines_out'] or seg:    # the board received lines or sealed its log
-            _check(call('C'), 'compaction')
-        status = json.loads(_check(link.call('I'), 'the status'))
+            board_answer(call('C'), 'compaction')
+        status = json.loads(board_answer(link.call('I'), 'the status'))
     info = fleet.device(dev_id) or {'id': dev_id}
     wire = link.bytes_sent + link.bytes_received - base
     info.update({'port': port, 'last_sync': now, 'drift': drift, 'status': status, 'complete': True,

@@ -245,7 +245,7 @@ def parse_key(line):
     return seq, kid, f[3], sig, len(line) - len(f[4]) - 1
 
 
-def _body_digest(line, body_len):
+def body_digest(line, body_len):
     if isinstance(line, str):
         line = line.encode()
     h = hashlib.sha256(memoryview(line)[:body_len])
@@ -336,7 +336,7 @@ class Verifier:
         k, why = self._key(kid)
         if why:
             return why
-        if not rsa.verify(k[0], k[1], _body_digest(line, blen), sig):
+        if not rsa.verify(k[0], k[1], body_digest(line, blen), sig):
             return "bad signature on key record %08d" % seq
         why = self._fresh(seq)
         if why:
@@ -358,7 +358,7 @@ class Verifier:
         k, why = self._key(kid)
         if why:
             return why
-        if not rsa.verify(k[0], k[1], _body_digest(line, blen), sig):
+        if not rsa.verify(k[0], k[1], body_digest(line, blen), sig):
             return "bad signature on batch %08d" % seq
         why = self._fresh(seq)
         if why:

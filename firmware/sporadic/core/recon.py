@@ -35,37 +35,8 @@ API
   EOF (used by tests over a pipe; a TCP or REPL server can do the same).
 - file_source(*paths): a source streaming the lines of some files in turn.
 
-Request language (one line each way, printable ASCII, no newline inside;
-nodes are lowercase hex prefixes of at most MAXDEPTH digits, '.' = root)
--------------------------------------------------------------------------
-    S [node ...]      -> "<count>.<xor16>" per node (hex; no node = root),
-                         at most MAXQ nodes
-    N node ...        -> at most MAXQ nodes; one answer per node, space
-                         separated:
-                         "=d,d,..."  the node's digests (count <= LEAF), each
-                                     written from after the node's prefix
-                                     up to DIGLEN hex digits
-                         "*"         too dense at MAXDEPTH: swap it whole
-                         "e0,...,e15" its 16 children, e = "" when empty,
-                                     else "<count hex><low 32 bits of xor,
-                                     8 hex>"
-    D node ...        -> per node "=d,d,..." as above, or "+" when it holds
-                         more than LEAF lines (the driver then asks N); the
-                         driver sends D for nodes it knows are small: the
-                         responder keeps LEAF digests a node, no children,
-                         so one D carries MAXD nodes
-    G item ...        -> the lines whose hex digest starts with an item (a
-                         node or a DIGLEN digest), tab separated, escaped;
-                         at most MAXG items ('.' = every line)
-    P line<TAB>line.. -> "<accepted>" then "<TAB><digest12> <reason>" per
-                         refused line
-    error             -> "!reason"
-A round: S root -> equal: done (one round trip, ~22 bytes). Else, level by
-level, N for differing nodes with many lines, D for small ones, comparing
-children with the local side's; the terminal nodes are: remote empty (push
-all local lines there), local empty (G the node), leaf digests (push local
-lines not listed, G listed digests not held). Then P in chunks of put_bytes,
-G in chunks, and S again to verify.
+The request language (S, N, D, G, P; one line each way, printable ASCII)
+and the rounds: docs/sync.md#the-request-language and #rounds.
 
 Lines travel escaped: '%', '!', control and non-ASCII bytes become %XX
 (UTF-8), so a line never holds a tab or a newline on the wire.

@@ -182,7 +182,7 @@ class Store:
 
     def recover(self):
         # the recovery code is loaded for the open only, then dropped from
-        # RAM before a re-import of a changed file (storesync.reimport_all;
+        # RAM before a re-import of a changed file (reimport.reimport_all;
         # what that loads is dropped after it)
         import gc
         had = list(sys.modules)
