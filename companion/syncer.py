@@ -232,7 +232,7 @@ def deploy(fleet, port, dev_id=None, board=None, network=None, compile=True, pro
             dev_id = raw if '-' in raw else '%s-%s' % (board, raw)
         prov = provision.prepare(fleet, dev_id, board, network, position=position)
         frozen = link.exec(FROZEN_PROBE).strip().endswith('F')
-        todo = files.firmware_files(board, compile, frozen) + prov.config_files()
+        todo = files.firmware_files(board, compile, frozen, cfg=prov.extra) + prov.config_files()
         # the user's actions: the fleet's actions.py goes onto the board; else
         # the board's own is read, so that `add` and `check` know its actions
         user = fleet_folder.fleet_actions(fleet)

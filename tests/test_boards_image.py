@@ -726,3 +726,25 @@ def test_a_whole_file_due_at_once_runs_once_each_in_a_small_heap(tmp_path):
     records = b"".join(found.get(n, b"") for n in ("/log.txt", "/jobs.txt")).decode()
     ran = [l.split()[0] for l in records.splitlines() if " r pump-1 0 " in l and " ok " in l]
     assert len(ran) == 100 and len(set(ran)) == 100, (len(ran), len(set(ran)))
+
+
+def test_an_image_carries_only_the_modules_its_configuration_uses(tmp_path):
+    # #31: without a network the board never imports net/ nor the leader
+    # (device/boot.py): its image leaves them out; --wifi puts them in
+    fleet = str(tmp_path / "fleet")
+    assert companion("--fleet", fleet, "init").returncode == 0
+    g = image.geometry("esp8266")
+    found = {}
+    for name, extra in (("plain", ()), ("wifi", ("--wifi", "home:secret", "--peer", "192.168.4.8:7370"))):
+        out = str(tmp_path / (name + ".bin"))
+        p = companion("--fleet", fleet, "image", "--board", "esp8266", "--id", "e-" + name, "-o", out, *extra)
+        assert p.returncode == 0, p.stderr
+        found[name] = image.read_image(open(out, "rb").read(), g)
+    plain = sorted(p for p in found["plain"] if p.startswith("/lib/sporadic/"))
+    wifi = sorted(p for p in found["wifi"] if p.startswith("/lib/sporadic/"))
+    left_out = sorted(set(wifi) - set(plain))
+    assert left_out == ["/lib/sporadic/core/leader.mpy", "/lib/sporadic/net/__init__.mpy",
+                        "/lib/sporadic/net/node.mpy", "/lib/sporadic/net/peer.mpy",
+                        "/lib/sporadic/net/server.mpy", "/lib/sporadic/net/wire.mpy"]
+    assert set(plain) < set(wifi)
+    assert json.loads(found["wifi"]["/cfg.json"])["wifi"]["ssid"] == "home"
