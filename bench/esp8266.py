@@ -139,7 +139,8 @@ def main(argv):
     print("%-66s %8s %8s %8s %5s" % ("figure", "base", "now", "target", "met"))
     for key, label, target in ROWS:
         b, n = base.get(key), now.get(key)
-        met = "-" if n is None or target is None else ("yes" if n <= target else "NO")
+        limit = b if target is None else target     # "keep or better": the base's own figure
+        met = "-" if n is None or limit is None else ("yes" if n <= limit else "NO")
         print("%-66s %8s %8s %8s %5s" % (label, "-" if b is None else b, "-" if n is None else n,
                                            target or "keep", met))
     print(json.dumps({"base_rev": rev, "interpreter_32bit": have32, "base": base, "now": now,

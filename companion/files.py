@@ -112,14 +112,16 @@ FROZEN_ADVICE = ("a sync needs sporadic frozen into its MicroPython firmware "
 
 
 def small_heap_note(board, frozen):
-    """A note for a board whose heap runs the loop from .mpy files but not a
-    sync (an ESP8266: bench/heap_sync.py), or '' ."""
+    """A note for a board whose heap is too small for sporadic as .mpy files
+    (an ESP8266: its loop needs 46 KiB and a signed sync 83 KiB on a 32-bit
+    port, bench/esp8266.py, docs/budgets.md), or '' ."""
     data = board_data(board)
     heap = data.get("heap_bytes") or 0
     if frozen or not heap or heap >= SMALL_HEAP or data.get("heap_grows"):
         return ""
-    return ("note: the %s has a %d KiB heap: it runs its loop from the .mpy files, but %s"
-            % (data["name"], heap // 1024, FROZEN_ADVICE))
+    return ("note: the %s has a %d KiB heap, less than sporadic's loop needs as .mpy files "
+            "(docs/budgets.md): the loop and a sync need sporadic frozen into its MicroPython firmware "
+            "(docs/hardware.md#frozen-firmware)" % (data["name"], heap // 1024))
 
 
 # sporadic/desktop/ is portable but desktop-only: it never goes to a board.

@@ -748,3 +748,29 @@ def test_an_image_carries_only_the_modules_its_configuration_uses(tmp_path):
                         "/lib/sporadic/net/server.mpy", "/lib/sporadic/net/wire.mpy"]
     assert set(plain) < set(wifi)
     assert json.loads(found["wifi"]["/cfg.json"])["wifi"]["ssid"] == "home"
+
+
+class _Answers:
+    """What a board's raw REPL prints for syncer.BOARD_PROBE (sys.platform,
+    os.uname().machine, sys.implementation._mpy)."""
+
+    def __init__(self, text):
+        self.text = text
+
+    def exec(self, code):
+        return self.text
+
+
+def test_deploy_board_esp8266_knows_a_stock_esp8266_and_refuses_a_1mb_build():
+    # #31: what the stock ESP8266_GENERIC 2 MiB+ firmware answers (board.json:
+    # sys_platform, machine, mpy_arch xtensa: _mpy = 6 | 3 << 8 | 9 << 10)
+    from companion import syncer
+    from companion.errors import UserError
+    data = files.board_data("esp8266")
+    mpy = 6 | 3 << 8 | 9 << 10
+    stock = "%s|%s|%d" % (data["sys_platform"], data["machine"], mpy)
+    assert syncer.check_board(_Answers(stock), "esp8266", "/dev/ttyUSB0") == "esp8266"
+    assert syncer.detect_board(_Answers(stock)) == "esp8266"
+    with pytest.raises(UserError) as e:
+        syncer.check_board(_Answers("esp8266|ESP module (1M) with ESP8266|%d" % mpy), "esp8266", "/dev/ttyUSB0")
+    assert "ESP module (1M)" in str(e.value) and "nothing was written" in str(e.value)
