@@ -8,7 +8,10 @@ commit, in one run:
 2. smallest heap that makes a signed sync, as .mpy (bench/heap_sync.py
    --modes signed, 32-bit unix port);
 3. the same two with the firmware frozen (a 32-bit unix port with that
-   tree's firmware/manifest.py frozen in, built here for each tree);
+   tree's firmware/manifest.py frozen in, built here for each tree), and the
+   first with the .mpy files in a ROMFS partition, as the stock
+   ESP8266_GENERIC FLASH_2M_ROMFS firmware runs them (bench/heap_romfs.py:
+   an estimate);
 4. bytes written to flash per completion on a provisioned board
    (bench/flash_writes.py).
 
@@ -97,6 +100,14 @@ def measure(tree, tag, skip_sync, step):
         row["sync_frozen_k"] = h.get("32-bit frozen", {}).get("signed")
         if not have32:
             row["sync_mpy_k_64bit"] = h.get("64-bit .mpy", {}).get("signed")
+    if have32:
+        # the firmware in a ROMFS partition (bench/heap_romfs.py, this tree's
+        # script, run on the tree's own firmware and companion)
+        script = os.path.join(tree, "bench", "heap_romfs.py")
+        if not os.path.exists(script):
+            shutil.copyfile(os.path.join(ROOT, "bench", "heap_romfs.py"), script)
+        r = run(tree, ["bench/heap_romfs.py", "esp8266"], env)
+        row["run_romfs_k"] = (r or {}).get("romfs", {}).get("32-bit", {}).get("heap_k")
     w = run(tree, ["bench/flash_writes.py"], {})
     row["bytes_per_completion"] = (w or {}).get("bytes_per_completion")
     return row
@@ -104,6 +115,7 @@ def measure(tree, tag, skip_sync, step):
 
 ROWS = [("run_mpy_k", "smallest heap that boots the image and runs a job, .mpy (KiB)", 28),
         ("sync_mpy_k", "smallest heap that makes a signed sync, .mpy (KiB)", 32),
+        ("run_romfs_k", "runs a job, .mpy in a ROMFS partition (KiB, estimate: heap_romfs.py)", 28),
         ("run_frozen_k", "the same, frozen: run (KiB)", None),
         ("sync_frozen_k", "the same, frozen: sync (KiB)", None),
         ("bytes_per_completion", "bytes written to flash per completion, provisioned", 128)]
