@@ -33,7 +33,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from companion import files, image  # noqa: E402
+from companion.fleet import files  # noqa: E402
+from companion.make import image
 
 MICROPYTHON = shutil.which("micropython")
 MICROPYTHON32 = os.environ.get("SPORADIC_MICROPYTHON32") or os.path.join(ROOT, "bench", ".mp32", "micropython")
@@ -45,7 +46,7 @@ BOARDS = ["esp8266", "esp32", "esp32s3", "rp2-pico-w", "unix"]
 def prepare(name, tmp, frozen=False, typical=False):
     lib = os.path.join(tmp, "host")
     os.makedirs(lib)
-    for n in ("tests/lfsboot.py", "companion/vboard_blockdev.py", "tests/standin/machine.py",
+    for n in ("tests/lfsboot.py", "companion/vboard/onboard/vboard_blockdev.py", "tests/standin/machine.py",
               "tests/standin/neopixel.py"):
         src = os.path.join(ROOT, n)
         with open(os.path.join(lib, os.path.basename(n)[:-3] + ".mpy"), "wb") as f:

@@ -64,7 +64,7 @@ finally:
 def rom_image(board, tmp):
     """The ROMFS image of the package files the board's image leaves out
     with --frozen (companion.files), .mpy for its architecture."""
-    from companion import files
+    from companion.fleet import files
     from mpremote import romfs
     src = os.path.join(tmp, "romsrc")
     frozen = {p for p, _ in files.firmware_files(board, frozen=True)}
@@ -83,7 +83,8 @@ def rom_image(board, tmp):
 
 def smallest(board, exe):
     import heap_boards as hb
-    from companion import files, image
+    from companion.fleet import files
+    from companion.make import image
     with tempfile.TemporaryDirectory() as tmp:
         lib, _, env = hb.prepare(board, tmp)
         with open(os.path.join(lib, "romboot.mpy"), "wb") as f:

@@ -44,13 +44,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-from companion import fleetcmd, provision, syncer  # noqa: E402
-from companion.fleet import add_job  # noqa: E402
+from companion.fleet import queries as fleetcmd, provision  # noqa: E402
+from companion.sync import syncer
+from companion.fleet.folder import add_job  # noqa: E402
 from companion.errors import UserError  # noqa: E402
-from companion.transport import LinkError  # noqa: E402
+from companion.link.base import LinkError  # noqa: E402
 from companion.demo import JOBS, DemoClock  # noqa: E402
-from companion.fleet import Fleet  # noqa: E402
-from companion.vboard import VBoard  # noqa: E402
+from companion.fleet.folder import Fleet  # noqa: E402
+from companion.vboard.board import VBoard  # noqa: E402
 
 from heap_boards import MICROPYTHON, MICROPYTHON32, interpreters_32bit  # noqa: E402
 from tests.devutil import PortReservation  # noqa: E402

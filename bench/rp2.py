@@ -69,7 +69,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, 'firmware'))
 sys.path.insert(0, HERE)
 
-from companion.vboard_rp2 import RP2VBoard, missing  # noqa: E402
+from companion.vboard.rp2 import RP2VBoard, missing  # noqa: E402
 import device_heap  # noqa: E402
 from rp2_requests import add_jobs  # noqa: E402
 
@@ -155,9 +155,9 @@ def sampled_sync(fleet_dir, port):
     """One `companion sync` (the product's syncer and serial link) with
     HEAP_SAMPLER on the board: returns (report, base, peak), bytes of the
     board's heap in use after the soft reset and at the highest sample."""
-    from companion import syncer
-    from companion.fleet import Fleet
-    from companion.transport_serial import SerialLink
+    from companion.sync import syncer
+    from companion.fleet.folder import Fleet
+    from companion.link.serial import SerialLink
     link = SerialLink(port)
     reset = link.soft_reset
 
@@ -182,7 +182,7 @@ def sync_heap(held, new, tmp, unix_heap='512K'):
     {'rp2': {'first': {...}, 'new': {...}}, 'unix64': ...}, each sync with
     'peak', 'base' (bytes) and 's', or 'error': the one line that failed."""
     from companion import cli
-    from companion.vboard import VBoard
+    from companion.vboard.board import VBoard
     fleet = os.path.join(tmp, 'fleet%d' % held)
     with contextlib.redirect_stdout(io.StringIO()):
         cli.main(['--fleet', fleet, 'init'])
@@ -263,9 +263,9 @@ def _sync_at(fleet, vb, now):
     """One `companion sync` of the emulated board vb at time now (its clock
     set) -> the emulator's stats once it is done; the board goes back to
     main.py."""
-    from companion import syncer
-    from companion.fleet import Fleet
-    from companion.transport_serial import SerialLink
+    from companion.sync import syncer
+    from companion.fleet.folder import Fleet
+    from companion.link.serial import SerialLink
     link = SerialLink(vb.path)
     try:
         syncer.sync(Fleet(fleet), vb.path, progress=False, link=link, now=now)
@@ -568,7 +568,7 @@ def typical_day(hours=24.0, tmp=None, timeout=3600, index=True):
     (they print a line). Returns a dict; raises RuntimeError when the board
     fails. index False: the baseline, the same loop with the wake index off
     (LOOP_WITHOUT_INDEX, started after the sync)."""
-    from companion.fleet import Fleet
+    from companion.fleet.folder import Fleet
     own = tmp is None
     tmp = tmp or tempfile.mkdtemp(prefix='rp2typical-')
     vb = None

@@ -26,7 +26,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, 'firmware'))
 
-from companion.vboard_rp2 import RP2VBoard, missing  # noqa: E402
+from companion.vboard.rp2 import RP2VBoard, missing  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(ROOT), 'shared', 'rp2')
 UF2 = os.environ.get('SPORADIC_RP2_UF2') or os.path.join(SHARED, 'RPI_PICO-v1.28.0.uf2')
@@ -43,9 +43,9 @@ def add_jobs(fleet, n, tag):
 
 def profiled_sync(fleet_dir, vb):
     """One sync through the product's syncer, each request measured."""
-    from companion import syncer
-    from companion.fleet import Fleet
-    from companion.transport_serial import SerialLink
+    from companion.sync import syncer
+    from companion.fleet.folder import Fleet
+    from companion.link.serial import SerialLink
     rows = []
     link = SerialLink(vb.path)
     inner = link._call

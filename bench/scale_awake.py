@@ -108,7 +108,7 @@ def make_fleet(tmp, kind, n, board='rp2-pico'):
 
 
 def _flash_view(flash):
-    from companion import image
+    from companion.make import image
     g = image.geometry('rp2-pico')
     for _ in range(5):
         try:
@@ -123,7 +123,7 @@ def _flash_view(flash):
 def rp2_run(kind, n, hours, tmp, trace=False, timeout=3600, setup='image'):
     """One board: its figures over `hours` emulated hours of main.py's loop."""
     import rp2
-    from companion.vboard_rp2 import RP2VBoard
+    from companion.vboard.rp2 import RP2VBoard
     fleet, img = make_fleet(tmp, kind, n)
     name = '%s%d' % (kind, n)
     vb = RP2VBoard(os.path.join(tmp, name + '.flash'), firmware=rp2.UF2, bootrom=rp2.BOOTROM,
@@ -196,15 +196,15 @@ def unix_run(kind, n, hours, tmp):
     vboard, its clock SCALE x), the same fleet and image, the same sync;
     awake is the CPU time of its interpreter over the span (coarse: 10 ms
     ticks), per board hour."""
-    from companion.vboard import VBoard
+    from companion.vboard.board import VBoard
     import rp2
     fleet, img = make_fleet(tmp, kind, n, board='unix')
     vb = VBoard(image=img, heap='128K', clock_scale=UNIX_SCALE)
     vb.start()
     try:
         time.sleep(2)            # the boot (clock unknown: nothing dated runs)
-        from companion import syncer
-        from companion.fleet import Fleet
+        from companion.sync import syncer
+        from companion.fleet.folder import Fleet
         t = time.monotonic()
         syncer.sync(Fleet(fleet), vb.path, progress=False, now=T_SET)
         pids = vb.interpreter_pids()

@@ -88,7 +88,7 @@ def _figures(lines):
 
 
 def _deploy_and_sync(fleet, flash, heap):
-    from companion.vboard import VBoard
+    from companion.vboard.board import VBoard
     vb = VBoard(flash, board_id=BOARD, heap=heap)
     try:
         port = vb.start()
@@ -102,8 +102,8 @@ def _deploy_and_sync(fleet, flash, heap):
 
 
 def measure(board='unix', jobs=1000, keep=False, log=print, heap='128K', order=('seal', 'baseline')):
-    from companion import keys
-    from companion.fleet import Fleet
+    from companion.fleet import keys
+    from companion.fleet.folder import Fleet
     tmp = tempfile.mkdtemp(prefix='scale-jobfile-')
     res = {}
     try:
@@ -116,7 +116,7 @@ def measure(board='unix', jobs=1000, keep=False, log=print, heap='128K', order=(
                     _cli(fleet, 'add', job_text(i))
             else:
                 # `add` before seals: the line and a batch of its own
-                from companion.fleet import job_records
+                from companion.fleet.folder import job_records
                 f = Fleet(fleet)
                 for i in range(jobs):
                     [rec], _ = job_records([job_text(i)], int(time.time()))

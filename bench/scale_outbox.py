@@ -67,7 +67,7 @@ def _outbox_bytes(flash):
 
 
 def _month_rows(fleet_dir, ids, hours):
-    from companion.fleet import Fleet
+    from companion.fleet.folder import Fleet
     n = set()
     for r in Fleet(fleet_dir).results():
         if r.id in ids and r.k < hours and r.outcome != 'run':
@@ -78,7 +78,7 @@ def _month_rows(fleet_dir, ids, hours):
 def setup(tmp, jobs):
     """A fleet and a deployed, synced board; returns (cli, flash, ids, t0)."""
     from tests.devutil import CLI
-    from companion.fleet import Fleet
+    from companion.fleet.folder import Fleet
     from sporadic.core import jobline
     cli = CLI(os.path.join(tmp, 'fleet'))
     flash = os.path.join(tmp, 'flash')
@@ -106,9 +106,9 @@ def run_loop(flash, until, pack=True):
 
 
 def sync_once(fleet_dir, flash, heap):
-    from companion import syncer
-    from companion.fleet import Fleet
-    from companion.vboard import VBoard
+    from companion.sync import syncer
+    from companion.fleet.folder import Fleet
+    from companion.vboard.board import VBoard
     vb = VBoard(flash, board_id=HOST, heap=heap)
     vb.start()
     try:
@@ -128,10 +128,10 @@ def outbox_only(fleet_dir, flash, heap):
     the soft reset and `T` a sync starts with: what a board at `heap` hands
     over when the reconciliation before it is not what runs out of memory.
     Returns (records handed over, seconds, error)."""
-    from companion import syncer
-    from companion.fleet import Fleet
-    from companion.transport_serial import SerialLink
-    from companion.vboard import VBoard
+    from companion.sync import syncer
+    from companion.fleet.folder import Fleet
+    from companion.link.serial import SerialLink
+    from companion.vboard.board import VBoard
     vb = VBoard(flash, board_id=HOST, heap=heap)
     vb.start()
     t = time.monotonic()
@@ -155,8 +155,8 @@ def rp2_sync(tmp, fleet_dir, outbox_dir, ids, hours):
     """The outbox files copied onto an emulated Pico deployed as the same
     board, then one sync (see the top)."""
     from companion.vboard_rp2 import RP2VBoard
-    from companion import syncer
-    from companion.fleet import Fleet
+    from companion.sync import syncer
+    from companion.fleet.folder import Fleet
     fleet = Fleet(fleet_dir)
     from tests.devutil import CLI
     vb = RP2VBoard(os.path.join(tmp, 'pico.flash'), firmware=os.environ['SPORADIC_RP2_UF2'],

@@ -157,9 +157,9 @@ def _profiled(fleet, b):
 
 
 def _profiled_unix(fleet, port):
-    from companion import syncer
-    from companion.fleet import Fleet
-    from companion.transport_serial import SerialLink
+    from companion.sync import syncer
+    from companion.fleet.folder import Fleet
+    from companion.link.serial import SerialLink
     rows = []
     link = SerialLink(port)
     inner = link._call

@@ -5,8 +5,8 @@ on the MicroPython unix port under -X heapsize=64K.
 
 A signed board's flash (cfg.json with the fleet's key and the board's
 secret) holds a job file of N = 100, 1,000 and 5,000 lines: N - 1 jobs
-signed by a fresh fleet key in batches of 128 (companion.keys), laid out as
-`companion image` writes it (companion.files.jobs_file: jobs.txt + its
+signed by a fresh fleet key in batches of 128 (companion.fleet.keys), laid out as
+`companion image` writes it (companion.fleet.files.jobs_file: jobs.txt + its
 jobs.ok stamp). Then, median of REPS boots of `store.open_store()` alone
 (the first thing sporadic.boot does), each case on a fresh copy:
 
@@ -40,8 +40,8 @@ for p in (os.path.join(ROOT, 'firmware'), ROOT):
     if p not in sys.path:
         sys.path.insert(0, p)
 
-from companion import files, keys  # noqa: E402
-from companion.fleet import Fleet  # noqa: E402
+from companion.fleet import files, keys  # noqa: E402
+from companion.fleet.folder import Fleet  # noqa: E402
 from sporadic.core import jobline, merge  # noqa: E402
 from sporadic.desktop import merging
 from tests.devutil import make_flash, boot, T0  # noqa: E402
@@ -95,7 +95,7 @@ def signed_flash(tmp, n):
         i += 1
     body = merging.merge(keys.sign_lines(fleet.dir, jobs) + jobs)
     jobs = body[:n]     # the .b records sort first: keep n lines, all covered
-    from companion.fleet import device_secret
+    from companion.fleet.folder import device_secret
     cfg = {'mode': 'signed', 'pubkey': keys.load_pub(fleet.dir),
            'secret': device_secret(fleet, 'dev-1', create=True)}
     d = make_flash(os.path.join(tmp, 'flash'), 'dev-1', cfg)

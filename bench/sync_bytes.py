@@ -39,10 +39,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), 'firmware'))
 
 from sporadic.core import merge  # noqa: E402
 from sporadic.desktop import merging
-from companion import syncer  # noqa: E402
-from companion.fleet import Fleet  # noqa: E402
-from companion.transport_serial import SerialLink  # noqa: E402
-from companion.vboard import VBoard  # noqa: E402
+from companion.sync import syncer  # noqa: E402
+from companion.fleet.folder import Fleet  # noqa: E402
+from companion.link.serial import SerialLink  # noqa: E402
+from companion.vboard.board import VBoard  # noqa: E402
 
 BOARD = 'bench-1'
 

@@ -32,7 +32,7 @@ for p in (FW, ROOT):
     if p not in sys.path:
         sys.path.insert(0, p)
 
-from companion import keys  # noqa: E402
+from companion.fleet import keys  # noqa: E402
 
 SIZES = (1, 10, 100)
 

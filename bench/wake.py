@@ -6,7 +6,7 @@ under -X heapsize=64K (a board's heap).
     python bench/wake.py --battery OUT     # the battery rows again, from a --rp2 run's output
 
 A board's flash laid out as `companion image` writes it (provisioned by
-companion.provision, jobs.txt + jobs.ok from companion.files.jobs_file)
+companion.fleet.provision, jobs.txt + jobs.ok from companion.fleet.files.jobs_file)
 holds a job file of N lines: N - 1 daily `each` jobs due tomorrow at
 06:00, so nothing is due at the measured times. For each N and each mode
 (index on; off = store.WAKE_INDEX False, the baseline, same run):
@@ -59,7 +59,7 @@ for p in (os.path.join(ROOT, 'firmware'), ROOT):
     if p not in sys.path:
         sys.path.insert(0, p)
 
-from companion import files  # noqa: E402
+from companion.fleet import files  # noqa: E402
 from sporadic.core import jobline  # noqa: E402
 from sporadic.desktop import merging  # noqa: E402
 from tests.devutil import make_flash, boot, T0  # noqa: E402

@@ -7,7 +7,7 @@ from sporadic.core import jobline as _jobline
 
 
 def _zone_rule(name):
-    from companion import zones
+    from companion.fleet import zones
     return zones.posix_rule(name)
 
 

@@ -17,9 +17,9 @@ from sporadic.core.timefmt import format_time
 
 from companion.errors import UserError, console
 # a git merge driver starts one `companion merge` per file: it imports neither
-# the fleet (companion.fleet) nor the fleet verbs (build_parser)
-from companion.atomic import atomic_write
-from companion.mergefiles import read_lines, merged_text
+# the fleet (companion.fleet.folder) nor the fleet verbs (build_parser)
+from companion.fleet.atomic import atomic_write
+from companion.fleet.mergefiles import read_lines, merged_text
 
 
 def parse_when(text, now=None):
@@ -42,8 +42,8 @@ def parse_when(text, now=None):
 
 def zone_warnings(path, lines, now):
     """'FILE:LINE: warning: ...' for each calendar job whose zone's tzdb table differs
-    from the POSIX rule its board follows (companion/zones.py job_warning)."""
-    from companion import zones
+    from the POSIX rule its board follows (companion/fleet/zones.py job_warning)."""
+    from companion.fleet import zones
     out = []
     for n, line in enumerate(lines, 1):
         if 'tz=' not in line:
@@ -62,7 +62,7 @@ def action_errors(path, lines, fleet_dir):
     """'FILE:LINE: no board of this fleet ... has an action ...' for each job whose
     action no board of the fleet at fleet_dir runs (fleet.action_problem); none
     when fleet_dir is not a fleet folder (no boards to ask)."""
-    from companion.fleet import Fleet, action_table, action_problem
+    from companion.fleet.folder import Fleet, action_table, action_problem
     fleet = Fleet(fleet_dir)
     if not fleet.exists():
         return []
@@ -93,7 +93,7 @@ def cmd_check(args):
     warnings = []
     n = 0
     now = int(time.time())
-    from companion.fleet import resolve_relative
+    from companion.fleet.folder import resolve_relative
     for path in args.files:
         lines = read_lines(path)
         # a line `add -f` takes: '+10m' and 'now' are resolved as it resolves them
@@ -101,7 +101,7 @@ def cmd_check(args):
         for _ in merging.canonical_lines(lines, path, errors):
             n += 1
         if os.path.basename(path) == 'jobs.txt':   # a fleet's: its lines must be signed (fleet.py)
-            from companion.fleet import signature_errors
+            from companion.fleet.folder import signature_errors
             errors += signature_errors(path, lines)
         warnings += zone_warnings(path, lines, now)
         acts = action_errors(path, lines, args.fleet)
@@ -127,7 +127,7 @@ def _positions(args, hosts, job, placed):
     deploy/image/flash --lat --lon), else from devices/HOST.json of the fleet folder."""
     if args.lat is not None:
         return [((args.lat, args.lon), set(hosts))]
-    from companion.fleet import Fleet
+    from companion.fleet.folder import Fleet
     fleet = Fleet(args.fleet)
     out = []
     for h in hosts:
@@ -150,8 +150,8 @@ def fleet_signed(args):
     runs its merge driver), from the files' batch records; else None."""
     if not os.path.isfile(os.path.join(args.fleet, 'fleet.json')):
         return None
-    from companion.fleet import Fleet
-    from companion.mergefiles import batch_records
+    from companion.fleet.folder import Fleet
+    from companion.fleet.mergefiles import batch_records
     return Fleet(args.fleet).signed_test(batch_records(args.files))
 
 
@@ -175,7 +175,7 @@ def cmd_merge(args):
 
 
 def cmd_plan(args):
-    from companion.fleet import host_records
+    from companion.fleet.folder import host_records
     errors = []
     lines = merging.merge((args.file, read_lines(args.file)), errors=errors)
     jobs = [r for r in map(jobline.parse, lines) if isinstance(r, jobline.Job)]
@@ -194,7 +194,7 @@ def cmd_plan(args):
             jobline.check_host(h)
         except jobline.ParseError as e:
             raise UserError(str(e))
-    from companion.provision import position_config
+    from companion.fleet.provision import position_config
     position_config(args.lat, args.lon)
     if args.limit < 1:
         raise UserError('--limit %d: want 1 or more rows' % args.limit)
@@ -255,10 +255,10 @@ def cmd_plan(args):
 
 # Verbs that live in their own modules: (module, add_parser function, command function).
 EXTERNAL = [
-    ('companion.fleetcmd', 'add_parsers'),
-    ('companion.vboardcmd', 'add_vboard_parser'),
-    ('companion.image', 'add_image_parser'),
-    ('companion.flash', 'add_flash_parser'),
+    ('companion.fleet.queries', 'add_parsers'),
+    ('companion.vboard.cmd', 'add_vboard_parser'),
+    ('companion.make.image', 'add_image_parser'),
+    ('companion.make.flash', 'add_flash_parser'),
     ('companion.simulate', 'add_parser'),
     ('companion.demo', 'add_parser'),
 ]
@@ -322,7 +322,7 @@ def build_parser(core_only=False, verb=None):
     s.add_argument('--json', action='store_true')
     s.add_argument('--limit', type=int, default=100000, help='refuse plans with more rows')
     if not core_only or verb == 'plan':
-        from companion.fleetcmd import add_position_args
+        from companion.fleet.queries import add_position_args
         add_position_args(s)
     s.set_defaults(func=cmd_plan)
 

@@ -10,7 +10,7 @@ import time
 
 from sporadic.core.timefmt import format_time
 from companion.errors import console
-from companion.fleet import Fleet, add_job
+from companion.fleet.folder import Fleet, add_job
 
 BOARDS = ('pump-1', 'pump-2', 'gate-1')
 JOBS = (
@@ -34,8 +34,8 @@ class DemoClock:
 
 
 def run_demo(workdir=None, scale=600, run_seconds=12, insecure=False, out=print, keep=False, heap='128K'):
-    from companion import syncer
-    from companion.vboard import VBoard
+    from companion.sync import syncer
+    from companion.vboard.board import VBoard
     base = workdir or tempfile.mkdtemp(prefix='sporadic-demo-')
     fleet = Fleet(os.path.join(base, 'fleet'))
     fleet.init('demo', insecure=insecure)
@@ -93,7 +93,7 @@ def show_results(fleet, out=print):
     it every single-run instance more than one board ran, from the same
     record (fleetcmd.duplicates: the results history, not the compacted
     jobs.txt)."""
-    from companion.fleetcmd import result_rows, shown_rows, duplicates, duplicate_text, DUPLICATE_NOTE
+    from companion.fleet.queries import result_rows, shown_rows, duplicates, duplicate_text, DUPLICATE_NOTE
     from rich.table import Table
     jobs = {j.id: j for j in fleet.jobs()}
     d = duplicates(fleet)

@@ -3,7 +3,7 @@
 # costs no heap: the way to run sync sessions on an ESP8266's 38K heap.
 # From a board manifest, or FROZEN_MANIFEST for a port build:
 #   include("/path/to/sporadic/firmware/manifest.py")
-# Every file a board carries (companion/files.py board_modules): sporadic/
+# Every file a board carries (companion/fleet/files.py board_modules): sporadic/
 # and its subpackages, never sporadic/desktop/. Paths are relative to this
 # file (makemanifest runs it from here).
 import os

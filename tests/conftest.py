@@ -64,7 +64,7 @@ def world(tmp_path, capsys):
     it, and a factory of virtual boards (tests/test_e2e.py, test_integrity.py)."""
     boards = []
     from companion.demo import DemoClock
-    from companion.vboard import VBoard
+    from companion.vboard.board import VBoard
     clock = DemoClock(E2E_SCALE)
     comp = InProcessCompanion(str(tmp_path / 'fleet'), capsys, clock)
 

@@ -2,7 +2,7 @@
 #   micropython -X heapsize=64K tests/devboot.py FLASH_DIR [-c CODE | SCRIPT]
 # mounts FLASH_DIR at /, chdir('/'), sys.path as a board has it, then runs
 # /main.py (or CODE / SCRIPT, read before the mount) like boot would.
-# Not companion/vboard_boot.py: that shim hands over to a REPL after main.py
+# Not companion/vboard/onboard/vboard_boot.py: that shim hands over to a REPL after main.py
 # and holds more heap when main.py starts (7,328 bytes allocated against this
 # one's 1,952 on a 64K heap), which the 64K budgets of the tests booting
 # through here do not have; this one runs once and exits with the status.

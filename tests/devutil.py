@@ -1,6 +1,6 @@
 """Virtual boards for the runtime tests: a flash folder laid out by the
 product's own provisioning (/main.py, /lib/sporadic/*.mpy, /lib/board.mpy,
-/cfg.json: companion/files.py and provision.py, as deploy lays it out), and
+/cfg.json: companion/fleet/files.py and provision.py, as deploy lays it out), and
 micropython -X heapsize=64K booting it through tests/devboot.py."""
 import json
 import sys
@@ -30,10 +30,10 @@ _FIRMWARE = {}
 
 def firmware_files(board):
     """What `companion deploy` / `image` put on a board of that kind
-    (companion/files.py: main.py, the .mpy package, the board module),
+    (companion/fleet/files.py: main.py, the .mpy package, the board module),
     compiled once per test process."""
     if board not in _FIRMWARE:
-        from companion import files
+        from companion.fleet import files
         _FIRMWARE[board] = files.firmware_files(board)
     return _FIRMWARE[board]
 
@@ -41,14 +41,14 @@ def firmware_files(board):
 def make_flash(folder, host='dev-1', cfg=None, jobs=None, actions=None, actions_source=False, fleet=None,
                board='unix'):
     """Lay out a board's flash in `folder` as the product provisions it
-    (companion/provision.py, the one path of deploy, image and flash):
+    (companion/fleet/provision.py, the one path of deploy, image and flash):
     from `fleet` when given (its secret, public key, fleet key, replay
     floor; committed to the fleet as deploy does), else a board of no
     fleet with a fixed secret. `cfg` adds keys a test plays with on purpose
     (an old board's replay floor). `jobs`: lines of a jobs.txt copied onto
     the board by hand (no stamp: the store imports it at its first open).
     Returns folder."""
-    from companion import provision
+    from companion.fleet import provision
     import hashlib
     secret = None if fleet is not None else hashlib.sha256(host.encode()).hexdigest()
     prov = provision.prepare(fleet, host, board, secret=secret)
@@ -295,7 +295,9 @@ class InProcessCompanion:
                                                    sleep=time.sleep)
 
     def __call__(self, *argv, ok=True):
-        from companion import cli, fleetcmd, syncer
+        from companion import cli
+        from companion.fleet import queries as fleetcmd
+        from companion.sync import syncer
         self.capsys.readouterr()
         saved = syncer.time, fleetcmd.time
         if self.fake_time is not None:

@@ -6,12 +6,12 @@
 # vfs.VfsLfs2; HOSTDIR (compiled stand-ins for `machine`...) at /host.
 # Then sporadic.boot starts it as firmware/main.py does: the store opened,
 # the runtime's loop run for STEPS passes. The block device is a virtual
-# board's (companion/vboard_blockdev.py); the boot is not vboard_boot.py's:
+# board's (companion/vboard/onboard/vboard_blockdev.py); the boot is not vboard_boot.py's:
 # this one runs boot.main for STEPS passes on the image's own geometry and
 # exits, the smallest boot whose heap bench/heap_boards.py gates.
 import os, sys, vfs
-sys.path.append(sys.path[0] + "/../companion")  # run as a script from tests/
-from vboard_blockdev import FileBlockDevice  # companion/vboard_blockdev.py (bench/heap_boards.py: MICROPYPATH)
+sys.path.append(sys.path[0] + "/../companion/vboard/onboard")  # run as a script from tests/
+from vboard_blockdev import FileBlockDevice  # companion/vboard/onboard/vboard_blockdev.py (bench/heap_boards.py: MICROPYPATH)
 
 a = sys.argv[1:]
 dev = FileBlockDevice(a[0], int(a[1]), int(a[2]))

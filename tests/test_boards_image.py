@@ -26,7 +26,8 @@ import esptool.cmds as ec
 from esptool.bin_image import (ESP32FirmwareImage, ESP32S3FirmwareImage,
                                ESP8266ROMFirmwareImage, ImageSegment)
 
-from companion import files, flash, image
+from companion.fleet import files
+from companion.make import flash, image
 from tests.mpy import MICROPYTHON, ROOT
 from sporadic.core import jobline
 
@@ -253,7 +254,7 @@ def test_image_mounts_in_the_unix_port(name, tmp_path):
     if name != "unix":
         assert "/lib/board.mpy" in expect
     text = run_micropython(MOUNT, out, str(g["block_size"]), str(g["block_count"]), str(g["prog_size"]),
-                           os.path.join(ROOT, "companion"))
+                           os.path.join(ROOT, "companion", "vboard", "onboard"))
     seen = {}
     for line in text.splitlines():
         if line.startswith("F "):
@@ -402,14 +403,14 @@ def test_flash_cli_writes_a_merged_image_without_a_chip(tmp_path):
     jobs = tmp_path / "jobs.txt"
     jobs.write_text(JOBS)
     out = tmp_path / "all.bin"
-    p = subprocess.run([sys.executable, "-m", "companion.flash", "flash", "-", "--board", "esp32s3",
+    p = subprocess.run([sys.executable, "-m", "companion.make.flash", "flash", "-", "--board", "esp32s3",
                         "--firmware", str(tmp_path / "mp.bin"), "--id", "s3-1", "--jobs", str(jobs),
                         "-o", str(out)], capture_output=True, text=True, cwd=ROOT)
     assert p.returncode == 0, p.stderr
     data = out.read_bytes()
     assert data[:len(fw)] == fw and len(data) == 0x800000
     assert image.read_image(data[0x200000:], image.geometry("esp32s3"))["/jobs.txt"] == JOBS_FILE
-    p = subprocess.run([sys.executable, "-m", "companion.flash", "flash", "-", "--board", "esp32",
+    p = subprocess.run([sys.executable, "-m", "companion.make.flash", "flash", "-", "--board", "esp32",
                         "--firmware", str(tmp_path / "mp.bin"), "-o", str(out)],
                        capture_output=True, text=True, cwd=ROOT)
     assert p.returncode != 0 and "built for esp32s3" in p.stderr
@@ -567,9 +568,9 @@ def test_mip_package_json_installs_every_firmware_file():
     with open(path) as f:
         text = f.read()
     listed = [dest for dest, _ in json.loads(text)["urls"]]
-    # exactly what a board carries (run `python -m companion.files --package-json`
+    # exactly what a board carries (run `python -m companion.fleet.files --package-json`
     # after adding a module), and never the desktop-only part
-    assert sorted(listed) == files.board_modules(), "firmware/package.json is stale: python -m companion.files --package-json"
+    assert sorted(listed) == files.board_modules(), "firmware/package.json is stale: python -m companion.fleet.files --package-json"
     assert {"sporadic/device/runtime.py", "sporadic/device/store.py", "sporadic/core/jobline.py"} <= set(listed)
     assert not any(p.startswith("sporadic/desktop/") for p in listed)
     from mpremote import mip
@@ -614,7 +615,7 @@ def test_image_verb_provisions_from_the_fleet(tmp_path):
     assert "212 x 4096-byte blocks" in p.stdout and "0x12c000" in p.stdout
     found = image.read_image(open(out, "rb").read(), image.geometry("rp2-pico-w"))
     cfg = json.loads(found["/cfg.json"])
-    from companion import fleet as fleet_mod, keys
+    from companion.fleet import folder as fleet_mod, keys
     f = fleet_mod.Fleet(fleet)
     assert cfg["id"] == "pico-9" and cfg["board"] == "rp2-pico-w"
     assert cfg["secret"] == fleet_mod.device_secret(f, "pico-9")
@@ -692,7 +693,7 @@ def test_flash_changes_the_fleet_only_once_the_board_is_written(tmp_path):
     assert p.returncode == 0, p.stderr
     after = fleet_bytes(fleet)
     assert "devices/s3-1.json" in after and "keys/devices/s3-1" in after
-    from companion.fleet import Fleet
+    from companion.fleet.folder import Fleet
     assert ".h s3-1" in Fleet(fleet).lines()
     cfg = json.loads(image.read_image(open(out, "rb").read()[0x200000:], image.geometry("esp32s3"))["/cfg.json"])
     assert cfg["secret"] == after["keys/devices/s3-1"].decode().strip()
@@ -764,7 +765,7 @@ class _Answers:
 def test_deploy_board_esp8266_knows_a_stock_esp8266_and_refuses_a_1mb_build():
     # #31: what the stock ESP8266_GENERIC 2 MiB+ firmware answers (board.json:
     # sys_platform, machine, mpy_arch xtensa: _mpy = 6 | 3 << 8 | 9 << 10)
-    from companion import syncer
+    from companion.sync import syncer
     from companion.errors import UserError
     data = files.board_data("esp8266")
     mpy = 6 | 3 << 8 | 9 << 10

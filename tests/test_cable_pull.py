@@ -31,13 +31,13 @@ import shutil
 import pytest
 import serial
 
-from companion import syncer
-from companion.fleet import add_job
+from companion.sync import syncer
+from companion.fleet.folder import add_job
 from companion.demo import DemoClock
-from companion.fleet import Fleet
-from companion.transport import PortUnavailable
-from companion.transport_serial import SerialLink
-from companion.vboard import VBoard
+from companion.fleet.folder import Fleet
+from companion.link.base import PortUnavailable
+from companion.link.serial import SerialLink
+from companion.vboard.board import VBoard
 from tests.devutil import outbox_lines, unsettled, wait_for
 from sporadic.core import jobline, merge, recon
 from sporadic.desktop import merging

@@ -12,7 +12,7 @@ import zoneinfo
 
 import pytest
 
-from companion import zones
+from companion.fleet import zones
 from sporadic.core import calendar, cron, sun, tzrule
 from tests.mpy import MICROPYTHON, run_mpy
 

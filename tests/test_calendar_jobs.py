@@ -90,7 +90,7 @@ def test_check_and_add_warn_where_the_zones_table_and_the_boards_rule_disagree(t
     prefix = '%s:2: warning: tz=Africa/Casablanca: from ' % f
     assert line.startswith(prefix) and 'tzr=<+01>-1' in line and 'a board runs this job by the rule' in line
     # the instant it names is the first at which zoneinfo and the rule part, hour by hour
-    from companion import zones
+    from companion.fleet import zones
     from sporadic.core import tzrule
     from sporadic.core.timeutil import parse_time
     t = parse_time(line[len(prefix):].split()[0])
@@ -385,7 +385,7 @@ def test_a_board_deployed_with_its_position_runs_cron_and_sunset_jobs(world):
     assert 'tz=Asia/Kathmandu' in jobs[j_cron]['line']
     # each board's position is in the host list, which the boards hold (not quarantined),
     # and `companion plan` of the fleet's file (its hosts, their positions) places the dusk
-    from companion.fleet import Fleet, degrees_text
+    from companion.fleet.folder import Fleet, degrees_text
     recs = {jobline.host_of(l): l for l in Fleet(c.dir).lines() if l.startswith('.h ')}
     assert recs['eq-1'].endswith(' 0 ' + degrees_text(lon)) and recs['north-1'].endswith(' 89.9 ' + degrees_text(lon_n))
     assert set(recs.values()) <= set(board_lines(eq)) and set(recs.values()) <= set(board_lines(north))

@@ -16,7 +16,7 @@ import os
 
 import pytest
 
-from companion import image
+from companion.make import image
 from tests.devutil import CLI, actlog, wait_for
 
 pytestmark = pytest.mark.slow   # every test starts virtual boards

@@ -4,7 +4,7 @@ line only (issue #4, "Done when").
 Every verb runs as a user runs it: `companion.cli.main([...])` in this
 process (init, deploy, add, sync, results --json, status --json, jobs
 --json). The boards are the MicroPython unix port on pseudo-terminals
-(companion/vboard.py); the companion reaches them only through /dev/pts/N.
+(companion/vboard/board.py); the companion reaches them only through /dev/pts/N.
 The tests read a board's flash folder as an observer would look at a
 board's LEDs (its action log, its job file), never to drive it.
 

@@ -22,9 +22,9 @@ import serial
 from serial.tools.list_ports_common import ListPortInfo
 
 from companion import cli
-from companion.transport import PortUnavailable
-from companion.transport_serial import choose_port
-from companion.vboard import VBoard
+from companion.link.base import PortUnavailable
+from companion.link.serial import choose_port
+from companion.vboard.board import VBoard
 from tests.espstub import EspStub
 from tests.test_boards_image import crafted_image
 from esptool.bin_image import ESP32FirmwareImage, ESP32S3FirmwareImage
@@ -344,7 +344,7 @@ def test_debug_shows_the_traceback(fleet):
 
 
 def test_a_bug_is_one_line_that_names_it(fleet, capsys, monkeypatch):
-    from companion import fleetcmd
+    from companion.fleet import queries as fleetcmd
 
     def broken(*args):
         raise KeyError('status')     # a bug in the companion, not the user's doing

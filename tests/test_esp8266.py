@@ -31,8 +31,8 @@ import time
 import pytest
 
 from companion import cli
-from companion.fleet import Fleet
-from companion.vboard import VBoard
+from companion.fleet.folder import Fleet
+from companion.vboard.board import VBoard
 from tests.mpy import ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs('micropython', 'mpy-cross')]

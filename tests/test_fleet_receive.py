@@ -1,4 +1,4 @@
-"""What the companion takes from a board (companion/fleet.py Fleet.receive,
+"""What the companion takes from a board (companion/fleet/folder.py Fleet.receive,
 the one path of `companion sync` and `companion serve`): in a signed fleet a
 fleet-authored line it does not hold must come with the owner's signature,
 so a tampered board cannot put a job into the fleet, where a later key
@@ -12,9 +12,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, 'firmware'))
 sys.path.insert(0, ROOT)
 
-from companion import keys  # noqa: E402
-from companion.fleet import Fleet  # noqa: E402
-from companion.fleet import add_job  # noqa: E402
+from companion.fleet import keys  # noqa: E402
+from companion.fleet.folder import Fleet  # noqa: E402
+from companion.fleet.folder import add_job  # noqa: E402
 
 FORGED = '7q2m0c4d each 2026-12-01T06:00Z relay on ; within=1h'
 

@@ -4,7 +4,8 @@ package out of the flash. The heap a frozen firmware needs is measured by
 bench/heap_boards.py and bench/heap_sync.py on a 32-bit build."""
 import os
 
-from companion import files, image
+from companion.fleet import files
+from companion.make import image
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -85,7 +86,7 @@ def test_image_cli_takes_frozen(tmp_path, monkeypatch, capsys):
 
 
 def test_a_small_heap_board_is_told_it_needs_the_frozen_firmware_to_sync():
-    from companion import syncer
+    from companion.sync import syncer
     note = files.small_heap_note("esp8266", frozen=False)
     assert "38 KiB heap" in note and "frozen" in note and "hardware.md#frozen-firmware" in note
     assert files.small_heap_note("esp8266", frozen=True) == ""

@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from sporadic.core import jobline
-from companion.fleet import Fleet
-from companion.fleet import add_job, cancel_job
+from companion.fleet.folder import Fleet
+from companion.fleet.folder import add_job, cancel_job
 
 GIT = shutil.which('git')
 pytestmark = pytest.mark.needs('git')
@@ -177,7 +177,7 @@ def test_merge_output_is_the_known_answer_on_a_realistic_three_way_merge(tmp_pat
 def test_merge_reads_a_file_in_pieces_as_splitlines_reads_it_whole(tmp_path):
     """mergefiles.read_lines reads a chunk at a time; wherever a chunk ends (inside a
     CRLF, a UTF-8 sequence, a bad byte), the lines are f.read().splitlines()'s."""
-    from companion.mergefiles import read_lines
+    from companion.fleet.mergefiles import read_lines
     rnd = random.Random(5)
     alphabet = ['a', 'b', ' ', '\n', '\r', '\r\n', '\x0b', '\x0c', '\x1c', '\x1e', '\x85', '\u2028', '\u2029',
                 'é', '€', '\U0001f600']
@@ -204,8 +204,8 @@ def test_merge_driver_starts_without_the_fleet_verbs_or_the_zone_database(tmp_pa
                         str(tmp_path / 'out.txt')], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     imported = {l.rsplit('|', 1)[-1].strip() for l in r.stderr.splitlines() if l.startswith('import time:')}
-    assert {'sporadic.desktop.merging', 'companion.atomic'} <= imported
-    assert not imported & {'companion.fleetcmd', 'companion.fleet', 'companion.zones', 'companion.provision'}
+    assert {'sporadic.desktop.merging', 'companion.fleet.atomic'} <= imported
+    assert not imported & {'companion.fleet.queries', 'companion.fleet.folder', 'companion.fleet.zones', 'companion.fleet.provision'}
     src.write_text('each 2026-12-01T00:00Z pin 9 on ; at="30 7 * * *" tz=Europe/Berlin\n')
     r = subprocess.run([sys.executable, '-m', 'companion.cli', 'merge', str(src)], capture_output=True, text=True)
     assert r.returncode == 0 and 'tzr=CET-1CEST,M3.5.0,M10.5.0/3' in r.stdout, r.stderr

@@ -12,7 +12,7 @@ import shutil
 import pytest
 
 from companion import cli
-from companion import fleet as fleet_mod
+from companion.fleet import folder as fleet_mod
 from sporadic.core import jobline
 from sporadic.desktop import merging
 from tests.mpy import MICROPYTHON, run_mpy
@@ -52,7 +52,7 @@ def test_an_imaged_boards_position_reaches_plan_through_the_host_list(tmp_path, 
     (rec,) = host_lines(jobs)
     assert rec.startswith('.h lamp-1 ') and rec.endswith(' 52.52 13.405')
     # the image holds the same record and the batch that signs it
-    from companion import image
+    from companion.make import image
     found = image.read_image(open(img, 'rb').read(), image.geometry('esp32'))
     assert rec in found['/jobs.txt'].decode().splitlines()
     # signed: a fleet that lacks the record takes it only with its batch, and a

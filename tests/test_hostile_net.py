@@ -10,7 +10,7 @@ condition with a deadline; nothing here sleeps to make timing pass.
 
 Case 4: a companion that dies mid-sync (its serial link closed after a
 sync's first requests, the board left in its raw REPL) leaves the board
-there only until its watchdog fires: the unix board's (companion/vboard_boot.py,
+there only until its watchdog fires: the unix board's (companion/vboard/onboard/vboard_boot.py,
 given by the virtual board's relay) and a Pico's (8 s each).
 
 Case 3: idle connections reopened as soon as closed, and peers with the
@@ -29,7 +29,7 @@ import time
 
 import pytest
 
-from companion.fleet import Fleet
+from companion.fleet.folder import Fleet
 from sporadic.core import jobline, leader, plan
 from sporadic.net import node
 from tests.devutil import own_results, wait_for
@@ -314,7 +314,7 @@ class DyingLink:
     (no Ctrl-B, no soft reset)."""
 
     def __new__(cls, port, calls):
-        from companion.transport_serial import SerialLink
+        from companion.link.serial import SerialLink
         import serial
 
         class Dying(SerialLink):
@@ -333,7 +333,7 @@ def cut_sync(cli, port):
     """`companion sync PORT` (the sync library, on a link that dies after
     its first two requests: the clock, the recon root) with a new job to
     push; returns the time it died."""
-    from companion import syncer
+    from companion.sync import syncer
     cli('add', 'each +1d log pushed-by-the-cut-sync')
     link = DyingLink(port, 2)
     with pytest.raises(Exception):
@@ -389,7 +389,7 @@ def test_a_unix_board_cut_off_mid_sync_is_back_in_its_loop(fleet_cli):
     job = tick_job(c)
     c('sync', vb.path, '-q')
     cut = cut_sync(c, vb.path)
-    # the watchdog (8 s, companion/vboard_boot.py) resets it into its loop
+    # the watchdog (8 s, companion/vboard/onboard/vboard_boot.py) resets it into its loop
     lateness, first = back_in_loop(lambda: all_records(flash), 'u1', job, cut, 12, 4, LATE)
     assert first <= 8 + 2 + EVERY, first
     # the next sync goes through as ever
@@ -407,7 +407,7 @@ from tests import test_rp2 as _rp2    # noqa: E402  (the emulated Pico's firmwar
 def test_an_emulated_pico_cut_off_mid_sync_is_back_in_its_loop(fleet_cli, tmp_path):
     """The real rp2 firmware: its hardware watchdog (8 s, started by the
     loop and fed by each sync request) resets it out of the raw REPL."""
-    from companion.vboard_rp2 import RP2VBoard
+    from companion.vboard.rp2 import RP2VBoard
     c = fleet_cli
     c('init')
     vb = RP2VBoard(str(tmp_path / 'pico.flash'), firmware=_rp2.UF2, bootrom=_rp2.BOOTROM)

@@ -17,8 +17,9 @@ import time
 
 import pytest
 
-from companion import fleetcmd, syncer
-from companion.fleet import Fleet, read_fleet_key
+from companion.fleet import queries as fleetcmd
+from companion.sync import syncer
+from companion.fleet.folder import Fleet, read_fleet_key
 from sporadic.core import hmac as shmac
 from sporadic.core import jobline, leader, plan
 from tests import devutil
@@ -101,7 +102,7 @@ def test_a_forged_far_future_run_hides_no_real_run(fleet, boards):
     hosts = ['.h pump-1', '.h pump-2', '.h pump-3']
     assert b1.push(sign(fleet, hosts + [ONE])) == {}
     job = jobline.parse(ONE)
-    from companion.fleet import device_secret
+    from companion.fleet.folder import device_secret
     real = jobline.Result(ONE[:8], 'pump-3', 0, plan.due(job, 0) + 1, 'ok', 1, '-', 'ran').line()
     real = real.replace(' - ', ' %s ' % shmac.mac_result(device_secret(fleet, 'pump-3', create=True), real), 1)
     future = _forged('pump-2', 1000000)

@@ -21,7 +21,7 @@ import sys
 
 import pytest
 
-from companion import image
+from companion.make import image
 from sporadic.core import hmac as shmac
 from sporadic.core import jobline
 from sporadic.core.timefmt import format_time

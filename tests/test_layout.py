@@ -10,7 +10,7 @@
    Importing a.b.c is an edge to a.b.c only (not to the packages a, a.b).
 2. No module-level `def __getattr__` anywhere in firmware/ or companion/.
 3. No board's firmware_files() carries anything of sporadic/desktop/.
-4. Every module of firmware/sporadic/** and companion/*.py opens with a
+4. Every module of firmware/sporadic/** and companion/** opens with a
    docstring or a comment line saying what it is.
 """
 import ast
@@ -18,7 +18,7 @@ import os
 
 import pytest
 
-from companion import files
+from companion.fleet import files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIRMWARE = os.path.join(ROOT, 'firmware')
@@ -40,9 +40,18 @@ def sporadic_modules():
 
 
 def companion_modules():
-    """{module name: path} of companion/*.py (rp2emu/ holds no Python)."""
-    return {'companion.' + n[:-3] if n != '__init__.py' else 'companion': os.path.join(COMPANION, n)
-            for n in sorted(os.listdir(COMPANION)) if n.endswith('.py')}
+    """{module name: path} of companion/**.py: its subpackages and the files
+    that run on a board (link/onboard/, vboard/onboard/) alike."""
+    out = {}
+    for top, dirs, names in os.walk(COMPANION):
+        dirs[:] = sorted(d for d in dirs if d not in ('node_modules', '__pycache__') and not d.startswith('.'))
+        for n in names:
+            if n.endswith('.py'):
+                rel = os.path.relpath(os.path.join(top, n), ROOT)[:-3].split(os.sep)
+                if rel[-1] == '__init__':
+                    rel = rel[:-1]
+                out['.'.join(rel)] = os.path.join(top, n)
+    return out
 
 
 def parse(path):
@@ -128,10 +137,13 @@ def test_the_graph_sees_imports_and_cycles():
     assert find_cycle({'a': ['b'], 'b': ['c'], 'c': []}) is None
 
 
-# Edges of a cycle another part of #16 removes (the `vboard` verb leaves
-# vboard.py, which vboard_rp2 builds on; that work owns those files). Strict:
-# once the edge is gone this test fails until the entry is deleted.
-PENDING_EDGES = set()
+# Edges of a cycle another step of the work removes. Strict: once the edge
+# is gone this test fails until the entry is deleted. simulate/ was first
+# walked when the companion went into folders (#30); its cycles (the package
+# re-exports its modules, which import it; engine <-> parallel) go in #30's
+# next step.
+PENDING_EDGES = {('companion.simulate.engine', 'companion.simulate'),
+                 ('companion.simulate.parallel', 'companion.simulate.engine')}
 
 
 def test_companion_imports_form_a_dag():

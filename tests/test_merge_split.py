@@ -1,4 +1,4 @@
-"""`companion merge` on two CPUs (companion/mergefiles.py): the two halves of
+"""`companion merge` on two CPUs (companion/fleet/mergefiles.py): the two halves of
 the id space merged side by side write the same bytes, the same messages and
 the same exit status as one process, whatever the files hold; where a half
 cannot stand alone the command merges in one process instead."""
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from companion import mergefiles
+from companion.fleet import mergefiles
 from sporadic.desktop import merging
 from tests.test_git_merge import _diverged_fleet_files
 

@@ -13,9 +13,9 @@ import socket
 
 import pytest
 
-from companion.fleet import device_secret
-from companion.fleet import Fleet
-from companion.syncer import GET_LINES
+from companion.fleet.folder import device_secret
+from companion.fleet.folder import Fleet
+from companion.sync.syncer import GET_LINES
 from sporadic.core import jobline, leader, merge, plan, recon
 from sporadic.core import recondrv
 from sporadic.core import jobtext
@@ -63,7 +63,7 @@ class Board:
         return device_secret(Fleet(self.cli.dir), self.id)
 
     def link(self):
-        from companion.transport_tcp import TcpLink
+        from companion.link.tcp import TcpLink
         return TcpLink('127.0.0.1', self.port, secret=self.secret(), timeout=5)
 
     def net(self):
@@ -240,8 +240,8 @@ def test_bad_network_board_keeps_running_and_loses_nothing(fleet_of):
     g.sendall(b'\x00\xff GET / HTTP/1.1\r\n\r\n')
     assert gf.readline().startswith(b'ERR garbage')
     # a request larger than allowed (after a proper handshake as the companion)
-    from companion.transport_tcp import TcpLink
-    from companion.transport import LinkError
+    from companion.link.tcp import TcpLink
+    from companion.link.base import LinkError
     big = TcpLink('127.0.0.1', port, secret=secret, timeout=3)
     with pytest.raises(LinkError):
         big.call('P ' + 'x' * 20000)

@@ -1,11 +1,11 @@
 """The TCP sync server's one long-lived poll object (firmware/sporadic/net/server.py,
 the code a board's network loop and `companion serve` run), on CPython with
 real loopback sockets: the companion's TcpLink on one side, the server driven
-by companion/transport_tcp.py's serve() on the other (port 0, read back)."""
+by companion/link/tcp.py's serve() on the other (port 0, read back)."""
 import threading
 import time
 
-from companion.transport_tcp import TcpLink, serve
+from companion.link.tcp import TcpLink, serve
 from sporadic.net import server
 
 BIG = 4 << 20      # a response far larger than a socket's send buffer

@@ -1,4 +1,4 @@
-"""The board-side code of the serial link (companion/onboard/*.py): real
+"""The board-side code of the serial link (companion/link/onboard/*.py): real
 files that compile for a board, sent as they are minus comments, and
 defined again on the board after every reboot."""
 import glob
@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from companion.transport_serial import ONBOARD_DIR, SerialLink, onboard_code, onboard_source
-from companion.vboard import VBoard
+from companion.link.serial import ONBOARD_DIR, SerialLink, onboard_code, onboard_source
+from companion.vboard.board import VBoard
 from tests.test_vboard import make_flash
 
 MPY_CROSS = shutil.which("mpy-cross")

@@ -16,8 +16,8 @@ import shutil
 
 import pytest
 
-from companion import syncer
-from companion.fleet import Fleet
+from companion.sync import syncer
+from companion.fleet.folder import Fleet
 from sporadic.core import jobline
 from tests.devutil import CLI, outbox_lines, unsettled, wait_for
 
@@ -98,7 +98,7 @@ def test_outbox_cut_mid_way_resumes(tmp_path):
     the board still holds the rest, and the next sync completes it: every
     record once, none lost."""
     from tests.test_cable_pull import CutLink
-    from companion.vboard import VBoard
+    from companion.vboard.board import VBoard
     cli = CLI(str(tmp_path / 'fleet'))
     flash0 = str(tmp_path / 'flash')
     try:

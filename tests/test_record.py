@@ -8,7 +8,7 @@ import re
 import pytest
 
 from sporadic.core import jobline, leader
-from companion.fleet import Fleet, add_job
+from companion.fleet.folder import Fleet, add_job
 
 
 T0 = 1796083200  # 2026-12-01T00:00Z
@@ -105,8 +105,8 @@ def test_demo_footer_matches_its_table(tmp_path, capsys, seed):
 
 
 def test_a_cancelled_single_run_job_keeps_its_duplicates_on_record(tmp_path):
-    from companion.fleet import cancel_job
-    from companion.fleetcmd import duplicates
+    from companion.fleet.folder import cancel_job
+    from companion.fleet.queries import duplicates
     fleet = Fleet(str(tmp_path / 'fleet'))
     fleet.init('f', insecure=True)
     j = add_job(fleet, 'any:1 2026-12-01T00:05Z log up ; every=1h', now=T0)
@@ -352,7 +352,7 @@ def test_version_and_the_vboard_entry():
                        cwd=ROOT)
     assert p.returncode == 0 and re.match(r'companion \d+\.\d+', p.stdout), (p.stdout, p.stderr)
     for argv in (['--clock-scale', '0'], ['--heap', 'zz'], ['--board', 'rp2-pico', '--flash', '/proc/none.flash']):
-        p = subprocess.run([sys.executable, '-m', 'companion.vboardcmd'] + argv, capture_output=True, text=True,
+        p = subprocess.run([sys.executable, '-m', 'companion.vboard.cmd'] + argv, capture_output=True, text=True,
                            cwd=ROOT, env=dict(__import__('os').environ, SPORADIC_RP2_UF2=''), timeout=60)
         assert p.returncode == 2 and p.stderr.count('\n') == 1 and 'Traceback' not in p.stderr, (argv, p.stderr)
 
@@ -452,7 +452,7 @@ def test_deploy_board_checked_on_the_real_rp2_firmware(tmp_path, capsys):
     if rp2.WHY is not None:
         pytest.skip('emulated Pico: %s' % rp2.WHY)
     from tests.devutil import InProcessCompanion
-    from companion.vboard_rp2 import RP2VBoard
+    from companion.vboard.rp2 import RP2VBoard
     c = InProcessCompanion(str(tmp_path / 'fleet'), capsys)
     c('init')
     vb = RP2VBoard(str(tmp_path / 'pico.flash'), firmware=rp2.UF2, bootrom=rp2.BOOTROM)

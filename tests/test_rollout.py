@@ -204,8 +204,8 @@ def test_the_companion_plans_each_boards_wave_and_cancel_stops_those_not_run(tmp
     """next_for (what `jobs` shows a board doing next) decides a rollout with
     the board's wave and what the fleet's copy says the others did; a
     cancel leaves nothing to do for the boards that have not run it."""
-    from companion import fleetcmd
-    from companion.fleet import Fleet, add_host, add_job, cancel_job
+    from companion.fleet import queries as fleetcmd
+    from companion.fleet.folder import Fleet, add_host, add_job, cancel_job
     f = Fleet(str(tmp_path / 'fleet'))
     f.init(insecure=True)
     hosts = ['b%d' % i for i in range(10)]

@@ -2,7 +2,7 @@
 Raspberry Pi Pico (``companion vboard --board rp2-pico``: rp2040js), driven
 only through its USB-CDC serial line, as a user drives a Pico on a cable.
 
-Needs Node.js, the emulator (``npm ci --prefix companion/rp2emu``), a
+Needs Node.js, the emulator (``npm ci --prefix companion/vboard/rp2emu``), a
 MicroPython RPI_PICO UF2 ($SPORADIC_RP2_UF2) and the RP2040 boot ROM
 ($SPORADIC_RP2_BOOTROM); both default to ../shared/rp2/ beside the repository
 (what CI has). Without them every test here skips, saying what is missing.
@@ -22,8 +22,8 @@ import types
 
 import pytest
 
-from companion import image
-from companion.vboard_rp2 import RP2VBoard, missing
+from companion.make import image
+from companion.vboard.rp2 import RP2VBoard, missing
 from sporadic.core import jobline
 from tests.devutil import InProcessCompanion, wait_for
 
@@ -414,7 +414,7 @@ def test_raw_paste_window_large_executions_arrive_intact(world):
     as it is on a UART; what this catches is a link that miscounts the
     window or its grants: the execution then stalls.)"""
     import hashlib
-    from companion.transport_serial import SerialLink
+    from companion.link.serial import SerialLink
     vb = world.pico('paste')
     rng = random.Random(13)
     blob = bytes(rng.randrange(256) for _ in range(6000))

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from tests.test_rp2 import BOOTROM, UF2, WHY, flash_snapshot
-from companion.vboard_rp2 import RP2VBoard
+from companion.vboard.rp2 import RP2VBoard
 from tests.devutil import InProcessCompanion
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('rp2'),

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from companion.vboard_rp2 import RP2VBoard
+from companion.vboard.rp2 import RP2VBoard
 from tests.devutil import InProcessCompanion, wait_for
 from tests.test_rp2 import BOOTROM, UF2, WHY, actlog, flash_files, outcomes_on_flash
 

@@ -18,7 +18,7 @@ import sys
 
 import pytest
 
-from companion import image
+from companion.make import image
 from tests.devutil import boot
 
 pytestmark = pytest.mark.needs('micropython', 'mpy-cross')
@@ -165,7 +165,7 @@ def test_a_full_board_says_so_in_one_line_and_keeps_what_it_has(tmp_path):
             p = sync()
             if p.returncode:
                 break
-            from companion.fleet import Fleet
+            from companion.fleet.folder import Fleet
             held = Fleet(fleet).device('small-1')['status']['store']['jobs_bytes']
         else:
             pytest.fail('the board never filled up')

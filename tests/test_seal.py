@@ -12,9 +12,10 @@ import sys
 
 import pytest
 
-from companion import keys, syncer
+from companion.fleet import keys
+from companion.sync import syncer
 from companion import fleet as fleetmod
-from companion.fleet import Fleet, add_job
+from companion.fleet.folder import Fleet, add_job
 from sporadic.core import batch, merge
 from sporadic.desktop import batching, merging
 from tests.mpy import ROOT

@@ -2,7 +2,7 @@
 against a board running on the MicroPython unix port (tests/devboot.py boots
 its flash folder; the companion talks to its sync server, syncsrv.h, over a
 pipe, request by request, exactly the strings a serial or TCP link carries).
-The companion side is the real one (companion.keys signs, companion.syncer
+The companion side is the real one (companion.fleet.keys signs, companion.sync.syncer
 syncs and flags). Nothing under test is mocked.
 
 Each threat is delivered mixed with good lines in the same delivery; each
@@ -27,10 +27,11 @@ import pytest
 from tests import devutil
 from tests.mpy import MICROPYTHON, ROOT
 
-from companion import keys, syncer
-from companion.fleet import device_secret, verify_result
-from companion.fleet import Fleet
-from companion import fleetcmd
+from companion.fleet import keys
+from companion.sync import syncer
+from companion.fleet.folder import device_secret, verify_result
+from companion.fleet.folder import Fleet
+from companion.fleet import queries as fleetcmd
 from sporadic.core import batch, jobline, recon
 from sporadic.core import hmac as shmac
 
@@ -65,7 +66,7 @@ class Board:
         self.p = None
         self.bytes_sent = self.bytes_received = 0
 
-    # -- the link (what companion.syncer drives) --
+    # -- the link (what companion.sync.syncer drives) --
 
     def _start(self):
         self.script = os.path.join(self.dir + '.serve.py')

@@ -1,6 +1,6 @@
 """The trust core (sporadic.rsa, sporadic.hmac, sporadic.batch) on CPython AND
 on the MicroPython unix port (-X heapsize=64K), against signatures made by
-`cryptography` through companion.keys.
+`cryptography` through companion.fleet.keys.
 
 Each batch threat of docs/security.md is a scenario run by one portable
 runner on both interpreters; both must refuse with the same reason.
@@ -22,7 +22,7 @@ for p in (FW, ROOT):
     if p not in sys.path:
         sys.path.insert(0, p)
 
-from companion import keys  # noqa: E402
+from companion.fleet import keys  # noqa: E402
 from sporadic.core import batch, rsa  # noqa: E402
 from sporadic.desktop import batching
 from sporadic.core import hmac as shmac  # noqa: E402

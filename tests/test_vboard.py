@@ -13,9 +13,9 @@ import time
 import pytest
 import serial
 
-from companion.transport import LinkClosed, LinkError, LinkExecError, LinkReset, LinkTimeout
-from companion.transport_serial import SerialLink
-from companion.vboard import VBoard
+from companion.link.base import LinkClosed, LinkError, LinkExecError, LinkReset, LinkTimeout
+from companion.link.serial import SerialLink
+from companion.vboard.board import VBoard
 from tests.devutil import wait_for
 
 pytestmark = pytest.mark.slow   # every test starts a virtual board
@@ -129,7 +129,7 @@ def test_one_ctrl_c_is_one_keyboard_interrupt(board):
     # The relay sends a SIGINT again when the interpreter stays silent after
     # it; a second one after the first was handled would interrupt what
     # runs next, here a REPL command that outlasts every resend.
-    from companion import vboard_relay
+    from companion.vboard import relay as vboard_relay
 
     vb = board()
     wait_for(lambda: read_file(os.path.join(vb.flash_dir, "boots.txt")), what="main.py to start")
@@ -172,7 +172,7 @@ time.sleep(1000)
 
 
 def test_ctrl_c_lost_in_native_code_is_sent_again(board):
-    from companion.transport_serial import RETRY_CTRL_C
+    from companion.link.serial import RETRY_CTRL_C
 
     vb = board(main=LOSSY_MAIN)
     wait_for(lambda: os.path.exists(os.path.join(vb.flash_dir, "in_stat.txt")), what="main.py in stat")
@@ -450,7 +450,7 @@ def test_mpremote_cli_copies_to_a_virtual_board(board, tmp_path):
 def test_cli_prints_the_path_and_stops_on_sigterm(tmp_path):
     flash = make_flash(tmp_path / "cli", SLEEPY_MAIN)
     env = dict(os.environ, PYTHONPATH=ROOT)
-    p = subprocess.Popen([sys.executable, "-m", "companion.vboardcmd", "--id", "cli-1", "--flash", flash,
+    p = subprocess.Popen([sys.executable, "-m", "companion.vboard.cmd", "--id", "cli-1", "--flash", flash,
                           "--heap", "128K", "--clock-scale", "60"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:

@@ -1,6 +1,6 @@
 # sporadic board module: the MicroPython unix port as a virtual board.
 # Copied to /lib/board.py. The board's flash is mounted at / before this runs
-# (tests/devboot.py, companion/vboard.py), so every path here is on its flash.
+# (tests/devboot.py, companion/vboard/board.py), so every path here is on its flash.
 #
 # Clock (virtual, never the host's wall clock):
 #   SPORADIC_CLOCK=step   time moves only when sleep_ms is called: sleeping

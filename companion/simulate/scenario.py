@@ -311,7 +311,7 @@ class Fleet:
     def _position(self, g, gi):
         """A host group's (lat, lon), as `companion deploy --lat --lon` gives a
         board (sunrise/sunset jobs), or None."""
-        from companion.provision import position_config
+        from companion.fleet.provision import position_config
         try:
             pos = position_config(g.get('lat'), g.get('lon'))
         except UserError as e:

@@ -117,7 +117,7 @@ def fleet_ids(cfg):
     """Which fleet a board belongs to, from its /cfg.json (a dict): "KEYID
     PEERID ID", the keyid of its public key (rsa.keyid; '?' when it does not
     parse), key_id of its fleet key and its id, '-' for what it lacks. The
-    board's answer to `F` (syncsrv) and what `deploy` reads (companion/syncer.py)."""
+    board's answer to `F` (syncsrv) and what `deploy` reads (companion/sync/syncer.py)."""
     kid = '-'
     if cfg.get('pubkey'):
         try:

@@ -7,7 +7,7 @@ from sporadic.core.jobline import ParseError, check_host
 
 
 def _degrees(s, limit):
-    # canonical decimal degrees within +-limit (what companion/fleet.py degrees_text
+    # canonical decimal degrees within +-limit (what companion/fleet/folder.py degrees_text
     # writes): no float, so a board with 32-bit floats checks it alike
     body = s[1:] if s[:1] == '-' else s
     whole, dot, frac = body.partition('.')

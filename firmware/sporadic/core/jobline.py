@@ -184,7 +184,7 @@ def parse_prob(s):
     return text, (num * P_ONE) // den
 
 
-# On the companion: zone name -> POSIX rule (companion/zones.py); a board has none
+# On the companion: zone name -> POSIX rule (companion/fleet/zones.py); a board has none
 zone_rule = None
 
 

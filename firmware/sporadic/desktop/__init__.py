@@ -1,1 +1,1 @@
-"""The desktop-only part of the core: merging any number of line sources, the all-up schedule, making signed batches. Portable, but never copied to a board (companion/files.py, firmware/manifest.py)."""
+"""The desktop-only part of the core: merging any number of line sources, the all-up schedule, making signed batches. Portable, but never copied to a board (companion/fleet/files.py, firmware/manifest.py)."""

@@ -50,7 +50,7 @@ LINE_MAX = 8192
 def line_problem(raw):
     """Why a raw line of a job-line file is not a record to parse, or None:
     a git conflict marker, bytes that are not UTF-8 (read with
-    errors='surrogateescape', companion/mergefiles.read_lines), a control
+    errors='surrogateescape', companion/fleet/mergefiles.read_lines), a control
     character (where a file would break the line), a line longer than any
     record."""
     if raw.startswith(MARKERS):

@@ -16,7 +16,7 @@ must read in bulk (a full sync is ~670 KB), give up on a silent board after
 with the LinkError subclass that says what happened. mpremote stays the
 user's tool (and the benches' yardstick) on the same line.
 
-Board-side code is in ``companion/onboard/*.py`` (real files, compiled by
+Board-side code is in ``companion/link/onboard/*.py`` (real files, compiled by
 mpy-cross in the tests), read as text and sent with comment lines dropped
 and indentation shrunk (``onboard_code``); each defines its ``_sp_*``
 helpers once per boot of the board, in the raw REPL's globals.
@@ -85,7 +85,7 @@ import time
 
 import serial
 
-from .transport import (Link, LinkClosed, LinkError, LinkExecError, LinkReset, LinkTimeout,
+from .base import (Link, LinkClosed, LinkError, LinkExecError, LinkReset, LinkTimeout,
                         NotSporadic, PortUnavailable)
 
 __all__ = ["SerialLink", "ports_seen", "describe_ports", "board_ports", "choose_port", "open_failure",
@@ -95,7 +95,7 @@ ONBOARD_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "onboard"
 
 
 def onboard_source(name):
-    """The text of companion/onboard/NAME.py: code exec'd on a board."""
+    """The text of companion/link/onboard/NAME.py: code exec'd on a board."""
     with open(os.path.join(ONBOARD_DIR, name + ".py"), encoding="utf-8") as f:
         return f.read()
 
@@ -104,7 +104,7 @@ _onboard_cache = {}
 
 
 def onboard_code(name):
-    """companion/onboard/NAME.py as it goes on the wire: comment and blank
+    """companion/link/onboard/NAME.py as it goes on the wire: comment and blank
     lines dropped, each 4-space indentation level sent as one space (the
     files keep to that: no inline comments, no continuation lines)."""
     code = _onboard_cache.get(name)
@@ -568,7 +568,7 @@ class SerialLink(Link):
         self._rx.clear()
 
     def _define(self, name):
-        """Run companion/onboard/NAME.py on the board once per boot (its
+        """Run companion/link/onboard/NAME.py on the board once per boot (its
         definitions stay in the raw REPL's globals until a reboot)."""
         if name not in self._onboard:
             self._run(onboard_code(name))

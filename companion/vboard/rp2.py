@@ -2,7 +2,7 @@
 
 ``companion vboard --board rp2-pico --firmware RPI_PICO.uf2`` runs the
 firmware a user would flash on a Pico (a UF2 from micropython.org) in the
-rp2040js emulator (companion/rp2emu/run.mjs, Node.js) and puts the board's
+rp2040js emulator (companion/vboard/rp2emu/run.mjs, Node.js) and puts the board's
 USB-CDC serial line on a pseudo-terminal, so that ``companion deploy``,
 ``sync`` and ``mpremote connect PTY`` talk to it as to ``/dev/ttyACM0``::
 
@@ -50,7 +50,7 @@ import time
 import tty
 
 from companion.errors import UserError
-from companion.vboard_process import BoardProcess, descendants, drain_wakeup, take_signals
+from companion.vboard.process import BoardProcess, descendants, drain_wakeup, take_signals
 
 __all__ = ["RP2VBoard", "RP2Relay", "emulator_dir", "add_arguments", "run_args", "missing"]
 

@@ -28,8 +28,8 @@ import subprocess
 import sys
 import tempfile
 
-from companion import files as _files
-from companion import image as _image
+from companion.fleet import files as _files
+from companion.make import image as _image
 from companion.errors import UserError
 
 UF2_MAGIC0 = 0x0A324655  # "UF2\n"
@@ -277,7 +277,7 @@ def _connect_esp(ec, port):
     """esptool's detect_chip; a port that does not open, or nothing that
     answers as an Espressif ROM loader, is one FlashFailed line."""
     from esptool.util import FatalError
-    from companion.transport_serial import open_failure
+    from companion.link.serial import open_failure
     try:
         return ec.detect_chip(port, baud=115200)
     except _line_errors() as e:
@@ -579,7 +579,7 @@ def flash_command(args):
     return 0
 
 
-if __name__ == "__main__":  # python -m companion.flash ... (before the CLI wires it)
+if __name__ == "__main__":  # python -m companion.make.flash ... (before the CLI wires it)
     import argparse
     ap = argparse.ArgumentParser(prog="companion")
     sub = ap.add_subparsers(dest="verb", required=True)

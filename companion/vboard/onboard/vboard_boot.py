@@ -1,6 +1,6 @@
 # The boot shim of a virtual board (runs on the MicroPython unix port).
 #
-# companion/vboard_relay.py starts the interpreter as
+# companion/vboard/relay.py starts the interpreter as
 #     micropython -X heapsize=64K vboard_boot.py
 # on a pseudo-terminal. This shim does what a board's firmware does before
 # its REPL: mount the flash at '/', set sys.path, run /boot.py and (unless

@@ -29,7 +29,7 @@ from sporadic.core.timeutil import parse_duration
 from sporadic.core.timefmt import format_time
 from sporadic.desktop import merging
 from companion.errors import UserError
-from companion.atomic import atomic_write
+from companion.fleet.atomic import atomic_write
 
 JOBS = 'jobs.txt'
 RESULTS = 'results.txt'
@@ -63,7 +63,7 @@ def _lines(path, limit=True):
     name = os.path.relpath(path)
     if name.startswith('..'):
         name = path
-    from companion.mergefiles import read_lines
+    from companion.fleet.mergefiles import read_lines
     lines = read_lines(path, name=name, limit=limit)
     for n, raw in enumerate(lines, 1):
         why = line_fault(raw)
@@ -145,7 +145,7 @@ class Fleet:
                 'created': int(time.time())}
         pub = None
         if not insecure:
-            from companion import keys
+            from companion.fleet import keys
             pub = keys.init_keys(self.dir)
         make_fleet_key(self)    # keys/peer: board-to-board authentication
         atomic_write(self.path('fleet.json'), json.dumps(meta, indent=1) + '\n')
@@ -286,7 +286,7 @@ class Fleet:
                 todo[batch.line_digest(l)] = l
         if not todo:
             return []
-        from companion import keys
+        from companion.fleet import keys
         v = batch.Verifier(keys.trusted_pubs(self.dir), 0, window=len(todo))
         covered = set()
         records = sorted({l for l in new_lines if l[:3] == '.b '} | {l for l in held if l[:3] == '.b '})
@@ -330,7 +330,7 @@ class Fleet:
             ds = cache.get(rec, 0)
             if ds == 0:
                 if v is None:
-                    from companion import keys
+                    from companion.fleet import keys
                     v = batch.Verifier(keys.trusted_pubs(self.dir), 0, window=1 << 30)
                 try:
                     ds = batch.parse_batch(rec)[2]
@@ -361,7 +361,7 @@ class Fleet:
             if l in held:
                 continue
             if pubs is None:
-                from companion import keys
+                from companion.fleet import keys
                 pubs = {rsa.keyid(p): rsa.parse_pubkey(p) for p in keys.trusted_pubs(self.dir)}
             try:
                 seq, kid, _, sig, blen = (batch.parse_batch if l[:3] == '.b ' else batch.parse_key)(l)
@@ -380,7 +380,7 @@ class Fleet:
         in insecure mode. held: the fleet file's lines when the caller has them."""
         if self.insecure:
             return []
-        from companion import keys
+        from companion.fleet import keys
         return keys.seal(self.dir, self.lines() if held is None else held, lines)
 
     def hosts(self):
@@ -534,7 +534,7 @@ def device_secret(fleet, dev_id, create=False):
     except FileNotFoundError:
         if not create:
             return None
-    from companion import keys
+    from companion.fleet import keys
     s = keys.new_device_secret()
     os.makedirs(os.path.dirname(p), mode=0o700, exist_ok=True)
     fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -661,7 +661,7 @@ def action_table(fleet):
     of the /actions.py deploy found on it (devices/ID.json "user_actions")
     and those of FLEET/actions.py (deploy puts it on every board). A fleet
     without boards yet: every kind of board."""
-    from companion import files
+    from companion.fleet import files
     kinds = files.boards().names()
     extra = fleet_actions(fleet)
     table = {}

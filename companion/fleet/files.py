@@ -17,7 +17,7 @@ places.
                                 canonical lines, sorted, compacted (the core's
                                 merge), so a fresh board never re-imports it
     package_json() -> str       firmware/package.json for `mpremote mip install`
-                                (python -m companion.files --package-json rewrites it)
+                                (python -m companion.fleet.files --package-json rewrites it)
 
 `board` is a board name ("esp32") or the dict of its board.json.
 """
@@ -31,7 +31,7 @@ import tempfile
 
 from sporadic.desktop import merging
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # What firmware/main.py says, for an installed package without the checkout.
 _MAIN_FALLBACK = b"from sporadic.device import boot\nboot.main()\n"

@@ -1,5 +1,5 @@
 """Deploy and sync: what the verbs do with a link. The link (serial or TCP,
-companion/links.py) moves the bytes; the fleet folder (companion/fleet.py)
+companion/link/open.py) moves the bytes; the fleet folder (companion/fleet/folder.py)
 holds the state; the reconciliation is the core's (sporadic.core.recon), the
 merge the core's (sporadic.desktop.merging), the MAC check the core's
 (sporadic.core.hmac).
@@ -17,10 +17,11 @@ from contextlib import contextmanager
 from sporadic.core import jobline, recon
 from sporadic.core import recondrv
 from companion.errors import UserError
-from companion import files, links
-from companion import fleet as fleet_folder
-from companion.fleet import device_secret, secret_for, verify_result
-from companion.transport import LinkError, NotSporadic
+from companion.fleet import files
+from companion.link import open as links
+from companion.fleet import folder as fleet_folder
+from companion.fleet.folder import device_secret, secret_for, verify_result
+from companion.link.base import LinkError, NotSporadic
 
 
 @contextmanager
@@ -150,10 +151,10 @@ def fleet_ids(fleet):
     retired; none in an insecure fleet) and hmac.key_id of its fleet key: what
     a board of this fleet answers to `F` (syncsrv.fleet_ids)."""
     from sporadic.core import hmac, rsa
-    from companion import fleet as fleet_folder
+    from companion.fleet import folder as fleet_folder
     kids = set()
     if not fleet.insecure:
-        from companion import keys
+        from companion.fleet import keys
         kids = {rsa.keyid(p) for p in keys.trusted_pubs(fleet.dir)}
     key = fleet_folder.read_fleet_key(fleet)
     return kids, hmac.key_id(key) if key else None
@@ -190,7 +191,7 @@ def check_fleet(fleet, answer, port, moving=False):
 
 
 def keyid_of(fleet):
-    from companion import keys
+    from companion.fleet import keys
     return keys.keyid(fleet.dir)
 
 
@@ -216,11 +217,11 @@ def clear_state(link):
 def deploy(fleet, port, dev_id=None, board=None, network=None, compile=True, progress=True, link=None,
            position=None, force=False):
     """Put firmware, board module and the board's provisioning
-    (companion/provision.py: identity, secret, public key, fleet key, replay
+    (companion/fleet/provision.py: identity, secret, public key, fleet key, replay
     floor, network, position) on a board. A board already deployed keeps its job state
     (jobs.txt, logs, outbox). The fleet changes only once every file is on
     the board."""
-    from companion import provision
+    from companion.fleet import provision
     own = link is None
     link = link or links.open_link(port, secret_for(fleet))
     try:
@@ -510,7 +511,7 @@ def fleet_server(fleet, port, bind='0.0.0.0', log=None):
     """A TCP server (transport_tcp.make_server; run it with
     transport_tcp.serve) answering boards with the fleet's lines (the core's
     recon.Responder) and merging what they bring into the fleet."""
-    from companion import transport_tcp
+    from companion.link import tcp as transport_tcp
     fleet.check_files()     # a bad fleet file: one line before the server starts
 
     def receive(lines):

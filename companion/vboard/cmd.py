@@ -1,5 +1,5 @@
 """The `companion vboard` verb and the virtual board's process entry
-(``python -m companion.vboardcmd``): the unix port on a pseudo-terminal
+(``python -m companion.vboard.cmd``): the unix port on a pseudo-terminal
 (vboard_relay.py) or, with --board rp2-pico, the real rp2 firmware emulated
 (vboard_rp2.py)."""
 import argparse
@@ -8,8 +8,8 @@ import sys
 import time
 
 from companion.errors import UserError
-from companion.vboard_process import take_signals
-from companion.vboard_relay import DEFAULT_HEAP, Relay, VBoardError
+from companion.vboard.process import take_signals
+from companion.vboard.relay import DEFAULT_HEAP, Relay, VBoardError
 
 
 def add_vboard_parser(subparsers):
@@ -43,7 +43,7 @@ def _add_arguments(p):
                    help="do not turn a bare \\n of the board's output into \\r\\n")
     p.add_argument("--with-parent", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("-v", "--verbose", action="store_true", help="log boots to stderr")
-    from companion.vboard_rp2 import add_arguments as add_rp2_arguments
+    from companion.vboard.rp2 import add_arguments as add_rp2_arguments
 
     add_rp2_arguments(p)  # --board rp2-pico: the real rp2 firmware, emulated
 
@@ -52,7 +52,7 @@ def _run_args(args):
     if args.clock_scale is not None and not args.clock_scale > 0:
         raise UserError("--clock-scale %g: want a speed-up above 0 (1: real time)" % args.clock_scale)
     if args.board != "unix":
-        from companion.vboard_rp2 import run_args
+        from companion.vboard.rp2 import run_args
 
         return run_args(args)
     env = {}  # added to the relay's own environment

@@ -1,6 +1,6 @@
 """A board's whole filesystem, built on the desktop: a LittleFS v2 image of
 exactly the board's filesystem region (board.json `fs`), holding the files of
-companion.files (firmware, board module, /cfg.json) and /jobs.txt.
+companion.fleet.files (firmware, board module, /cfg.json) and /jobs.txt.
 
     geometry(board, flash_size=None) -> dict     offset, size, block_size, block_count, ...
     check_geometry(board, block_size=None, block_count=None, flash_size=None) -> dict
@@ -17,7 +17,7 @@ import sys
 
 import littlefs
 
-from companion import files as _files
+from companion.fleet import files as _files
 from companion.errors import UserError
 
 
@@ -207,7 +207,7 @@ def add_common_args(p):
     p.add_argument("--frozen", action="store_true",
                    help="the MicroPython firmware has sporadic frozen in (boards/<name>/manifest.py): "
                         "leave /lib/sporadic out")
-    from companion.fleetcmd import add_network_args, add_position_args
+    from companion.fleet.queries import add_network_args, add_position_args
     add_network_args(p)
     add_position_args(p)
 
@@ -226,15 +226,15 @@ def _fleet_dir(args):
 
 def provision(args, board_name):
     """(jobs_text, provision.Provision) for a board's image or flash, as
-    `companion deploy` provisions it (companion/provision.py): from the
+    `companion deploy` provisions it (companion/fleet/provision.py): from the
     fleet folder when there is one (its jobs.txt, the device's secret, the
     fleet's public key and fleet key, the replay floor), overridden by
     --jobs, --secret, --pubkey; the network of --sync-port, --peer, --wifi.
     Nothing of the fleet changes until the Provision's commit(), once the
     image or the chip is written. Without a fleet: only what the args give."""
-    from companion import provision as _prov
+    from companion.fleet import provision as _prov
     from companion.errors import UserError
-    from companion.fleet import Fleet, JOBS
+    from companion.fleet.folder import Fleet, JOBS
     jobs_text, secret, pubkey = "", None, None
     f = Fleet(_fleet_dir(args))
     fleet = f if f.exists() else None

@@ -1,6 +1,6 @@
 """The life cycle every virtual board shares (the unix-port one of vboard.py,
 the emulated Pico of vboard_rp2.py): a relay process started with
-``python -m companion.vboardcmd ... --with-parent`` that prints the board's
+``python -m companion.vboard.cmd ... --with-parent`` that prints the board's
 device path on its first line, asked to stop (SIGTERM), cut when it does not.
 """
 import os
@@ -11,7 +11,7 @@ import time
 
 __all__ = ["BoardProcess", "descendants"]
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def descendants(pid):
@@ -51,7 +51,7 @@ class BoardProcess:
             raise self.error("virtual board already started")
         env = dict(env)
         env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        self.proc = subprocess.Popen([sys.executable, "-m", "companion.vboardcmd"] + list(argv) + ["--with-parent"],
+        self.proc = subprocess.Popen([sys.executable, "-m", "companion.vboard.cmd"] + list(argv) + ["--with-parent"],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=env,
                                      start_new_session=True)
         line = b""

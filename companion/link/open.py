@@ -3,7 +3,7 @@ port string. Links move requests and answers; they know no verb and no
 fleet folder (the secret a TCP link proves itself with comes in as a
 function).
 
-    open_link(port, secret_for=None, **kw) -> Link (companion/transport.py)
+    open_link(port, secret_for=None, **kw) -> Link (companion/link/base.py)
         port         /dev/ttyUSB0, COM3, a pyserial URL (socket://, rfc2217://,
                      loop://), an existing path: serial (transport_serial.py);
                      else HOST[:PORT], the port 7370 by default: TCP
@@ -24,9 +24,9 @@ def open_link(port, secret_for=None, **kw):
     where the board asks the companion to prove it holds the board's secret:
     secret_for(board_id))."""
     if is_serial(port):
-        from companion.transport_serial import SerialLink
+        from companion.link.serial import SerialLink
         return SerialLink(port, **kw)
-    from companion import transport_tcp
+    from companion.link import tcp as transport_tcp
     host, _, p = port.rpartition(':') if ':' in port else (port, '', '')
     if secret_for is not None:
         kw.setdefault('secret', secret_for)

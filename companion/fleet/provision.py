@@ -20,7 +20,7 @@ import secrets
 import time
 
 from sporadic.core import jobline
-from companion import files, fleet as fleet_folder
+from companion.fleet import files, folder as fleet_folder
 from companion.errors import UserError
 
 DEFAULT_SYNC_PORT = 7370
@@ -71,7 +71,7 @@ def replay_floor(fleet):
     """The board's first high-water mark: below the oldest batch the fleet
     still holds, so batches compacted away before it was provisioned are
     refused as replays (docs/security.md)."""
-    from companion import keys
+    from companion.fleet import keys
     from sporadic.core import batch
     live = [batch.rec_seq(l) for l in fleet.lines() if l[:3] in ('.b ', '.k ')]
     return (min(live) - 1) if live else keys.current_seq(fleet.dir)
@@ -124,7 +124,7 @@ class Provision:
         if self._new_fleet_key:
             fleet_folder.write_new(fleet_folder.fleet_key_path(fleet), self.extra['fleet_key'])
         if self.host_lines and self._host_seq is not None:
-            from companion import keys
+            from companion.fleet import keys
             if keys.current_seq(fleet.dir) == self._host_seq - 1:
                 # the batch the image holds: its SEQ is still free, reserve it
                 keys.next_seq(fleet.dir)
@@ -168,10 +168,10 @@ def prepare(fleet, dev_id, board, network=None, secret=None, pubkey=None, positi
         if secret is None:
             secret = fleet_folder.device_secret(fleet, dev_id)
             if secret is None:
-                from companion import keys
+                from companion.fleet import keys
                 secret, new_secret = keys.new_device_secret(), True
         if not fleet.insecure:
-            from companion import keys
+            from companion.fleet import keys
             if pubkey is None:
                 pubkey = keys.load_pub(fleet.dir)
             extra['hwm'] = replay_floor(fleet)
@@ -183,7 +183,7 @@ def prepare(fleet, dev_id, board, network=None, secret=None, pubkey=None, positi
     if line is not None:   # the board's record (with its position) is new to the fleet
         host_lines = [line]
         if not fleet.insecure:
-            from companion import keys
+            from companion.fleet import keys
             host_seq = keys.current_seq(fleet.dir) + 1
             host_lines += keys.seal(fleet.dir, fleet.lines(), [line], seq=host_seq)
     return Provision(fleet, dev_id, board, extra, secret, pubkey, new_secret, new_key,

@@ -29,7 +29,7 @@ import os
 import secrets
 import sys
 
-_FW = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "firmware")
+_FW = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "firmware")
 try:
     import sporadic.core.rsa  # noqa: F401
 except ImportError:  # running from a checkout without `pip install -e .`

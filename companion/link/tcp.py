@@ -21,7 +21,7 @@ import socket
 import time
 
 from sporadic.net import peer, server, wire
-from companion.transport import Link, LinkError, LinkClosed, LinkTimeout, LinkRefused, NotSporadic, AuthRefused
+from companion.link.base import Link, LinkError, LinkClosed, LinkTimeout, LinkRefused, NotSporadic, AuthRefused
 
 PORT = wire.PORT
 

@@ -80,11 +80,11 @@ import termios
 import time
 import tty
 
-from companion.vboard_process import drain_wakeup
+from companion.vboard.process import drain_wakeup
 
 __all__ = ["Relay", "VBoardError", "micropython_command", "DEFAULT_HEAP"]
 
-BOOT_SHIM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "vboard_boot.py")
+BOOT_SHIM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "onboard", "vboard_boot.py")
 
 RAW_BANNER = b"raw REPL; CTRL-B to exit\r\n"
 FRIENDLY_BANNER = b'Type "help()" for more information.\r\n'

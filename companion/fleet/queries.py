@@ -1,7 +1,7 @@
 """Fleet verbs: init, add, cancel, jobs, results, status, keys (the fleet
 folder), deploy, sync, net (through a link) and serve (boards sync to this
-companion). Verbs call the fleet's record operations (companion/fleet.py),
-the sync library (companion/syncer.py) and the core; they never parse bytes
+companion). Verbs call the fleet's record operations (companion/fleet/folder.py),
+the sync library (companion/sync/syncer.py) and the core; they never parse bytes
 themselves."""
 import json
 import os
@@ -13,8 +13,8 @@ from sporadic.desktop import merging
 from sporadic.core.timefmt import format_time
 from sporadic.core.timeutil import parse_duration
 from companion.errors import UserError, console
-from companion.fleet import Fleet, add_job, add_jobs, bad_lines, cancel_jobs, verify_result
-from companion.provision import DEFAULT_SYNC_PORT
+from companion.fleet.folder import Fleet, add_job, add_jobs, bad_lines, cancel_jobs, verify_result
+from companion.fleet.provision import DEFAULT_SYNC_PORT
 
 
 def fleet_of(args, require=True):
@@ -72,7 +72,7 @@ def cmd_add(args):
             recs = add_jobs(f, texts, now, where=name)
         except UserError as e:
             raise _refused(e)
-    from companion import zones
+    from companion.fleet import zones
     for j in recs:
         print(j.id)
         what = '' if args.file is None else '%s: ' % j.id
@@ -518,8 +518,8 @@ def board_port(args):
     """The port the user gave, or the one USB port that looks like a board."""
     if args.port:
         return args.port
-    from companion.transport_serial import choose_port
-    from companion.transport import LinkError
+    from companion.link.serial import choose_port
+    from companion.link.base import LinkError
     try:
         return choose_port()
     except LinkError as e:
@@ -527,8 +527,10 @@ def board_port(args):
 
 
 def cmd_deploy(args):
-    from companion import links, provision, syncer
-    from companion.transport import LinkError
+    from companion.link import open as links
+    from companion.fleet import provision
+    from companion.sync import syncer
+    from companion.link.base import LinkError
     f = fleet_of(args)
     if args.board:
         syncer.known_board(args.board)
@@ -570,8 +572,8 @@ def deploy_failure(port, e):
 
 
 def cmd_sync(args):
-    from companion import syncer
-    from companion.transport import LinkError
+    from companion.sync import syncer
+    from companion.link.base import LinkError
     f = fleet_of(args)
     args.port = board_port(args)
     known = set(duplicates(f))
@@ -594,8 +596,9 @@ def cmd_sync(args):
 def cmd_net(args):
     """A board's network status over TCP (its `net?` answer): the leader
     it follows, the hosts it hears, its counters, duplicates it found."""
-    from companion import fleet, links
-    from companion.transport import LinkError
+    from companion.fleet import folder as fleet
+    from companion.link import open as links
+    from companion.link.base import LinkError
     f = fleet_of(args)
     try:
         link = links.open_link(args.address, fleet.secret_for(f), timeout=args.timeout)
@@ -623,7 +626,7 @@ def cmd_keys(args):
     f = fleet_of(args)
     if f.insecure:
         raise UserError('this fleet is insecure (no keys); make a signed fleet with `companion init`')
-    from companion import keys
+    from companion.fleet import keys
     if args.action == 'rotate':
         rec = keys.rotate(f.dir)
         # batches under the old key are refused from now on: re-sign the live
@@ -641,7 +644,8 @@ def cmd_keys(args):
 def cmd_serve(args):
     """Listen so that boards that wake up sync to this companion (a sleeping
     board cannot be reached): each authenticates with its own secret."""
-    from companion import syncer, transport_tcp
+    from companion.sync import syncer
+    from companion.link import tcp as transport_tcp
     f = fleet_of(args)
     if not 0 <= args.port < 65536:
         raise UserError('--port %d: want a port number 1..65535 (0: one the system chooses)' % args.port)

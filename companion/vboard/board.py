@@ -25,7 +25,7 @@ Library use::
     with VBoard('/tmp/flash', board_id='pump-1') as vb:
         port = vb.path          # '/dev/pts/7'
 
-The relay runs in its own process (``python -m companion.vboardcmd``), so a test
+The relay runs in its own process (``python -m companion.vboard.cmd``), so a test
 can pull the cable with ``vb.kill()`` (SIGKILL) and the companion's own
 process is not slowed by it. ``vb.reset()`` presses the reset button (the
 interpreter is killed mid-whatever and boots again, running main.py).
@@ -36,8 +36,8 @@ vboardcmd.py, which picks this board or the emulated Pico (vboard_rp2.py).
 import os
 import signal
 
-from companion.vboard_process import BoardProcess, descendants
-from companion.vboard_relay import DEFAULT_HEAP, VBoardError, _heap_arg, _size_arg
+from companion.vboard.process import BoardProcess, descendants
+from companion.vboard.relay import DEFAULT_HEAP, VBoardError, _heap_arg, _size_arg
 
 __all__ = ["VBoard", "VBoardError"]
 

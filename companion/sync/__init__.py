@@ -1,0 +1,1 @@
+"""Talking to a board over a link: deploy, sync, serve (syncer)."""
