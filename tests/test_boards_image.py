@@ -775,3 +775,24 @@ def test_deploy_board_esp8266_knows_a_stock_esp8266_and_refuses_a_1mb_build():
     with pytest.raises(UserError) as e:
         syncer.check_board(_Answers("esp8266|ESP module (1M) with ESP8266|%d" % mpy), "esp8266", "/dev/ttyUSB0")
     assert "ESP module (1M)" in str(e.value) and "nothing was written" in str(e.value)
+
+
+def test_image_romfs_puts_the_package_in_a_romfs_image_and_leaves_it_off_the_filesystem(tmp_path):
+    # #31: for a MicroPython with a ROMFS partition (ESP8266 FLASH_2M_ROMFS)
+    fleet = str(tmp_path / "fleet")
+    assert companion("--fleet", fleet, "init").returncode == 0
+    out, rom = str(tmp_path / "fs.bin"), str(tmp_path / "rom.img")
+    p = companion("--fleet", fleet, "image", "--board", "esp8266", "--id", "e-r", "-o", out, "--romfs", rom)
+    assert p.returncode == 0, p.stderr
+    found = image.read_image(open(out, "rb").read(), image.geometry("esp8266"))
+    assert not any(n.startswith("/lib/sporadic/") for n in found) and "/lib/board.mpy" in found
+    data = open(rom, "rb").read()
+    assert data[:3] == b"\xd2\xcd\x31"    # ROMFS magic
+    for name in (b"sporadic", b"runtime.mpy", b"jobline.mpy"):
+        assert name in data
+    assert b"node.mpy" not in data        # no network configured: no net/ (needed_modules)
+    assert "ROMFS image" in p.stdout
+    bad = companion("--fleet", fleet, "image", "--board", "esp8266", "--id", "e-s", "-o", out, "--romfs",
+                    str(tmp_path / "rom.bin"))
+    assert bad.returncode == 2 and bad.stderr.startswith("companion: ") and ".img" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
