@@ -14,7 +14,7 @@ import pytest
 
 from companion.fleet import keys
 from companion.sync import syncer
-from companion import fleet as fleetmod
+from companion.fleet import folder as fleetmod
 from companion.fleet.folder import Fleet, add_job
 from sporadic.core import batch, merge
 from sporadic.desktop import batching, merging
