@@ -63,7 +63,7 @@ finally:
 
 def rom_image(board, tmp):
     """The ROMFS image of the package files the board's image leaves out
-    with --frozen (companion.files), .mpy for its architecture."""
+    with --frozen (companion.fleet.files), .mpy for its architecture."""
     from companion.fleet import files
     from mpremote import romfs
     src = os.path.join(tmp, "romsrc")

@@ -154,7 +154,7 @@ def outbox_only(fleet_dir, flash, heap):
 def rp2_sync(tmp, fleet_dir, outbox_dir, ids, hours):
     """The outbox files copied onto an emulated Pico deployed as the same
     board, then one sync (see the top)."""
-    from companion.vboard_rp2 import RP2VBoard
+    from companion.vboard.rp2 import RP2VBoard
     from companion.sync import syncer
     from companion.fleet.folder import Fleet
     fleet = Fleet(fleet_dir)

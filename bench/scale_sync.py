@@ -44,7 +44,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, 'firmware'))
 sys.path.insert(0, HERE)
 
-from companion.vboard_rp2 import RP2VBoard, missing  # noqa: E402
+from companion.vboard.rp2 import RP2VBoard, missing  # noqa: E402
 from rp2 import UF2, BOOTROM, mpremote  # noqa: E402
 from rp2_requests import profiled_sync  # noqa: E402
 

@@ -247,7 +247,7 @@ def test_the_emulated_pico_hands_its_outbox_over_in_one_sync(tmp_path):
         pytest.skip('emulated Pico: %s' % WHY)
     import subprocess
     import sys
-    from companion.vboard_rp2 import RP2VBoard
+    from companion.vboard.rp2 import RP2VBoard
     cli = CLI(str(tmp_path / 'fleet'))
     flash = str(tmp_path / 'flash')
     try:
