@@ -108,6 +108,9 @@ def measure(tree, tag, skip_sync, step):
             shutil.copyfile(os.path.join(ROOT, "bench", "heap_romfs.py"), script)
         r = run(tree, ["bench/heap_romfs.py", "esp8266"], env)
         row["run_romfs_k"] = (r or {}).get("romfs", {}).get("32-bit", {}).get("heap_k")
+        if not skip_sync:   # needs `companion vboard --romfs` (#31): none on an older tree
+            r = run(tree, ["bench/heap_romfs.py", "--sync", "--step", str(step)], env)
+            row["sync_romfs_k"] = (r or {}).get("romfs_sync", {}).get("32-bit", {}).get("heap_k")
     w = run(tree, ["bench/flash_writes.py"], {})
     row["bytes_per_completion"] = (w or {}).get("bytes_per_completion")
     return row
@@ -116,6 +119,7 @@ def measure(tree, tag, skip_sync, step):
 ROWS = [("run_mpy_k", "smallest heap that boots the image and runs a job, .mpy (KiB)", 28),
         ("sync_mpy_k", "smallest heap that makes a signed sync, .mpy (KiB)", 32),
         ("run_romfs_k", "runs a job, .mpy in a ROMFS partition (KiB, estimate: heap_romfs.py)", 28),
+        ("sync_romfs_k", "signed sync, .mpy in a ROMFS partition (KiB, estimate)", 32),
         ("run_frozen_k", "the same, frozen: run (KiB)", None),
         ("sync_frozen_k", "the same, frozen: sync (KiB)", None),
         ("bytes_per_completion", "bytes written to flash per completion, provisioned", 128)]

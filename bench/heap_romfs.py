@@ -5,6 +5,12 @@ filesystem: a .mpy in ROMFS runs in place, its bytecode is not copied into
 the heap.
 
     python bench/heap_romfs.py [BOARD]
+    python bench/heap_romfs.py --sync [--step 2]
+
+--sync: the smallest heap in which a virtual board whose ROMFS holds the
+package (`companion vboard --romfs`, the image of `companion image
+--romfs`) syncs twice with a signed fleet, as bench/heap_sync.py measures
+it (deploy finds the package in /rom and writes no /lib/sporadic).
 
 As bench/heap_boards.py (the same image, the same job, three passes, 1 KiB
 bisection of -X heapsize on the 32-bit unix port), except that the image is
@@ -130,7 +136,47 @@ def smallest(board, exe):
         return hi, len(rom)
 
 
+def smallest_sync(exe, step):
+    """(KiB found, ROMFS bytes) of bench/heap_sync.py's signed sync on a
+    unix virtual board with the package in its ROMFS."""
+    import heap_sync
+    from companion.make.romfs import romfs_image
+    rom = romfs_image("unix", {})
+    fd, path = tempfile.mkstemp(suffix=".img")
+    with os.fdopen(fd, "wb") as f:
+        f.write(rom)
+    before = os.environ.get("SPORADIC_VBOARD_ROMFS")
+    os.environ["SPORADIC_VBOARD_ROMFS"] = path
+    try:
+        return heap_sync.smallest(exe, False, step), len(rom)
+    finally:
+        if before is None:
+            os.environ.pop("SPORADIC_VBOARD_ROMFS", None)
+        else:
+            os.environ["SPORADIC_VBOARD_ROMFS"] = before
+        os.remove(path)
+
+
+def main_sync(argv):
+    step = int(argv[argv.index("--step") + 1]) if "--step" in argv else 2
+    mp32 = interpreters_32bit()[0]
+    rows = {}
+    print("smallest heap (KiB) in which a unix virtual board with the package in ROMFS syncs twice (signed)")
+    for label, exe in (("64-bit", MICROPYTHON), ("32-bit", mp32)):
+        if exe is None:
+            print("%-8s no 32-bit build: run bench/build_micropython32.sh" % label)
+            continue
+        k, n = smallest_sync(exe, step)
+        est = None if k is None else -(-(k * 1024 - n) // 1024)
+        rows[label] = {"heap_k_with_rom": k, "rom_bytes": n, "heap_k": est}
+        print("%-8s %s KiB (%s KiB found, less the %d-byte ROMFS image held in the heap)"
+              % (label, est if est is not None else ">256", k, n), flush=True)
+    print(json.dumps({"romfs_sync": rows, "step_k": step}))
+
+
 def main(argv):
+    if "--sync" in argv:
+        return main_sync(argv)
     board = argv[0] if argv else "esp8266"
     mp32 = interpreters_32bit()[0]
     rows = {}
