@@ -67,10 +67,21 @@ finally:
 '''
 
 
+def _companion():
+    # (files, image) of the companion measured: bench/esp8266.py runs this
+    # script on an older tree too, from before the companion's folders (#30)
+    try:
+        from companion.fleet import files
+        from companion.make import image
+    except ImportError:
+        from companion import files, image
+    return files, image
+
+
 def rom_image(board, tmp):
     """The ROMFS image of the package files the board's image leaves out
     with --frozen (companion.fleet.files), .mpy for its architecture."""
-    from companion.fleet import files
+    files = _companion()[0]
     from mpremote import romfs
     src = os.path.join(tmp, "romsrc")
     frozen = {p for p, _ in files.firmware_files(board, frozen=True)}
@@ -89,8 +100,7 @@ def rom_image(board, tmp):
 
 def smallest(board, exe):
     import heap_boards as hb
-    from companion.fleet import files
-    from companion.make import image
+    files, image = _companion()
     with tempfile.TemporaryDirectory() as tmp:
         lib, _, env = hb.prepare(board, tmp)
         with open(os.path.join(lib, "romboot.mpy"), "wb") as f:
