@@ -145,6 +145,9 @@ def board_modules(fw=None):
 # network loop and what only it imports (a board without a network never
 # imports net/: device/boot.py), by the same rule boot.main picks the loop by.
 NETWORK_ONLY = ("sporadic/net/", "sporadic/core/leader.py")
+# The broker link (#32): its client and its loop, only on a board given a
+# broker (deploy/image --mqtt); the network loop loads them for that only.
+MQTT_ONLY = ("sporadic/net/mqtt.py", "sporadic/net/broker.py")
 
 
 def networked(board, cfg):
@@ -159,11 +162,14 @@ def networked(board, cfg):
 
 def needed_modules(board, cfg, fw=None):
     """board_modules() less what a board with /cfg.json settings `cfg`
-    never imports: net/ and the leader without a network (NETWORK_ONLY)."""
+    never imports: net/ and the leader without a network (NETWORK_ONLY),
+    the broker link without a broker (MQTT_ONLY)."""
     mods = board_modules(fw)
-    if networked(board, cfg):
-        return mods
-    return [m for m in mods if not m.startswith(NETWORK_ONLY)]
+    if not networked(board, cfg):
+        return [m for m in mods if not m.startswith(NETWORK_ONLY)]
+    if not (cfg or {}).get("mqtt"):
+        return [m for m in mods if m not in MQTT_ONLY]
+    return mods
 
 
 def firmware_files(board, compile=True, frozen=False, cfg=None):
