@@ -282,8 +282,11 @@ def image_command(args):
         raise UserError("--romfs %s: name it FILE.img or FILE.romfs (what `mpremote romfs deploy` takes)" % romfs)
     try:
         if romfs:
-            from companion.make.romfs import romfs_image
-            rom = romfs_image(args.board, dict(prov.extra), compile=not args.no_compile)
+            from companion.make.romfs import romfs_image, RomfsError
+            try:
+                rom = romfs_image(args.board, dict(prov.extra), compile=not args.no_compile)
+            except RomfsError as e:
+                raise UserError(str(e))
         s = build_image(args.board, args.board_id, args.output, prov.jobs_text(jobs_text), prov.secret, prov.pubkey,
                         prov.extra, flash_size=args.flash_size, compile=not args.no_compile,
                         frozen=args.frozen or bool(romfs))
@@ -303,6 +306,7 @@ def image_command(args):
           % (s["path"], len(s["files"]), s["used_bytes"], s["block_count"], s["block_size"],
              s["size"], s["offset"]))
     if romfs:
-        print("%s: ROMFS image, %d bytes (the firmware package; `mpremote romfs deploy %s`)"
-              % (romfs, len(rom), romfs))
+        part = _files.board_data(args.board).get("romfs")
+        print("%s: ROMFS image, %d bytes (the firmware package; `mpremote romfs deploy %s`%s)"
+              % (romfs, len(rom), romfs, ", or flash offset 0x%x" % part["offset"] if part else ""))
     return 0
