@@ -727,3 +727,94 @@ def test_a_whole_file_due_at_once_runs_once_each_in_a_small_heap(tmp_path):
     records = b"".join(found.get(n, b"") for n in ("/log.txt", "/jobs.txt")).decode()
     ran = [l.split()[0] for l in records.splitlines() if " r pump-1 0 " in l and " ok " in l]
     assert len(ran) == 100 and len(set(ran)) == 100, (len(ran), len(set(ran)))
+
+
+def test_an_image_carries_only_the_modules_its_configuration_uses(tmp_path):
+    # #31: without a network the board never imports net/ nor the leader
+    # (device/boot.py): its image leaves them out; --wifi puts them in
+    fleet = str(tmp_path / "fleet")
+    assert companion("--fleet", fleet, "init").returncode == 0
+    g = image.geometry("esp8266")
+    found = {}
+    for name, extra in (("plain", ()), ("wifi", ("--wifi", "home:secret", "--peer", "192.168.4.8:7370"))):
+        out = str(tmp_path / (name + ".bin"))
+        p = companion("--fleet", fleet, "image", "--board", "esp8266", "--id", "e-" + name, "-o", out, *extra)
+        assert p.returncode == 0, p.stderr
+        found[name] = image.read_image(open(out, "rb").read(), g)
+    plain = sorted(p for p in found["plain"] if p.startswith("/lib/sporadic/"))
+    wifi = sorted(p for p in found["wifi"] if p.startswith("/lib/sporadic/"))
+    left_out = sorted(set(wifi) - set(plain))
+    assert left_out == ["/lib/sporadic/core/leader.mpy", "/lib/sporadic/net/__init__.mpy",
+                        "/lib/sporadic/net/node.mpy", "/lib/sporadic/net/peer.mpy",
+                        "/lib/sporadic/net/server.mpy", "/lib/sporadic/net/wire.mpy"]
+    assert set(plain) < set(wifi)
+    assert json.loads(found["wifi"]["/cfg.json"])["wifi"]["ssid"] == "home"
+
+
+class _Answers:
+    """What a board's raw REPL prints for syncer.BOARD_PROBE (sys.platform,
+    os.uname().machine, sys.implementation._mpy)."""
+
+    def __init__(self, text):
+        self.text = text
+
+    def exec(self, code):
+        return self.text
+
+
+def test_deploy_board_esp8266_knows_a_stock_esp8266_and_refuses_a_1mb_build():
+    # #31: what the stock ESP8266_GENERIC 2 MiB+ firmware answers (board.json:
+    # sys_platform, machine, mpy_arch xtensa: _mpy = 6 | 3 << 8 | 9 << 10)
+    from companion.sync import syncer
+    from companion.errors import UserError
+    data = files.board_data("esp8266")
+    mpy = 6 | 3 << 8 | 9 << 10
+    stock = "%s|%s|%d" % (data["sys_platform"], data["machine"], mpy)
+    assert syncer.check_board(_Answers(stock), "esp8266", "/dev/ttyUSB0") == "esp8266"
+    assert syncer.detect_board(_Answers(stock)) == "esp8266"
+    with pytest.raises(UserError) as e:
+        syncer.check_board(_Answers("esp8266|ESP module (1M) with ESP8266|%d" % mpy), "esp8266", "/dev/ttyUSB0")
+    assert "ESP module (1M)" in str(e.value) and "nothing was written" in str(e.value)
+
+
+def test_image_romfs_puts_the_package_in_a_romfs_image_and_leaves_it_off_the_filesystem(tmp_path):
+    # #31: for a MicroPython with a ROMFS partition (ESP8266 FLASH_2M_ROMFS)
+    fleet = str(tmp_path / "fleet")
+    assert companion("--fleet", fleet, "init").returncode == 0
+    out, rom = str(tmp_path / "fs.bin"), str(tmp_path / "rom.img")
+    p = companion("--fleet", fleet, "image", "--board", "esp8266", "--id", "e-r", "-o", out, "--romfs", rom)
+    assert p.returncode == 0, p.stderr
+    found = image.read_image(open(out, "rb").read(), image.geometry("esp8266"))
+    assert not any(n.startswith("/lib/sporadic/") for n in found) and "/lib/board.mpy" in found
+    data = open(rom, "rb").read()
+    assert data[:3] == b"\xd2\xcd\x31"    # ROMFS magic
+    for name in (b"sporadic", b"runtime.mpy", b"jobline.mpy"):
+        assert name in data
+    assert b"node.mpy" not in data        # no network configured: no net/ (needed_modules)
+    assert "ROMFS image" in p.stdout and "flash offset 0xb0000" in p.stdout   # board.json romfs
+    assert len(data) <= files.board_data("esp8266")["romfs"]["size"]
+    bad = companion("--fleet", fleet, "image", "--board", "esp8266", "--id", "e-s", "-o", out, "--romfs",
+                    str(tmp_path / "rom.bin"))
+    assert bad.returncode == 2 and bad.stderr.startswith("companion: ") and ".img" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_the_broker_link_goes_only_to_a_board_given_a_broker(tmp_path):
+    # #31: net/mqtt.py and net/broker.py (#32) only with --mqtt; the rest of
+    # net/ with any network; nothing of net/ without one (a firmware tree
+    # laid out with those modules)
+    fw = tmp_path / "fw"
+    for rel in ("sporadic/__init__.py", "sporadic/core/leader.py", "sporadic/core/plan.py",
+                "sporadic/net/__init__.py", "sporadic/net/node.py", "sporadic/net/mqtt.py",
+                "sporadic/net/broker.py"):
+        (fw / rel).parent.mkdir(parents=True, exist_ok=True)
+        (fw / rel).write_text("")
+    net = lambda cfg: sorted(m for m in files.needed_modules("esp8266", cfg, str(fw))
+                             if m.startswith(("sporadic/net/", "sporadic/core/leader")))
+    assert net({}) == []
+    wifi = {"wifi": {"ssid": "home", "key": "k"}}
+    assert net(wifi) == ["sporadic/core/leader.py", "sporadic/net/__init__.py", "sporadic/net/node.py"]
+    assert net(dict(wifi, mqtt={"url": "mqtt://h"})) == ["sporadic/core/leader.py", "sporadic/net/__init__.py",
+                                                          "sporadic/net/broker.py", "sporadic/net/mqtt.py",
+                                                          "sporadic/net/node.py"]
+    assert "sporadic/core/plan.py" in files.needed_modules("esp8266", {}, str(fw))

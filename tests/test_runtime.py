@@ -349,3 +349,23 @@ def test_torn_log_line_is_dropped_and_quarantined(tmp_path):
     assert 'dropped a torn line from log.txt' in st['store']['recovered']
     assert st['quarantined'] == 1 and 'torn' in lines(d, 'quar.txt')[0]
     assert actlog(d) == {jid(job) + '.0': 1, jid(job) + '.1': 1}
+
+
+def test_a_small_heap_lets_a_pass_code_go_and_keeps_the_user_actions(tmp_path):
+    # #31: on a small heap (below runtime.KEEP_INDEX_CODE) the actions, the
+    # group scanner and the MAC leave RAM once a pass is done, so the wake
+    # index's work after it has their room; /actions.py stays imported (its
+    # state lives on from one run to the next)
+    user = 'n = 0\n\ndef count():\n    global n\n    n += 1\n    return n\n'
+    jobs = ['each 2026-12-01T06:00Z count ; every=1h']
+    d = make_flash(str(tmp_path), jobs=jobs, actions=user)
+    body = '''runtime.main(until=%d)
+import sys
+print('LOADED', ' '.join(m for m in ('sporadic.device.actions', 'sporadic.core.groups', 'sporadic.core.hmac',
+                                      'actions') if m in sys.modules))
+''' % (T0 + 10 * H)
+    st, p = run(d, body)
+    loaded = [l for l in p.stdout.splitlines() if l.startswith('LOADED')][0].split()[1:]
+    assert loaded == ['actions']
+    oks = sorted((r['k'], r['text']) for r in own_results(d, 'dev-1') if r['outcome'] == 'ok')
+    assert [t for _, t in oks] == ['1', '2', '3', '4']

@@ -51,7 +51,7 @@ def cmd_deploy(args):
         raise UserError(deploy_failure(args.port, e)) from e
     print('deployed %s to %s (%d files, %d bytes%s%s%s)' % (
         info['id'], args.port, info['files'], info['bytes'],
-        '; sporadic is frozen in its firmware' if info['frozen'] else '',
+        '; sporadic is in its firmware (frozen or ROMFS)' if info['frozen'] else '',
         '; syncs on port %d' % info['network'] if info['network'] else '',
         '; syncs through %s' % args.mqtt if args.mqtt else ''))
     if info.get('moved_from'):

@@ -21,6 +21,10 @@ def add_image_parser(subparsers):
     p = subparsers.add_parser("image", help="build a board's LittleFS filesystem image on the desktop")
     add_board_args(p)
     p.add_argument("-o", "--output", required=True, help="image file to write (e.g. fs.bin)")
+    p.add_argument("--romfs", metavar="FILE",
+                   help="also write the firmware package as a ROMFS image to FILE, for a MicroPython with a "
+                        "ROMFS partition (ESP8266_GENERIC FLASH_2M_ROMFS): its .mpy run from flash; "
+                        "the filesystem image then leaves /lib/sporadic out")
     p.set_defaults(func=image_command)
     return p
 
@@ -77,21 +81,37 @@ def image_command(args):
     except KeyError as e:
         raise UserError("%s" % e.args[0])
     jobs_text, prov = provision(args, args.board)
+    romfs = getattr(args, "romfs", None)
+    if romfs and not romfs.endswith((".img", ".romfs")):
+        raise UserError("--romfs %s: name it FILE.img or FILE.romfs (what `mpremote romfs deploy` takes)" % romfs)
     try:
+        if romfs:
+            from companion.make.romfs import romfs_image, RomfsError
+            try:
+                rom = romfs_image(args.board, dict(prov.extra), compile=not args.no_compile)
+            except RomfsError as e:
+                raise UserError(str(e))
         s = build_image(args.board, args.board_id, args.output, prov.jobs_text(jobs_text), prov.secret, prov.pubkey,
                         prov.extra, flash_size=args.flash_size, compile=not args.no_compile,
-                        frozen=args.frozen)
+                        frozen=args.frozen or bool(romfs))
+        if romfs:
+            from companion.fleet.atomic import atomic_write
+            atomic_write(romfs, rom)
     except (GeometryError, KeyError, ValueError) as e:
         raise UserError("%s" % e)
     except OSError as e:
-        raise UserError("cannot write %s: %s" % (args.output, e.strerror or e))
+        raise UserError("cannot write %s: %s" % (e.filename or args.output, e.strerror or e))
     prov.commit(how="imaged")
-    note = _files.small_heap_note(args.board, args.frozen)
+    note = _files.small_heap_note(args.board, args.frozen or bool(romfs))
     if note:
         print(note, file=sys.stderr)
     print("%s: %d files, %d bytes, LittleFS %d x %d-byte blocks = 0x%x bytes for flash offset 0x%x"
           % (s["path"], len(s["files"]), s["used_bytes"], s["block_count"], s["block_size"],
              s["size"], s["offset"]))
+    if romfs:
+        part = _files.board_data(args.board).get("romfs")
+        print("%s: ROMFS image, %d bytes (the firmware package; `mpremote romfs deploy %s`%s)"
+              % (romfs, len(rom), romfs, ", or flash offset 0x%x" % part["offset"] if part else ""))
     return 0
 
 

@@ -40,6 +40,9 @@ def add_arguments(p):
                    help="MicroPython heap size (default %s: an ESP32-class board on this 64-bit port; "
                         "64K runs the loop but not a signed sync)" % DEFAULT_HEAP)
     p.add_argument("--clock-scale", type=float, help="board clock speed-up (SPORADIC_CLOCK_SCALE)")
+    p.add_argument("--romfs", metavar="FILE",
+                   help="a ROMFS image (companion image --romfs) as the board's ROMFS partition, mounted at "
+                        "/rom; the unix port holds its bytes in the heap: add its size to --heap")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                    help="more environment for the board's interpreter")
     p.add_argument("--raw-output", action="store_true",
@@ -79,6 +82,10 @@ def run(args):
         env["SPORADIC_ID"] = args.board_id
     if args.clock_scale is not None:
         env["SPORADIC_CLOCK_SCALE"] = "%g" % args.clock_scale
+    if args.romfs:
+        if not os.path.isfile(args.romfs):
+            raise UserError("--romfs %s: no such file" % args.romfs)
+        env["SPORADIC_VBOARD_ROMFS"] = os.path.abspath(args.romfs)
     flash = args.flash or (None if args.image else ("vboard-" + args.board_id if args.board_id else "vboard"))
     log, trace = _log(args)
     try:

@@ -2,11 +2,14 @@
 the desktop-built flash image (#7), so both put the same bytes in the same
 places.
 
-    firmware_files(board, compile=True, frozen=False) -> [(dest_path, bytes)]
+    firmware_files(board, compile=True, frozen=False, cfg=None) -> [(dest_path, bytes)]
         /main.py                 firmware/main.py (always source: it boots)
         /lib/sporadic/**.mpy     firmware/sporadic/ (core/, device/, net/; never
                                  desktop/) through mpy-cross for the board's
-                                 -march (the package __init__ files too)
+                                 -march (the package __init__ files too);
+                                 with `cfg` (the board's /cfg.json settings)
+                                 only the modules that configuration uses
+                                 (needed_modules)
         /lib/board.mpy           boards/<name>/board.py (through mpy-cross too)
     config_files(board_id, secret, pubkey, extra=None) -> [("/cfg.json", bytes)]
     jobs_file(text) -> [("/jobs.txt", bytes), ("/jobs.ok", its stamp), ("/jobs.rx", its digest index)]
@@ -110,14 +113,16 @@ FROZEN_ADVICE = ("a sync needs sporadic frozen into its MicroPython firmware "
 
 
 def small_heap_note(board, frozen):
-    """A note for a board whose heap runs the loop from .mpy files but not a
-    sync (an ESP8266: bench/heap_sync.py), or '' ."""
+    """A note for a board whose heap is too small for sporadic as .mpy files
+    (an ESP8266: its loop needs 46 KiB and a signed sync 83 KiB on a 32-bit
+    port, bench/esp8266.py, docs/budgets.md), or '' ."""
     data = board_data(board)
     heap = data.get("heap_bytes") or 0
     if frozen or not heap or heap >= SMALL_HEAP or data.get("heap_grows"):
         return ""
-    return ("note: the %s has a %d KiB heap: it runs its loop from the .mpy files, but %s"
-            % (data["name"], heap // 1024, FROZEN_ADVICE))
+    return ("note: the %s has a %d KiB heap, less than sporadic's loop needs as .mpy files "
+            "(docs/budgets.md): the loop and a sync need sporadic frozen into its MicroPython firmware "
+            "(docs/hardware.md#frozen-firmware)" % (data["name"], heap // 1024))
 
 
 # sporadic/desktop/ is portable but desktop-only: it never goes to a board.
@@ -137,9 +142,42 @@ def board_modules(fw=None):
     return out
 
 
-def firmware_files(board, compile=True, frozen=False):
+# Modules a board carries only when its configuration uses them (#31): the
+# network loop and what only it imports (a board without a network never
+# imports net/: device/boot.py), by the same rule boot.main picks the loop by.
+NETWORK_ONLY = ("sporadic/net/", "sporadic/core/leader.py")
+# The broker link (#32): its client and its loop, only on a board given a
+# broker (deploy/image --mqtt); the network loop loads them for that only.
+MQTT_ONLY = ("sporadic/net/mqtt.py", "sporadic/net/broker.py")
+
+
+def networked(board, cfg):
+    """True when a board of this kind with these /cfg.json settings runs the
+    network loop (device/boot.py networked: the one rule)."""
+    from sporadic.device.boot import networked as rule
+
+    class _Board:   # what the rule reads of the board module, from its board.json
+        HOST_NETWORK = bool(board_data(board).get("host_network"))
+    return rule(cfg or {}, _Board)
+
+
+def needed_modules(board, cfg, fw=None):
+    """board_modules() less what a board with /cfg.json settings `cfg`
+    never imports: net/ and the leader without a network (NETWORK_ONLY),
+    the broker link without a broker (MQTT_ONLY)."""
+    mods = board_modules(fw)
+    if not networked(board, cfg):
+        return [m for m in mods if not m.startswith(NETWORK_ONLY)]
+    if not (cfg or {}).get("mqtt"):
+        return [m for m in mods if m not in MQTT_ONLY]
+    return mods
+
+
+def firmware_files(board, compile=True, frozen=False, cfg=None):
     """frozen: the MicroPython firmware already holds the sporadic package
     (built with boards/<name>/manifest.py), so /lib/sporadic is left out.
+    cfg: the board's /cfg.json settings (network...): only the modules they
+    use go (needed_modules); None: every module (board_modules).
     The board module always goes; where the manifest froze it too, the
     frozen one is imported first ('.frozen' precedes '/lib')."""
     data = board_data(board)
@@ -149,7 +187,8 @@ def firmware_files(board, compile=True, frozen=False):
     files.append(("/main.py", _read(main) if os.path.isfile(main) else _MAIN_FALLBACK))
     use_mpy = compile and mpy_cross_command() is not None
     arch = data.get("mpy_arch")
-    for rel in ([] if frozen else board_modules(fw)):
+    mods = board_modules(fw) if cfg is None else needed_modules(data, cfg, fw)
+    for rel in ([] if frozen else mods):
         src = os.path.join(fw, rel)
         if use_mpy:
             dest = "/lib/" + rel[:-3] + ".mpy"
@@ -226,8 +265,9 @@ def jobs_file(text):
 
 def all_files(board, board_id, jobs_text="", secret=None, pubkey=None, extra=None, compile=True,
               frozen=False):
-    """Everything a fresh board needs: firmware, config and the job file."""
-    return (firmware_files(board, compile, frozen)
+    """Everything a fresh board needs: firmware (the modules its config
+    uses), config and the job file."""
+    return (firmware_files(board, compile, frozen, cfg=dict(extra or {}))
             + config_files(board_id, secret, pubkey, extra)
             + jobs_file(jobs_text))
 

@@ -59,11 +59,14 @@ ID_PROBE = ("import os\n"
 
 # Is sporadic frozen into this board's MicroPython firmware (built with
 # boards/<name>/manifest.py)? A frozen module's __file__ is not a path on
-# the flash, and '.frozen' comes before '/lib' on sys.path. (timeutil
-# imports nothing else: no board module is needed yet.)
+# the flash, and '.frozen' comes before '/lib' on sys.path. Or is it in the
+# board's ROMFS partition (/rom/lib/sporadic: `companion image --romfs`,
+# #31), found when no /lib/sporadic comes first? Either way the firmware
+# holds it: deploy writes no /lib/sporadic. (timeutil imports nothing else:
+# no board module is needed yet.)
 FROZEN_PROBE = ("try:\n"
                 " import sporadic.core.timeutil as m\n"
-                " print('F' if m.__file__[:1] != '/' else 'L')\n"
+                " print('F' if m.__file__[:1] != '/' or m.__file__[:5] == '/rom/' else 'L')\n"
                 "except ImportError:\n"
                 " print('-')\n")
 
@@ -235,7 +238,7 @@ def deploy(fleet, port, dev_id=None, board=None, network=None, compile=True, pro
             dev_id = raw if '-' in raw else '%s-%s' % (board, raw)
         prov = provision.prepare(fleet, dev_id, board, network, position=position)
         frozen = link.exec(FROZEN_PROBE).strip().endswith('F')
-        todo = files.firmware_files(board, compile, frozen) + prov.config_files()
+        todo = files.firmware_files(board, compile, frozen, cfg=prov.extra) + prov.config_files()
         # the user's actions: the fleet's actions.py goes onto the board; else
         # the board's own is read, so that `add` and `check` know its actions
         user = fleet_folder.fleet_actions(fleet)

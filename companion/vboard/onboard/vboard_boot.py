@@ -14,6 +14,11 @@
 #                          behind vboard_blockdev.FileBlockDevice
 #   SPORADIC_VBOARD_WDT    the file descriptor of the relay's watchdog pipe:
 #                          machine.WDT here (_vboard_wdt) writes to it
+#   SPORADIC_VBOARD_ROMFS  a ROMFS image file (mpremote's format): mounted at
+#                          /rom, /rom and /rom/lib after /lib on sys.path, as
+#                          a firmware with a ROMFS partition does (ESP8266
+#                          FLASH_2M_ROMFS); its bytes are read first and stay
+#                          in the heap (the unix port has no ROM: #31)
 #   SPORADIC_VBOARD_BOOT   'main' (power-on / soft reboot from the friendly
 #                          REPL: boot.py then main.py), 'raw' (soft reboot
 #                          from the raw REPL: boot.py only) or 'interrupted'
@@ -50,6 +55,11 @@ def _vboard_boot(g, interrupted):
     flash = os.getenv('SPORADIC_VBOARD_FLASH')
     image = os.getenv('SPORADIC_VBOARD_IMAGE')
     kind = os.getenv('SPORADIC_VBOARD_BOOT') or 'main'
+    rom = os.getenv('SPORADIC_VBOARD_ROMFS')
+    if rom:   # first: one block at the start of the heap, for the whole run
+        f = open(rom, 'rb')
+        rom = f.read()
+        f.close()
     _vboard_wdt(os, sys)   # a host path: before the flash hides the host's files
     if image:
         os.mount(_vboard_lfs(os, image), '/')
@@ -59,6 +69,11 @@ def _vboard_boot(g, interrupted):
         os.chdir('/')
         sys.modules['os'] = _vboard_os(os)
     sys.path[:] = ['', '.frozen', '/lib']
+    if rom:
+        import vfs
+        os.mount(vfs.VfsRom(rom), '/rom')
+        sys.path.extend(('/rom', '/rom/lib'))
+    rom = None
     # The unix port enters its REPL after the script when this is set; a
     # SystemExit from main.py clears it, so the process ends and the relay
     # soft-reboots the board as a real one would.

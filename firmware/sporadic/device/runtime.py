@@ -8,9 +8,12 @@ import os
 import board
 import sporadic
 from sporadic.device import clock, store
-from sporadic.core import groups, jobline, plan
+from sporadic.core import jobline, plan
 
-actions = None   # sporadic.actions, imported once the store is open (see Runtime)
+# sporadic.device.actions and sporadic.core.groups/hmac: imported when a pass
+# needs them (_act, step, _record) and, on a small heap, let go after it
+# (_drop_pass_code), so that the wake index's work after the pass has their room
+actions = None
 
 CFG = '/cfg.json'
 MAX_SLEEP = const(3600)       # never sleep longer than this (s): syncs, jumps
@@ -77,14 +80,11 @@ class Runtime:
         self.store = store.open_store(root)
         jobline.unload()
         gc.collect()
-        global actions
-        if actions is None:
-            from sporadic.device import actions as a
-            actions = a
         if self.cfg.get('mode') == 'insecure' or not (self.cfg.get('mode') or self.cfg.get('pubkey')):
             self.store._tr = None     # nothing to check (trust.load's rule): never load it
         gc.collect()
-        actions.user()   # compile /actions.py now, while the heap is least fragmented
+        _act().user()   # compile /actions.py now, while the heap is least fragmented (it stays)
+        _drop_pass_code()
         if clock.state == 'unknown' and clock.source == '':
             clock.init()
         self.last = []            # newest own result lines (this boot)
@@ -101,18 +101,16 @@ class Runtime:
         self._tally = [-1, 0, 0]  # a rollout's outcomes heard, for the job being decided (groups.scan)
         self._lease = None        # this step's lease check (step's `lease`)
         self._pj = None           # (text, job) _cap parsed for _visit
-        self.mac = None           # hmac.mac_hex under the board's secret (docs/security.md)
-        if self.cfg.get('secret'):
-            from sporadic.core import hmac
-            self.mac = hmac.mac_result
+        self.mac = bool(self.cfg.get('secret'))   # records carry hmac.mac_result (docs/security.md)
 
     # ---- recording ----
 
     def _record(self, jid, k, at, outcome, attempt, text=''):
         r = jobline.Result(jid, self.id, k, at, outcome, attempt if attempt > 1 else 1, '-', text)
         line = r.line()
-        if self.mac is not None:   # one HMAC a record; the companion checks it
-            r.mac = self.mac(self.cfg['secret'], line)
+        if self.mac:   # one HMAC a record; the companion checks it
+            from sporadic.core import hmac
+            r.mac = hmac.mac_result(self.cfg['secret'], line)
             line = r.line()
         self.store.append(line)
         self.last.append(line)
@@ -153,10 +151,11 @@ class Runtime:
                 mine = (k, 'err', att)
             else:  # RUN: record the start first (at most once across a crash)
                 self._record(job.id, k, now, 'run', att)
-                actions.context = job.id + '.' + str(k)
-                ok, text = actions.run(job.action(), job.args())
-                actions.context = ''
-                if text is actions.RESET:
+                act = _act()
+                act.context = job.id + '.' + str(k)
+                ok, text = act.run(job.action(), job.args())
+                act.context = ''
+                if text is act.RESET:
                     self.reset_wanted = True
                     text = 'reset'
                 out = 'ok' if ok else 'err'
@@ -218,6 +217,11 @@ class Runtime:
         due = self._index(now, led, False) if store.WAKE_INDEX else None
         if due is True:
             return self.next_wake
+        # the pass's code, loaded while the heap is emptiest (_drop_pass_code lets it go)
+        _act()
+        if self.mac:
+            from sporadic.core import hmac
+        from sporadic.core import groups
         if self.store.unverified:   # the open took jobs.txt's stamp on the index's word
             from sporadic.device import stamp
             stamp.verify(self.store)
@@ -229,6 +233,7 @@ class Runtime:
             self._limit = None    # no job outside _agenda is due before it (None: never)
             due = self.store.stream()
         groups.scan(due, self.id, HOSTS_MAX, self._visit, self._tally, cap=self._cap)
+        groups = hmac = None
         due = self._agenda
         self.next_wake = due[0][0] if due else self._limit   # the earliest WAIT
         due = None
@@ -254,6 +259,7 @@ class Runtime:
                 self.jobs = self._due[1]   # the index's count (the due pass counted its own)
                 self._due = None
         self.store.release()
+        _drop_pass_code()
         if store.WAKE_INDEX:
             gc.collect()
             self._index(now, led, True)
@@ -450,3 +456,25 @@ def _drop_index_code():
     if _drop_index:
         sporadic.forget('sporadic.device.agenda')
         sporadic.forget('sporadic.device.wake')
+        sporadic.forget('sporadic.core.hmac')   # the index's MAC (wake.py)
+
+
+def _act():
+    # sporadic.device.actions, loaded on first use (a pass that runs a job)
+    global actions
+    if actions is None:
+        from sporadic.device import actions as a
+        actions = a
+    return actions
+
+
+def _drop_pass_code():
+    # on a small heap, the code only a pass uses leaves RAM once it is done:
+    # the actions (the user's /actions.py stays imported, its state with it),
+    # the group scanner, the MAC (wake.save loads it again if it signs)
+    global actions
+    if _drop_index:
+        actions = None
+        sporadic.forget('sporadic.device.actions')
+        sporadic.forget('sporadic.core.groups')
+        sporadic.forget('sporadic.core.hmac')

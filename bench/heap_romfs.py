@@ -1,0 +1,207 @@
+"""The smallest heap that boots an ESP8266 image and runs a job when the
+firmware's .mpy files are in a ROMFS partition (MicroPython 1.25+, the stock
+ESP8266_GENERIC FLASH_2M_ROMFS download) instead of on the LittleFS
+filesystem: a .mpy in ROMFS runs in place, its bytecode is not copied into
+the heap.
+
+    python bench/heap_romfs.py [BOARD]
+    python bench/heap_romfs.py --sync [--step 2]
+
+--sync: the smallest heap in which a virtual board whose ROMFS holds the
+package (`companion vboard --romfs`, the image of `companion image
+--romfs`) syncs twice with a signed fleet, as bench/heap_sync.py measures
+it (deploy finds the package in /rom and writes no /lib/sporadic).
+
+As bench/heap_boards.py (the same image, the same job, three passes, 1 KiB
+bisection of -X heapsize on the 32-bit unix port), except that the image is
+built without /lib/sporadic (`--frozen`'s file list) and the package goes
+into a ROMFS image (mpremote's romfs builder), mounted at /rom with /rom/lib
+on sys.path, as the ROMFS firmware does. The unix port has no ROM: the
+ROMFS image is a bytes object in the heap, read first (one block, never
+freed); its length is subtracted from the heap found. So the figure is an
+estimate of the board's, good to about 1 KiB. The companion does not make
+ROMFS images yet: this measures what it would buy. The last line is JSON.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+from heap_boards import MICROPYTHON, interpreters_32bit  # noqa: E402
+
+# tests/lfsboot.py with the ROMFS read first and mounted at /rom
+BOOT = r'''
+import os, sys, vfs
+a = sys.argv[1:]
+f = open(a[6], "rb")
+rom = f.read()
+f.close()
+from vboard_blockdev import FileBlockDevice
+dev = FileBlockDevice(a[0], int(a[1]), int(a[2]))
+vfs.mount(vfs.VfsLfs2(dev, progsize=int(a[3])), "/")
+vfs.mount(vfs.VfsRom(rom), "/rom")
+if a[4] != "-":
+    vfs.mount(vfs.VfsPosix(a[4]), "/host")
+os.chdir("/")
+sys.path[:] = ["", ".frozen", "/lib", "/rom", "/rom/lib", "/host"]
+steps = int(a[5])
+del a
+try:
+    from sporadic.device import boot
+    if not boot.__file__.startswith("/rom/"):
+        raise SystemExit("not from the ROMFS: " + boot.__file__)
+    try:
+        boot.main(max_steps=steps)
+        print("LOOP DONE")
+    finally:
+        from sporadic.device import runtime
+        print("ID", runtime.get().id)
+finally:
+    vfs.umount("/")
+    dev.f.close()
+'''
+
+
+def _companion():
+    # (files, image) of the companion measured: bench/esp8266.py runs this
+    # script on an older tree too, from before the companion's folders (#30)
+    try:
+        from companion.fleet import files
+        from companion.make import image
+    except ImportError:
+        from companion import files, image
+    return files, image
+
+
+def rom_image(board, tmp):
+    """The ROMFS image of the package files the board's image leaves out
+    with --frozen (companion.fleet.files), .mpy for its architecture."""
+    files = _companion()[0]
+    from mpremote import romfs
+    src = os.path.join(tmp, "romsrc")
+    frozen = {p for p, _ in files.firmware_files(board, frozen=True)}
+    for path, body in files.firmware_files(board):
+        if path in frozen:
+            continue
+        dest = os.path.join(src, path.lstrip("/"))
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        with open(dest, "wb") as f:
+            f.write(body)
+    import contextlib
+    import io
+    with contextlib.redirect_stdout(io.StringIO()):
+        return romfs.make_romfs(src, mpy_cross=False)
+
+
+def smallest(board, exe):
+    import heap_boards as hb
+    files, image = _companion()
+    with tempfile.TemporaryDirectory() as tmp:
+        lib, _, env = hb.prepare(board, tmp)
+        with open(os.path.join(lib, "romboot.mpy"), "wb") as f:
+            src = os.path.join(tmp, "romboot.py")
+            with open(src, "w") as s:
+                s.write(BOOT)
+            f.write(files.compile_mpy(src))
+        rom = rom_image(board, tmp)
+        rom_path = os.path.join(tmp, "rom.img")
+        with open(rom_path, "wb") as f:
+            f.write(rom)
+        clean = os.path.join(tmp, "clean-frozen.bin")
+        import time
+        due = int(time.time()) - 60 if board != "unix" else 1796083200
+        when = time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime(due))
+        image.build_image(board, "bench-1", clean, "each %s log hello ; within=1d\n" % when,
+                          secret=b"\x33" * 16, frozen=True)
+        g = image.geometry(board)
+
+        def boots(k):
+            img = os.path.join(tmp, "fs.bin")
+            shutil.copyfile(clean, img)
+            p = subprocess.run([exe, "-X", "heapsize=%dK" % k, "-m", "romboot", img, str(g["block_size"]),
+                                str(g["block_count"]), str(g["prog_size"]), lib, "3", rom_path],
+                               capture_output=True, text=True, timeout=120, env=dict(os.environ, MICROPYPATH=lib,
+                                                                                     **env))
+            if p.returncode != 0 or "ID bench-1" not in p.stdout:
+                return False
+            with open(img, "rb") as f:
+                found = image.read_image(f.read(), g)
+            text = b"".join(found.get(n, b"") for n in ("/log.txt", "/jobs.txt")).decode()
+            return any(" r bench-1 0 " in l and " ok " in l for l in text.splitlines())
+
+        lo, hi = 8, 512
+        if not boots(hi):
+            return None, len(rom)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if boots(mid):
+                hi = mid
+            else:
+                lo = mid
+        return hi, len(rom)
+
+
+def smallest_sync(exe, step):
+    """(KiB found, ROMFS bytes) of bench/heap_sync.py's signed sync on a
+    unix virtual board with the package in its ROMFS."""
+    import heap_sync
+    from companion.make.romfs import romfs_image
+    rom = romfs_image("unix", {})
+    fd, path = tempfile.mkstemp(suffix=".img")
+    with os.fdopen(fd, "wb") as f:
+        f.write(rom)
+    before = os.environ.get("SPORADIC_VBOARD_ROMFS")
+    os.environ["SPORADIC_VBOARD_ROMFS"] = path
+    try:
+        return heap_sync.smallest(exe, False, step), len(rom)
+    finally:
+        if before is None:
+            os.environ.pop("SPORADIC_VBOARD_ROMFS", None)
+        else:
+            os.environ["SPORADIC_VBOARD_ROMFS"] = before
+        os.remove(path)
+
+
+def main_sync(argv):
+    step = int(argv[argv.index("--step") + 1]) if "--step" in argv else 2
+    mp32 = interpreters_32bit()[0]
+    rows = {}
+    print("smallest heap (KiB) in which a unix virtual board with the package in ROMFS syncs twice (signed)")
+    for label, exe in (("64-bit", MICROPYTHON), ("32-bit", mp32)):
+        if exe is None:
+            print("%-8s no 32-bit build: run bench/build_micropython32.sh" % label)
+            continue
+        k, n = smallest_sync(exe, step)
+        est = None if k is None else -(-(k * 1024 - n) // 1024)
+        rows[label] = {"heap_k_with_rom": k, "rom_bytes": n, "heap_k": est}
+        print("%-8s %s KiB (%s KiB found, less the %d-byte ROMFS image held in the heap)"
+              % (label, est if est is not None else ">256", k, n), flush=True)
+    print(json.dumps({"romfs_sync": rows, "step_k": step}))
+
+
+def main(argv):
+    if "--sync" in argv:
+        return main_sync(argv)
+    board = argv[0] if argv else "esp8266"
+    mp32 = interpreters_32bit()[0]
+    rows = {}
+    print("smallest heap (KiB) that boots the %s image and runs a job, firmware in ROMFS" % board)
+    for label, exe in (("64-bit", MICROPYTHON), ("32-bit", mp32)):
+        if exe is None:
+            print("%-8s no 32-bit build: run bench/build_micropython32.sh" % label)
+            continue
+        k, n = smallest(board, exe)
+        est = None if k is None else -(-(k * 1024 - n) // 1024)
+        rows[label] = {"heap_k_with_rom": k, "rom_bytes": n, "heap_k": est}
+        print("%-8s %s KiB (%s KiB found, less the %d-byte ROMFS image held in the heap)"
+              % (label, est if est is not None else ">512", k, n))
+    print(json.dumps({"board": board, "romfs": rows}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

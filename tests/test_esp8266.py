@@ -1,0 +1,110 @@
+"""#31, the smallest boards: a virtual board (`companion vboard`, the unix
+port on a pseudo-terminal) with a small heap, set up with the product's own
+commands (init, deploy, add -f, sync), syncs a signed batch of 30 jobs,
+runs the one that is due, and syncs its result back.
+
+The rows (interpreter, heap):
+
+- 32-bit frozen at 38K, an ESP8266's whole heap (boards/esp8266/board.json
+  heap_bytes): the unix port built 32-bit with firmware/manifest.py frozen
+  in (bench/build_micropython32.sh: bench/.mp32/micropython-frozen, or
+  $SPORADIC_MICROPYTHON32_FROZEN), the code run from flash as on an ESP8266
+  built with boards/esp8266/manifest.py. The frozen code is the firmware as
+  it was when that build was made: rebuild it after changing firmware/.
+- 32-bit ROMFS at 64K: the same port, the package as .mpy in a ROMFS image
+  (`companion image --romfs`) mounted at /rom as the stock ESP8266
+  FLASH_2M_ROMFS firmware mounts its partition (`companion vboard --romfs`),
+  so `deploy` finds it there and writes no /lib/sporadic. The unix port has
+  no ROM: the image's bytes are in the heap, and the heap given is 64K plus
+  their size. It passes at 54-56K and fails at 52K, not always at 56K
+  (the job ids and times are the hour's): the first signed sync
+  runs out of memory on the P request of the fleet's seal record (`.b`,
+  #27), which is more than an ESP8266's 38K; the run alone needs 29K
+  (bench/heap_romfs.py).
+- 32-bit .mpy at 96K: the same port, the firmware as .mpy files on the
+  flash, as `deploy --board esp8266` puts them on a stock ESP8266; #31's
+  target is 32K, not met (bench/esp8266.py measures 83K on the commit #31
+  started from: docs/budgets.md).
+- 64-bit .mpy at 128K: the PyPI `micropython`, present wherever the suite
+  runs, so the cycle is always covered (it passes at 120K, fails at 112K).
+
+The 32-bit frozen row fails at 34K, the 32-bit .mpy row at 80K: each heap
+has a few KiB of margin over the figure of the day (docs/budgets.md#31).
+
+The board is the unix board (its clock, pins and watchdog are the
+virtual board's); what it shares with an ESP8266 is the word size, the heap
+and the code. The 32-bit rows skip, saying why, without the 32-bit build.
+"""
+import contextlib
+import io
+import os
+import shutil
+import time
+
+import pytest
+
+from companion import cli
+from companion.fleet.folder import Fleet
+from companion.vboard.board import VBoard
+from tests.mpy import ROOT
+
+pytestmark = [pytest.mark.slow, pytest.mark.needs('micropython', 'mpy-cross')]
+
+MP32 = os.environ.get('SPORADIC_MICROPYTHON32') or os.path.join(ROOT, 'bench', '.mp32', 'micropython')
+MP32_FROZEN = (os.environ.get('SPORADIC_MICROPYTHON32_FROZEN')
+               or os.path.join(ROOT, 'bench', '.mp32', 'micropython-frozen'))
+SCALE = 600    # board seconds a real second
+
+
+def companion(fleet, *argv):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = cli.main(['--fleet', fleet] + [str(a) for a in argv])
+    assert not rc, out.getvalue()
+    return out.getvalue()
+
+
+@pytest.mark.parametrize('exe,heap,romfs', [
+    pytest.param(MP32_FROZEN, 38, False, id='32bit-frozen-38K'),
+    pytest.param(MP32, 64, True, id='32bit-romfs-64K'),
+    pytest.param(MP32, 96, False, id='32bit-mpy-96K'),
+    pytest.param(None, 128, False, id='64bit-mpy-128K'),
+])
+def test_a_small_board_syncs_a_signed_batch_of_30_runs_one_and_reports_it(exe, heap, romfs, tmp_path, monkeypatch):
+    if exe is not None:
+        if not os.path.isfile(exe):
+            pytest.skip('no 32-bit build at %s: run bench/build_micropython32.sh' % exe)
+        monkeypatch.setenv('SPORADIC_MICROPYTHON', exe)
+    fleet = str(tmp_path / 'fleet')
+    companion(fleet, 'init')
+    env = {}
+    if romfs:
+        from companion.make.romfs import romfs_image
+        rom = romfs_image('unix', {})
+        (tmp_path / 'rom.img').write_bytes(rom)
+        env['SPORADIC_VBOARD_ROMFS'] = str(tmp_path / 'rom.img')
+        heap += -(-len(rom) // 1024)
+    vb = VBoard(str(tmp_path / 'b'), board_id='e-1', heap='%dK' % heap, clock_scale=SCALE, env=env)
+    path = vb.start()
+    try:
+        out = companion(fleet, 'deploy', path, '--id', 'e-1', '--board', 'unix')
+        on_flash = os.path.isdir(str(tmp_path / 'b' / 'lib' / 'sporadic'))
+        assert on_flash != (romfs or exe == MP32_FROZEN), out
+        batch = tmp_path / 'batch.txt'
+        batch.write_text('each +2m log due now ; within=1d\n'
+                         + ''.join('each +%dd log later %d ; every=1d\n' % (10 + i, i) for i in range(29)))
+        companion(fleet, 'add', '-f', str(batch))
+        f = Fleet(fleet)
+        due = [l.split(' ', 1)[0] for l in f.lines() if ' log due now' in l]
+        assert len(due) == 1
+        companion(fleet, 'sync', path)
+        time.sleep(1.0)   # 10 board minutes: the due job runs (it is due 2 board minutes after the sync)
+        companion(fleet, 'sync', path)
+        lines = Fleet(fleet).lines()
+        assert sum(1 for l in lines if ' log later ' in l) == 29
+        ran = [l for l in lines if l.startswith(due[0] + ' r e-1 ') and ' ok ' in l]
+        assert ran and ran[0].endswith(' due now'), lines
+        assert vb.alive()
+    finally:
+        vb.stop()
+        shutil.rmtree(str(tmp_path / 'b'), ignore_errors=True)
