@@ -226,6 +226,12 @@ def test_status_says_why_a_board_needs_attention(tmp_path):
     os.utime(f.path('actions.py'), (T0, T0))
     rows = {r['id']: r for r in fleetcmd.status_rows(f, T0 + 1900)}
     assert [k for k, _ in rows['pump-2']['attention']] == ['redeploy']
+    # a board that refused lines (its status answer): how many, and the last reason it gave
+    d = f.device('pump-1')
+    d['status'] = {'quarantined': 2, 'trust': {'mode': 'signed', 'refusals': ['no batch covers it: abc', 'bad MAC: x']}}
+    f.save_device(d)
+    rows = {r['id']: r for r in fleetcmd.status_rows(f, T0 + 1900)}
+    assert ('trouble', 'refused 2 line(s); last: bad MAC: x') in rows['pump-1']['attention']
 
 
 def test_status_prints_the_boards_that_are_late(tmp_path, capsys):
