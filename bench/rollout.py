@@ -27,7 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..'))
 sys.path.insert(0, os.path.join(HERE, '..', 'firmware'))
 
-from companion.simulate import Sim  # noqa: E402
+from companion.simulate.engine import Sim  # noqa: E402
 
 SETTINGS = ['waves=1%,10%,100% wave=1d', 'waves=1%,10%,100% wave=2d', 'waves=5%,25%,100% wave=12h']
 

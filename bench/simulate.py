@@ -34,7 +34,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..'))
 sys.path.insert(0, os.path.join(HERE, '..', 'firmware'))
 
-from companion.simulate import Sim, simulate, parallel, dumps  # noqa: E402
+from companion.simulate import parallel  # noqa: E402
+from companion.simulate.engine import Sim  # noqa: E402
+from companion.simulate.parallel import simulate  # noqa: E402
+from companion.simulate.scenario import dumps  # noqa: E402
 from sporadic.core.timeutil import parse_time
 from sporadic.core.timefmt import format_time  # noqa: E402
 

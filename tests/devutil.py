@@ -250,30 +250,18 @@ class CLI:
 class InProcessCompanion:
     """`companion --fleet DIR VERB ...` run in this process (cli.main), its
     output read through pytest's capsys; on `clock` (a DemoClock) when
-    given, the companion's wall clock in syncer and fleetcmd."""
+    given: the companion's wall clock, injected (cli.main's clock)."""
 
     def __init__(self, fleet_dir, capsys, clock=None):
         self.dir = fleet_dir
         self.capsys = capsys
         self.clock = clock
-        self.fake_time = None
-        if clock is not None:
-            import types
-            self.fake_time = types.SimpleNamespace(time=lambda: float(clock.now()), monotonic=time.monotonic,
-                                                   sleep=time.sleep)
 
     def __call__(self, *argv, ok=True):
         from companion import cli
-        from companion.fleet import queries as fleetcmd
-        from companion.sync import syncer
         self.capsys.readouterr()
-        saved = syncer.time, fleetcmd.time
-        if self.fake_time is not None:
-            syncer.time = fleetcmd.time = self.fake_time
-        try:
-            rc = cli.main(['--fleet', self.dir] + [str(a) for a in argv])
-        finally:
-            syncer.time, fleetcmd.time = saved
+        clock = time.time if self.clock is None else (lambda: float(self.clock.now()))
+        rc = cli.main(['--fleet', self.dir] + [str(a) for a in argv], clock=clock)
         out, err = self.capsys.readouterr()
         if ok:
             assert rc == 0, 'companion %s -> %d\n%s\n%s' % (' '.join(map(str, argv)), rc, out, err)

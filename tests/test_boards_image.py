@@ -27,7 +27,7 @@ from esptool.bin_image import (ESP32FirmwareImage, ESP32S3FirmwareImage,
                                ESP8266ROMFirmwareImage, ImageSegment)
 
 from companion.fleet import files
-from companion.make import flash, image
+from companion.make import flash, image, uf2
 from tests.mpy import MICROPYTHON, ROOT
 from sporadic.core import jobline
 
@@ -403,14 +403,14 @@ def test_flash_cli_writes_a_merged_image_without_a_chip(tmp_path):
     jobs = tmp_path / "jobs.txt"
     jobs.write_text(JOBS)
     out = tmp_path / "all.bin"
-    p = subprocess.run([sys.executable, "-m", "companion.make.flash", "flash", "-", "--board", "esp32s3",
+    p = subprocess.run([sys.executable, "-m", "companion.cli", "flash", "-", "--board", "esp32s3",
                         "--firmware", str(tmp_path / "mp.bin"), "--id", "s3-1", "--jobs", str(jobs),
                         "-o", str(out)], capture_output=True, text=True, cwd=ROOT)
     assert p.returncode == 0, p.stderr
     data = out.read_bytes()
     assert data[:len(fw)] == fw and len(data) == 0x800000
     assert image.read_image(data[0x200000:], image.geometry("esp32s3"))["/jobs.txt"] == JOBS_FILE
-    p = subprocess.run([sys.executable, "-m", "companion.make.flash", "flash", "-", "--board", "esp32",
+    p = subprocess.run([sys.executable, "-m", "companion.cli", "flash", "-", "--board", "esp32",
                         "--firmware", str(tmp_path / "mp.bin"), "-o", str(out)],
                        capture_output=True, text=True, cwd=ROOT)
     assert p.returncode != 0 and "built for esp32s3" in p.stderr
@@ -424,7 +424,7 @@ def test_pico_uf2_blocks_land_at_the_filesystem_offset(tmp_path):
                         log=lambda *a: None)
     assert r["uf2"] == out and not r["loaded"]
     with open(out, "rb") as f:
-        blocks = flash.parse_uf2(f.read())
+        blocks = uf2.parse_uf2(f.read())
     g = image.geometry("rp2-pico-w")
     base = 0x10000000 + 0x12C000
     assert len(blocks) == g["size"] // 256
@@ -436,17 +436,17 @@ def test_pico_uf2_blocks_land_at_the_filesystem_offset(tmp_path):
 
 
 def test_pico_uf2_joins_micropython_and_checks_the_family(tmp_path):
-    mp = flash.to_uf2(b"\x00\x01" * 1000, 0x10000000)
+    mp = uf2.to_uf2(b"\x00\x01" * 1000, 0x10000000)
     out = str(tmp_path / "all.uf2")
     flash.flash_rp2(None, "rp2-pico-w", mp, "pico-2", erase=True, out_path=out, log=lambda *a: None)
     with open(out, "rb") as f:
         raw = f.read()
-    blocks = flash.parse_uf2(raw)
+    blocks = uf2.parse_uf2(raw)
     nums = [(raw[i * 512 + 20:i * 512 + 28]) for i in range(len(blocks))]
     import struct
     assert [struct.unpack("<II", n) for n in nums] == [(i, len(blocks)) for i in range(len(blocks))]
     assert blocks[0][0] == 0x10000000 and blocks[8][0] == 0x1012C000
-    rp2350 = flash.to_uf2(b"\x00" * 512, 0x10000000, 0xE48BFF59)
+    rp2350 = uf2.to_uf2(b"\x00" * 512, 0x10000000, 0xE48BFF59)
     with pytest.raises(flash.FirmwareMismatch, match="rp2350"):
         flash.flash_rp2(None, "rp2-pico-w", rp2350, None, out_path=out, log=lambda *a: None)
     with pytest.raises(flash.FirmwareMismatch, match="built for rp2040"):

@@ -9,9 +9,9 @@ import zoneinfo
 
 import pytest
 
-import companion  # noqa: F401  (the companion resolves zone names)
 from companion import cli
 from sporadic.core import jobline, plan
+from companion.fleet.zonerule import zone_rule
 from sporadic.core import calendar, sun
 
 UTC = datetime.timezone.utc
@@ -31,18 +31,15 @@ def run_cli(capsys, *argv):
 # ---- the line ----
 
 def test_the_line_keeps_the_name_the_user_wrote_and_signs_the_rule():
-    j = jobline.parse('each 2026-01-01T00:00Z pump on 30 ; at="0  6 * *   1-5" tz=Europe/Berlin within=1h')
+    j = jobline.parse('each 2026-01-01T00:00Z pump on 30 ; at="0  6 * *   1-5" tz=Europe/Berlin within=1h', zone_rule=zone_rule)
     assert j.text() == ('each 2026-01-01T00:00Z pump on 30 ; at="0 6 * * 1-5" tz=Europe/Berlin '
                         'tzr=CET-1CEST,M3.5.0,M10.5.0/3 within=1h')
     assert jobline.canonical(j.line()) == j.line()
-    # a board has no zone database: the signed line (with tzr=) is all it needs
-    saved, jobline.zone_rule = jobline.zone_rule, None
-    try:
-        assert jobline.canonical(j.line()) == j.line()
-        with pytest.raises(jobline.ParseError, match='a zone name needs its rule'):
-            jobline.parse('each 2026-01-01T00:00Z x ; at=@daily tz=Europe/Berlin')
-    finally:
-        jobline.zone_rule = saved
+    # a board has no zone database: the signed line (with tzr=) is all it needs;
+    # a zone name parses with the companion's zone rule only, passed in
+    assert jobline.canonical(j.line()) == j.line()
+    with pytest.raises(jobline.ParseError, match='a zone name needs its rule'):
+        jobline.parse('each 2026-01-01T00:00Z x ; at=@daily tz=Europe/Berlin')
     s = jobline.parse('who:light 2026-01-01T00:00Z relay on 1 ; at=sunset+90m within=30m')
     assert s.text().endswith('at=sunset+90m within=30m')
     assert jobline.parse('each 2026-01-01T00:00Z x ; at=sunrise-2h').text().endswith('at=sunrise-2h')
@@ -62,6 +59,26 @@ BAD = [
     ('each 2026-01-01T00:00Z x ; at=sunset+1x', 'bad offset'),
     ('each 2026-01-01T00:00Z x ; at="0 6 * * 1-5', 'unterminated quote'),
 ]
+
+
+def test_whether_a_zone_name_parses_does_not_depend_on_what_was_imported():
+    """The zone rule is passed where a line is parsed, never installed into
+    the core by an import: in a fresh interpreter that has imported the
+    whole companion, the core alone still refuses a zone name without its
+    rule, and with the companion's rule passed in it resolves."""
+    import subprocess
+    import sys
+    code = ('from sporadic.core import jobline\n'
+            'import companion.cli, companion.commands.core, companion.fleet.folder\n'
+            'line = "each 2026-01-01T00:00Z x ; at=@daily tz=Europe/Berlin"\n'
+            'try:\n    jobline.parse(line)\nexcept jobline.ParseError as e:\n    print("refused:", e)\n'
+            'from companion.fleet.zonerule import zone_rule\n'
+            'print(jobline.parse(line, zone_rule=zone_rule).text())\n')
+    p = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    refused, parsed = p.stdout.splitlines()
+    assert refused.startswith('refused: tz=Europe/Berlin: a zone name needs its rule'), refused
+    assert parsed.endswith('tz=Europe/Berlin tzr=CET-1CEST,M3.5.0,M10.5.0/3'), parsed
 
 
 def test_companion_check_gives_file_line_reason(tmp_path, capsys):
@@ -171,7 +188,7 @@ def board_loop(job, start, end, wake_every=None, host='pump-1'):
 
 
 def test_a_cron_job_runs_each_local_time_once_across_both_changes():
-    j = jobline.parse('each 2026-03-01T00:00Z x ; at="*/30 1-3 * * *" tz=Europe/Berlin within=10m')
+    j = jobline.parse('each 2026-03-01T00:00Z x ; at="*/30 1-3 * * *" tz=Europe/Berlin within=10m', zone_rule=zone_rule)
     zi = zoneinfo.ZoneInfo('Europe/Berlin')
     for day in ((2026, 3, 29), (2026, 10, 25)):
         got = board_loop(j, epoch(*day) - 86400 - 7200, epoch(*day) + 43200)   # 22:00 UTC the day before .. noon
@@ -197,11 +214,11 @@ def test_a_cron_job_runs_each_local_time_once_across_both_changes():
 
 def test_the_time_field_starts_the_series():
     # 06:00 CEST on June 1 is 04:00Z, before the series starts at 05:00Z: June 2's is the first
-    j = jobline.parse('each 2026-06-01T05:00Z x ; at="0 6 * * *" tz=Europe/Berlin')
+    j = jobline.parse('each 2026-06-01T05:00Z x ; at="0 6 * * *" tz=Europe/Berlin', zone_rule=zone_rule)
     assert plan.newest(j, epoch(2026, 6, 1, 23)) == -1
     assert plan.decide(j, 'a', epoch(2026, 5, 20), None)[:3] == (plan.WAIT, epoch(2026, 6, 2, 6) // 60,
                                                                   epoch(2026, 6, 2, 4))
-    on_time = jobline.parse('each 2026-06-01T04:00Z x ; at="0 6 * * *" tz=Europe/Berlin')
+    on_time = jobline.parse('each 2026-06-01T04:00Z x ; at="0 6 * * *" tz=Europe/Berlin', zone_rule=zone_rule)
     assert plan.newest(on_time, epoch(2026, 6, 1, 4)) == epoch(2026, 6, 1, 6) // 60
     # Berlin's sunset on June 1 is about 19:25Z: a series from 20:00Z starts the next day
     s = jobline.parse('each 2026-06-01T20:00Z x ; at=sunset')
@@ -216,7 +233,7 @@ def test_the_time_field_starts_the_series():
 
 
 def test_after_a_long_sleep_only_the_newest_open_instance_runs():
-    j = jobline.parse('each 2026-01-01T00:00Z x ; at="0 6 * * *" tz=America/Chicago within=2d')
+    j = jobline.parse('each 2026-01-01T00:00Z x ; at="0 6 * * *" tz=America/Chicago within=2d', zone_rule=zone_rule)
     got = board_loop(j, epoch(2026, 2, 1), epoch(2026, 2, 5), wake_every=3 * 86400)
     # wakes on Feb 1 00:00Z (Jan 31 18:00 CST: Jan 31's 06:00 is open, Jan 30's is not)
     # and Feb 4 00:00Z: Feb 3's runs, Feb 2's (open too) is recorded missed
@@ -225,7 +242,7 @@ def test_after_a_long_sleep_only_the_newest_open_instance_runs():
 
 
 def test_a_far_future_clock_decides_at_once():
-    j = jobline.parse('one 2026-01-01T00:00Z x ; at="0 3 1 * *" tz=America/Chicago grace=2h')
+    j = jobline.parse('one 2026-01-01T00:00Z x ; at="0 3 1 * *" tz=America/Chicago grace=2h', zone_rule=zone_rule)
     now = epoch(9999, 6, 1)
     assert datetime.datetime.fromtimestamp(plan.newest(j, now) * 60, UTC).strftime('%Y-%m-%d') == '9999-05-01'
     act, k, at, _ = plan.decide(j, 'a', now, (plan.newest(j, now), 'ok', 1), rnk=0)
@@ -258,7 +275,7 @@ def fleet_file(*jobs):
 
 def test_a_one_calendar_job_ranks_the_host_list_and_the_next_waits_its_grace():
     from sporadic.core import groups
-    j = jobline.parse('one 2026-03-01T00:00Z x ; at="30 2 * * *" tz=Europe/Berlin grace=20m within=1h')
+    j = jobline.parse('one 2026-03-01T00:00Z x ; at="30 2 * * *" tz=Europe/Berlin grace=20m within=1h', zone_rule=zone_rule)
     seen = {}
     groups.scan(fleet_file(j), 'p-1', 8, lambda jid, text, c, mine, dk, asg, hosts: seen.update({jid: hosts}))
     hosts = seen[j.id]
@@ -279,7 +296,7 @@ def test_a_one_calendar_job_ranks_the_host_list_and_the_next_waits_its_grace():
 
 
 def test_an_any_calendar_job_draws_on_its_ticks_inside_the_window():
-    j = jobline.parse('any:0.05 2026-01-01T00:00Z x ; at="0 6 * * 1-5" tz=America/Chicago tick=1m within=2h')
+    j = jobline.parse('any:0.05 2026-01-01T00:00Z x ; at="0 6 * * 1-5" tz=America/Chicago tick=1m within=2h', zone_rule=zone_rule)
     rnd = plan.hash_rnd('seed')
     k = (epoch(2026, 1, 5, 6)) // 60          # Monday 06:00 CST = 12:00Z
     d = plan.due(j, k)
@@ -299,7 +316,7 @@ def test_an_any_calendar_job_draws_on_its_ticks_inside_the_window():
 def test_a_leader_assigns_a_calendar_instance_to_a_host_of_the_positioned_list():
     from sporadic.core import leader
     from sporadic.core import jobtext
-    j = jobline.parse('one 2026-01-01T00:00Z x ; at="0 3 1 * *" tz=America/Chicago grace=2h')
+    j = jobline.parse('one 2026-01-01T00:00Z x ; at="0 3 1 * *" tz=America/Chicago grace=2h', zone_rule=zone_rule)
     lines = fleet_file(j)
     now = epoch(2026, 3, 1, 8)        # 02:00 CST: the March instance is an hour ahead
     (a,) = leader.assignments(lines, 'p-2', ['p-1', 'p-2', 'p-3'], now)
@@ -316,7 +333,7 @@ def merging_without(lines, host):
 
 def test_a_calendar_jobs_watermark_keeps_one_result_a_host():
     from sporadic.desktop import merging
-    j = jobline.parse('each 2026-01-01T00:00Z x ; at="0 6 * * *" tz=Europe/Berlin')
+    j = jobline.parse('each 2026-01-01T00:00Z x ; at="0 6 * * *" tz=Europe/Berlin', zone_rule=zone_rule)
     days = [epoch(2026, 1, d, 6) // 60 + 60 for d in range(1, 31)]   # local minute ids
     results = ['%s r %s %d %d ok - done' % (j.id, h, k, k * 60) for h in ('p-1', 'p-3') for k in days]
     out = merging.merge(fleet_file(j) + results)

@@ -23,7 +23,7 @@ from serial.tools.list_ports_common import ListPortInfo
 
 from companion import cli
 from companion.link.base import PortUnavailable
-from companion.link.serial import choose_port
+from companion.link.ports import choose_port
 from companion.vboard.board import VBoard
 from tests.espstub import EspStub
 from tests.test_boards_image import crafted_image
@@ -345,11 +345,12 @@ def test_debug_shows_the_traceback(fleet):
 
 def test_a_bug_is_one_line_that_names_it(fleet, capsys, monkeypatch):
     from companion.fleet import queries as fleetcmd
+    from companion.fleet.folder import Fleet
 
     def broken(*args):
         raise KeyError('status')     # a bug in the companion, not the user's doing
     monkeypatch.setattr(fleetcmd, 'pending_for', broken)
-    monkeypatch.setattr(fleetcmd.Fleet, 'devices', lambda self: [{'id': 'x'}])
+    monkeypatch.setattr(Fleet, 'devices', lambda self: [{'id': 'x'}])
     one_line(run_cli(capsys, '--fleet', fleet, 'status', '--json'),
              "internal error (a bug, please report it): KeyError: 'status'", 'run with --debug', status=70)
     with pytest.raises(KeyError):

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from sporadic.core import jobline
+from companion.fleet.zonerule import zone_rule
 from companion.fleet.folder import Fleet
 from companion.fleet.folder import add_job, cancel_job
 
@@ -103,7 +104,7 @@ def _diverged_fleet_files(seed=15, jobs=60, lines=1500):
             'any:0.%02d 2026-12-01T00:00Z sensor upload %d ; every=7d within=1d tick=1m' % (1 + i % 90, i),
             'one 2026-12-01T00:00Z backup rotate %d ; every=1d grace=1h retry=2' % i,
             'each 2026-12-01T00:00Z pin %d on ; at="0 6 * * 1-5" tz=Europe/Berlin' % i)))
-    job_lines = [jobline.canonical(t) for t in texts]
+    job_lines = [jobline.canonical(t, zone_rule=zone_rule) for t in texts]
     ids = [l[:8] for l in job_lines]
     hosts = ['pump-%d' % i for i in range(25)] + ['gate', 'relay-9']
 

@@ -17,6 +17,7 @@ import time
 
 import pytest
 
+from companion import cli
 from companion.fleet import queries as fleetcmd
 from companion.sync import syncer
 from companion.fleet.folder import Fleet, read_fleet_key
@@ -127,7 +128,7 @@ def test_a_ghost_in_the_fleet_folder_is_quarantined_and_status_says_so(fleet, bo
     refused = dict(fleet.receive([ghost], 'pump-1'))
     assert refused == {ghost: 'unverified result from ghost (no board ghost in this fleet)'}
     assert ghost not in fleet.lines()
-    fleetcmd.cmd_status(type('A', (), {'json': True, 'fleet': fleet.dir})())
+    assert cli.main(['--fleet', fleet.dir, 'status', '--json']) == 0
     out = json.loads(capsys.readouterr().out)
     assert out['quarantine']['count'] == 1 and out['quarantine']['last'][0].endswith(ghost)
 

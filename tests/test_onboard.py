@@ -8,7 +8,8 @@ import subprocess
 
 import pytest
 
-from companion.link.serial import ONBOARD_DIR, SerialLink, onboard_code, onboard_source
+from companion.link.rawrepl import ONBOARD_DIR, onboard_code, onboard_source
+from companion.link.serial import SerialLink
 from companion.vboard.board import VBoard
 from tests.test_vboard import make_flash
 

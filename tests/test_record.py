@@ -353,7 +353,7 @@ def test_version_and_the_vboard_entry():
                        cwd=ROOT)
     assert p.returncode == 0 and re.match(r'companion \d+\.\d+', p.stdout), (p.stdout, p.stderr)
     for argv in (['--clock-scale', '0'], ['--heap', 'zz'], ['--board', 'rp2-pico', '--flash', '/proc/none.flash']):
-        p = subprocess.run([sys.executable, '-m', 'companion.vboard.cmd'] + argv, capture_output=True, text=True,
+        p = subprocess.run([sys.executable, '-m', 'companion.commands.vboard'] + argv, capture_output=True, text=True,
                            cwd=ROOT, env=dict(__import__('os').environ, SPORADIC_RP2_UF2=''), timeout=60)
         assert p.returncode == 2 and p.stderr.count('\n') == 1 and 'Traceback' not in p.stderr, (argv, p.stderr)
 

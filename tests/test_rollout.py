@@ -171,8 +171,8 @@ def rollout_scn(hosts, waves, wave, least=2, drift=0):
 
 @pytest.mark.parametrize('waves, wave', [('10%,30%,100%', '1d'), ('5%,100%', '12h'), ('10%,100%', '2d')])
 def test_simulated_rollout_stops_within_the_bound_and_a_good_one_reaches_everyone(waves, wave):
-    from companion import simulate as S
-    sim = S.Sim(rollout_scn('b{01..60}', waves, wave), 1, verify=True)   # every decision against groups.scan
+    from companion.simulate.engine import Sim
+    sim = Sim(rollout_scn('b{01..60}', waves, wave), 1, verify=True)   # every decision against groups.scan
     rep = sim.run()
     bad, good = rep['jobs']
     ro = bad['rollout']
@@ -195,8 +195,8 @@ def test_rollout_bound_formula():
 
 
 def test_no_bound_is_claimed_when_clocks_drift():
-    from companion import simulate as S
-    rep = S.Sim(rollout_scn('b{01..20}', '10%,100%', '1d', drift=50), 1).run()
+    from companion.simulate.engine import Sim
+    rep = Sim(rollout_scn('b{01..20}', '10%,100%', '1d', drift=50), 1).run()
     assert 'bound' not in rep['jobs'][0]['rollout'] and 'drift' in rep['jobs'][0]['rollout']['bound_why_not']
 
 
@@ -204,6 +204,7 @@ def test_the_companion_plans_each_boards_wave_and_cancel_stops_those_not_run(tmp
     """next_for (what `jobs` shows a board doing next) decides a rollout with
     the board's wave and what the fleet's copy says the others did; a
     cancel leaves nothing to do for the boards that have not run it."""
+    from companion.commands.fleet import next_text
     from companion.fleet import queries as fleetcmd
     from companion.fleet.folder import Fleet, add_host, add_job, cancel_job
     f = Fleet(str(tmp_path / 'fleet'))
@@ -222,7 +223,7 @@ def test_the_companion_plans_each_boards_wave_and_cancel_stops_those_not_run(tmp
     f.add_results(failed)
     late = [h for h in hosts if w[h] == 1]
     assert all(fleetcmd.next_for(f, h, T0 + 6 * H)[j.id]['what'] == plan.ABORT for h in late)
-    assert fleetcmd._next_text(fleetcmd.next_for(f, late[0], T0 + 6 * H)[j.id]) == ', aborts %s.0 now' % j.id
+    assert next_text(fleetcmd.next_for(f, late[0], T0 + 6 * H)[j.id]) == ', aborts %s.0 now' % j.id
     st = fleetcmd.rollout_states(f, T0 + 6 * H)[j.id]
     assert [(s['wave'], s['failed'], s['waiting']) for s in st['waves']] == [(0, 1, 0), (1, 0, 2), (2, 0, 7)]
     cancel_job(f, j.id)

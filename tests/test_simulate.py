@@ -15,7 +15,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, 'firmware'))
 sys.path.insert(0, ROOT)
 
-from companion import simulate as S  # noqa: E402
+from companion.commands.simulate import command, sweep_values  # noqa: E402
+from companion.simulate.engine import Sim  # noqa: E402
+from companion.simulate.parallel import simulate  # noqa: E402
+from companion.simulate.report import predict_any  # noqa: E402
+from companion.simulate.scenario import SYNC_OVERHEAD, _time, dumps, expand, load, select  # noqa: E402
 from companion.errors import UserError  # noqa: E402
 from companion.simulate import logs  # noqa: E402
 from sporadic.core import jobline, plan  # noqa: E402
@@ -45,32 +49,32 @@ who:pump-1 2026-01-01T07:00Z relay on ; every=12h
 
 
 def test_patterns():
-    assert S.expand('pump-{1..3}') == ['pump-1', 'pump-2', 'pump-3']
-    assert S.expand('n-{08..10}') == ['n-08', 'n-09', 'n-10']
-    assert S.expand('r{1..2}c{1..2}') == ['r1c1', 'r1c2', 'r2c1', 'r2c2']
+    assert expand('pump-{1..3}') == ['pump-1', 'pump-2', 'pump-3']
+    assert expand('n-{08..10}') == ['n-08', 'n-09', 'n-10']
+    assert expand('r{1..2}c{1..2}') == ['r1c1', 'r1c2', 'r2c1', 'r2c2']
     names = ['pump-1', 'pump-2', 'logger-a', 'laptop']
-    assert S.select('pump-*', names) == ['pump-1', 'pump-2']
-    assert S.select(['logger-a', 'pump-{2..3}'], names) == ['pump-2', 'logger-a']
-    assert S.select(None, names) == names
+    assert select('pump-*', names) == ['pump-1', 'pump-2']
+    assert select(['logger-a', 'pump-{2..3}'], names) == ['pump-2', 'logger-a']
+    assert select(None, names) == names
 
 
 def test_reproducible_byte_identical(tmp_path):
-    a = json.dumps(S.simulate(copy.deepcopy(MIXED), 7), sort_keys=True)
-    b = json.dumps(S.simulate(copy.deepcopy(MIXED), 7), sort_keys=True)
+    a = json.dumps(simulate(copy.deepcopy(MIXED), 7), sort_keys=True)
+    b = json.dumps(simulate(copy.deepcopy(MIXED), 7), sort_keys=True)
     assert a == b
-    c = json.dumps(S.simulate(copy.deepcopy(MIXED), 8), sort_keys=True)
+    c = json.dumps(simulate(copy.deepcopy(MIXED), 8), sort_keys=True)
     assert a != c
     # and through the command, text and JSON
     p = tmp_path / 's.toml'
-    p.write_text(S.dumps(MIXED))
-    assert S.load(str(p)) == MIXED      # scenario.dumps writes what load reads back
+    p.write_text(dumps(MIXED))
+    assert load(str(p)) == MIXED      # scenario.dumps writes what load reads back
     outs = []
     for _ in range(2):
         for js in (False, True):
             args = _args(str(p), seed=7, json=js)
             f = io.StringIO()
             with redirect_stdout(f):
-                assert S.command(args) == 0
+                assert command(args) == 0
             outs.append(f.getvalue())
     assert outs[0] == outs[2] and outs[1] == outs[3]
     assert json.loads(outs[1])['seed'] == 7
@@ -80,8 +84,8 @@ def test_a_run_leaves_no_reference_cycles():
     # a run turns the cyclic collector off (engine.py): whatever it drops
     # must be freed by reference counting, or a year's run would keep it
     gc.collect()
-    S.simulate(MIXED, 1, workers=1)
-    S.simulate(MIXED, 2, verify=True)
+    simulate(MIXED, 1, workers=1)
+    simulate(MIXED, 2, verify=True)
     assert gc.collect() == 0
     assert gc.isenabled()
 
@@ -90,10 +94,10 @@ def test_verify_against_merge():
     # every sync (pairwise visits, contacts, mesh rounds, across a split) is
     # checked against merging.merge of the literal line sets: same file, same
     # bytes; every decision against one made from the literal file
-    rep = S.simulate(copy.deepcopy(MIXED), 3, verify=True)
+    rep = simulate(copy.deepcopy(MIXED), 3, verify=True)
     assert rep['counts']['verified_syncs'] > 50
     assert rep['counts']['decisions'] > 100
-    fast = S.simulate(copy.deepcopy(MIXED), 3)
+    fast = simulate(copy.deepcopy(MIXED), 3)
     fast['counts'].pop('verified_syncs', None)
     rep['counts'].pop('verified_syncs')
     assert json.dumps(fast, sort_keys=True) == json.dumps(rep, sort_keys=True)
@@ -114,11 +118,11 @@ one 2026-01-01T02:40Z d ; every=5h grace=20m
 ''', [{'ids': 'pump-{01..30}', 'uptime': 'outages 2/d 2h', 'drift_ppm': 40}],
         end='2026-01-05T00:00Z',
         visit=[{'companion': 'laptop', 'hosts': '*', 'interval': '90m', 'jitter': '80m', 'fail': 0.1}])
-    sim = S.Sim(copy.deepcopy(s), 1, True)
+    sim = Sim(copy.deepcopy(s), 1, True)
     rep = sim.run()
     assert sim.raises[sim.names.index('laptop')].ver > 1024
     assert rep['counts']['verified_syncs'] > 1024
-    fast = S.simulate(copy.deepcopy(s), 1, workers=1)
+    fast = simulate(copy.deepcopy(s), 1, workers=1)
     rep['counts'].pop('verified_syncs')
     assert json.dumps(fast, sort_keys=True) == json.dumps(rep, sort_keys=True)
 
@@ -175,14 +179,14 @@ def test_jobs_shared_among_processes_give_the_report_of_one():
     # groups of the jobs in worker processes assemble into the same report,
     # duplicates, bytes and files at the end included
     seen = []
-    one = S.simulate(copy.deepcopy(MIXED), 3, workers=1, progress=seen.append)
+    one = simulate(copy.deepcopy(MIXED), 3, workers=1, progress=seen.append)
     for n in (2, 3):
-        shared = S.simulate(copy.deepcopy(MIXED), 3, workers=n, progress=seen.append)
+        shared = simulate(copy.deepcopy(MIXED), 3, workers=n, progress=seen.append)
         assert json.dumps(shared, sort_keys=True) == json.dumps(one, sort_keys=True)
     # progress: the share of the simulated time done (every 256 sync events)
     assert len(seen) >= 3 and all(0 < f < 1 for f in seen)
     seen = []
-    S.simulate(dict(copy.deepcopy(MIXED), end='2026-01-15T00:00Z'), 3, workers=1, progress=seen.append)
+    simulate(dict(copy.deepcopy(MIXED), end='2026-01-15T00:00Z'), 3, workers=1, progress=seen.append)
     assert len(seen) >= 3 and seen == sorted(set(seen))
     assert one['duplicates'] and one['sync']['bytes'] > one['sync']['ok'] * one['sync']['overhead_per_party']
     # on an hourly grid every host fires `any:1` on the hour: which host the
@@ -195,8 +199,8 @@ any:1 2026-01-01T05:00Z tie ; every=1d within=6h tick=1h
 ''', [{'ids': 'pump-{01..30}', 'uptime': 'outages 1/w 6h', 'drift_ppm': 20}],
         end='2026-01-21T00:00Z', resolution='1h',
         visit=[{'companion': 'laptop', 'hosts': '*', 'interval': '1d', 'jitter': '2h'}])
-    one = S.simulate(copy.deepcopy(ties), 1, workers=1)
-    assert json.dumps(S.simulate(copy.deepcopy(ties), 1, workers=2), sort_keys=True) == json.dumps(one, sort_keys=True)
+    one = simulate(copy.deepcopy(ties), 1, workers=1)
+    assert json.dumps(simulate(copy.deepcopy(ties), 1, workers=2), sort_keys=True) == json.dumps(one, sort_keys=True)
     assert any(len(set(r['at'] for r in d['runs'])) < len(d['runs']) for d in one['duplicates'])
 
 
@@ -213,7 +217,7 @@ each 2026-01-01T00:40Z d ; every=1h
 def test_a_worker_that_fails_stops_the_others_at_once():
     import multiprocessing
     from companion.simulate import parallel
-    sim = S.Sim(copy.deepcopy(LONG), 1)
+    sim = Sim(copy.deepcopy(LONG), 1)
     sim.job_texts[0] = 'each 2026-01-01T00:10Z'     # the worker given job 0 refuses it
     with pytest.raises(parallel.WorkerFailed, match=r'worker [12] of 2 failed:(.|\n)*UserError'):
         parallel.run_parts(sim, 2)
@@ -227,7 +231,7 @@ def _simulate_in_two_workers(tmp_path):
     import subprocess
     import time
     path = tmp_path / 'long.toml'
-    path.write_text(S.dumps(LONG))
+    path.write_text(dumps(LONG))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, 'firmware')]))
     p = subprocess.Popen([sys.executable, '-m', 'companion.cli', 'simulate', str(path), '--workers', '2'],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -312,7 +316,7 @@ each 2026-01-01T01:30Z b ; every=2h on=pump
 who:log 2026-01-01T00:10Z c ; every=3h
 """, [{'ids': 'pump-{1..4}', 'drift_ppm': 100}, {'ids': 'logger-{1..3}'}],
         visit=[{'companion': 'c', 'hosts': '*', 'interval': '1d'}])
-    rep = S.simulate(s, 1)
+    rep = simulate(s, 1)
     a, b, c = rep['jobs']
     assert (a['eligible_hosts'], b['eligible_hosts'], c['eligible_hosts']) == (7, 4, 3)
     for r in (a, b, c):
@@ -327,7 +331,7 @@ def test_each_misses_when_down():
     # or is missed, never run late outside it
     s = scn('each 2026-01-01T00:00Z a ; every=1h within=10m\n',
             [{'ids': 'h-{1..4}', 'uptime': 'duty 1d 0.5'}], end='2026-01-11T00:00Z')
-    r = S.simulate(s, 1)['jobs'][0]
+    r = simulate(s, 1)['jobs'][0]
     assert r['runs'] + r['missed'] == r['expected_runs']
     assert 0.4 < r['missed'] / r['expected_runs'] < 0.6
     assert r['delay']['max_s'] < 600
@@ -341,7 +345,7 @@ def test_miss_reason_is_the_boards():
     s = scn('each 2026-01-01T00:00Z a ; every=5m within=1m\n',
             [{'ids': 'h-{1..2}', 'drift_ppm': [-10000, -10000]}], end='2026-01-04T00:00Z',
             visit=[{'companion': 'c', 'hosts': '*', 'interval': '1d', 'phase': 'start'}])
-    sim = S.Sim(s, 1, verify=True)
+    sim = Sim(s, 1, verify=True)
     rep = sim.run()
     assert rep['jobs'][0]['missed'] > 0
     misses = [line for lg in sim.logs[:2] for line in lg.lines[1:] if jobline.parse(line).outcome == 'miss']
@@ -349,7 +353,7 @@ def test_miss_reason_is_the_boards():
     assert all(line.endswith(' - clock jump') for line in misses)
     # the same hosts with true clocks miss nothing
     s['hosts'][0]['drift_ppm'] = 0
-    assert S.simulate(s, 1)['jobs'][0]['missed'] == 0
+    assert simulate(s, 1)['jobs'][0]['missed'] == 0
 
 
 def _one(mesh, grace='10m', outages=None, hosts=5, days=4):
@@ -361,12 +365,12 @@ def _one(mesh, grace='10m', outages=None, hosts=5, days=4):
 
 
 def test_one_exactly_once_when_sync_faster_than_grace():
-    r = S.simulate(_one('5m'), 1)['jobs'][0]
+    r = simulate(_one('5m'), 1)['jobs'][0]
     assert r['instances'] >= 90
     assert r['duplicate_runs'] == 0 and r['missed'] == 0 and r['runs'] == r['instances']
     assert r['delay']['max_s'] == 0
     # slower than the grace: rank 1 starts before it can know
-    r = S.simulate(_one('25m'), 1)['jobs'][0]
+    r = simulate(_one('25m'), 1)['jobs'][0]
     assert r['duplicate_runs'] > 0
 
 
@@ -375,29 +379,29 @@ def test_all_knew_is_the_next_round_after_the_run():
     # :00, every host has it in the :01 round: all knew 60 s after the run
     # (the simulator takes each host's wakes up to its syncs, so hosts learn
     # out of time order; the figure must not show it)
-    r = S.simulate(_one('5m'), 1)['jobs'][0]
+    r = simulate(_one('5m'), 1)['jobs'][0]
     assert r['all_knew'] == {'n': r['instances_run'], 'mean_s': 60.0, 'p95_s': 60, 'max_s': 60, 'never': 0}
     # hosts down for hours learn late or, down at the end, never
-    r = S.simulate(_one('5m', outages='outages 3/d 4h'), 1)['jobs'][0]
+    r = simulate(_one('5m', outages='outages 3/d 4h'), 1)['jobs'][0]
     assert r['all_knew']['n'] + r['all_knew']['never'] == r['instances_run']
     assert r['all_knew']['max_s'] > 3600 and r['all_knew']['never'] > 0
 
 
 def test_one_down_hosts_cost_delay_then_misses():
-    up = S.simulate(_one('5m', grace='10m'), 1)['jobs'][0]
-    down = S.simulate(_one('5m', grace='10m', outages='outages 3/d 4h'), 1)['jobs'][0]
+    up = simulate(_one('5m', grace='10m'), 1)['jobs'][0]
+    down = simulate(_one('5m', grace='10m', outages='outages 3/d 4h'), 1)['jobs'][0]
     assert up['delay']['p95_s'] == 0
     assert down['delay']['p95_s'] >= 600          # a rank's grace per host down
     # a short window and few hosts: when every ranked host is down it is missed
     s = _one('5m', grace='20m', outages='outages 3/d 6h', hosts=2)
     s['jobs'] = 'one 2026-01-01T00:00Z job ; every=1h within=30m grace=20m\n'
-    r = S.simulate(s, 1)['jobs'][0]
+    r = simulate(s, 1)['jobs'][0]
     assert r['missed'] > 0 and r['runs'] + r['missed'] >= r['instances']
 
 
 def test_rank_matches_plan_rank():
     s = _one('5m', hosts=9)
-    sim = S.Sim(s, 1)
+    sim = Sim(s, 1)
     names = [h.name for h in sim.hosts]
     for x, n in enumerate(names):
         assert sim._rank(0, x) == plan.rank(sim.jobs[0].id, n, names)
@@ -409,7 +413,7 @@ def test_any_analytic_agreement():
     s = scn('any:0.02 2026-01-01T00:00Z upload ; every=2h within=2h tick=1m\n',
             [{'ids': 'h-{1..5}'}], end='2026-01-26T00:00Z',
             mesh=[{'parties': '*', 'interval': '20m', 'offset': '7m'}])
-    rep = S.simulate(s, 1)
+    rep = simulate(s, 1)
     a = rep['analytic'][0]
     assert a['applies'] and a['instances_run'] >= 250
     assert 0.3 < a['predicted_p_dup'] < 0.6
@@ -417,25 +421,25 @@ def test_any_analytic_agreement():
     assert abs(a['measured_runs_per_run_instance'] - a['predicted_runs_per_run_instance']) < 0.15
     # faster syncs, fewer duplicates; still within the error
     s['mesh'][0]['interval'] = '4m'
-    b = S.simulate(s, 2)['analytic'][0]
+    b = simulate(s, 2)['analytic'][0]
     assert b['predicted_p_dup'] < a['predicted_p_dup'] / 2
     assert abs(b['measured_p_dup'] - b['predicted_p_dup']) <= 3 * b['sigma']
     # the check says when it does not apply
     s['mesh'][0]['fail'] = 0.1
-    c = S.simulate(s, 2)['analytic'][0]
+    c = simulate(s, 2)['analytic'][0]
     assert not c['applies'] and 'fail' in c['why_not']
 
 
 def test_predict_any_limits():
     # no sync inside the window: every host draws the whole window
     n, p, ticks = 4, 0.01, 60
-    pr, pd, er = S.predict_any(n, p, 60, 3600, 0, 10 ** 9, 10 ** 8)
+    pr, pd, er = predict_any(n, p, 60, 3600, 0, 10 ** 9, 10 ** 8)
     a = 1 - (1 - p) ** ticks
     assert math.isclose(pr, 1 - (1 - a) ** n)
     assert math.isclose(er, n * a)
     assert math.isclose(pd, 1 - (1 - a) ** n - n * a * (1 - a) ** (n - 1))
     # a sync before every tick: nobody can fire twice... but two can fire at one tick
-    pr, pd, er = S.predict_any(2, 1.0, 60, 3600, 0, 60, 0)
+    pr, pd, er = predict_any(2, 1.0, 60, 3600, 0, 60, 0)
     assert pr == 1.0 and pd == 1.0 and er == 2.0
 
 
@@ -445,7 +449,7 @@ def test_partition_duplicates_reported_across_sections():
             mesh=[{'parties': '*', 'interval': '5m', 'offset': '1m'}],
             partition=[{'sections': [['a-*'], ['b-*']],
                         'split_at': '2026-01-02T00:00Z', 'heal_at': '2026-01-03T00:00Z'}])
-    rep = S.simulate(s, 1)
+    rep = simulate(s, 1)
     r = rep['jobs'][0]
     # exactly once per section: one extra run per instance due while split
     assert r['duplicate_instances'] == r['duplicate_runs'] == 24
@@ -463,44 +467,44 @@ def test_partition_duplicates_reported_across_sections():
 
 def test_file_and_bytes_accounting():
     s = copy.deepcopy(MIXED)
-    rep = S.simulate(s, 1)
+    rep = simulate(s, 1)
     f = rep['file_at_end']
     # jobs + host records + at most one result per (job, host)
     assert f['host_lines_max'] <= 4 + 8 + 4 * 8
-    assert rep['sync']['bytes'] >= rep['sync']['ok'] * S.SYNC_OVERHEAD
+    assert rep['sync']['bytes'] >= rep['sync']['ok'] * SYNC_OVERHEAD
     s['sync_overhead'] = 0
-    rep0 = S.simulate(s, 1)
+    rep0 = simulate(s, 1)
     assert rep0['sync']['bytes'] < rep['sync']['bytes']
 
 
 def test_errors_are_user_errors():
     with pytest.raises(UserError):
-        S.simulate(scn('each nonsense\n', [{'ids': 'h-1'}]), 1)
+        simulate(scn('each nonsense\n', [{'ids': 'h-1'}]), 1)
     with pytest.raises(UserError):
-        S.simulate(scn('each 2026-01-01T00:00Z a\n', [{'ids': 'h-1', 'uptime': 'sometimes'}]), 1)
+        simulate(scn('each 2026-01-01T00:00Z a\n', [{'ids': 'h-1', 'uptime': 'sometimes'}]), 1)
     with pytest.raises(UserError):
-        S.simulate(scn('each 2026-01-01T00:00Z a\n', [{'ids': 'h 1'}]), 1)
+        simulate(scn('each 2026-01-01T00:00Z a\n', [{'ids': 'h 1'}]), 1)
 
 
 def test_sweep_and_plot_message(tmp_path):
     p = tmp_path / 's.toml'
-    p.write_text(S.dumps(_one('5m', days=1)))
+    p.write_text(dumps(_one('5m', days=1)))
     f = io.StringIO()
     with redirect_stdout(f):
-        S.command(_args(str(p), sweep='mesh.interval=5m,45m', json=True))
+        command(_args(str(p), sweep='mesh.interval=5m,45m', json=True))
     pts = json.loads(f.getvalue())['points']
     assert [x['value'] for x in pts] == ['5m', '45m']
     d = [x['report']['by_type']['one']['duplicate_runs'] for x in pts]
     assert d[0] == 0 and d[1] > 0
-    assert S.sweep_values('1h..1d', 4) == ['1h', '3h', '8h', '1d']
+    assert sweep_values('1h..1d', 4) == ['1h', '3h', '8h', '1d']
     try:
         import matplotlib  # noqa: F401
     except ImportError:
         with pytest.raises(UserError, match='matplotlib'):
-            S.command(_args(str(p), sweep='mesh.interval=5m,45m', plot=str(tmp_path / 'x.png')))
+            command(_args(str(p), sweep='mesh.interval=5m,45m', plot=str(tmp_path / 'x.png')))
     else:
         with redirect_stdout(io.StringIO()):
-            S.command(_args(str(p), sweep='mesh.interval=5m,45m', plot=str(tmp_path / 'x.png')))
+            command(_args(str(p), sweep='mesh.interval=5m,45m', plot=str(tmp_path / 'x.png')))
         assert (tmp_path / 'x.png').stat().st_size > 1000
 
 
@@ -509,7 +513,7 @@ def test_sweep_of_a_scenario_with_toml_date_times(tmp_path):
     whose start and end are TOML's native date-times (not strings): the
     sweep copies the scenario once a point and must not go through JSON."""
     import subprocess
-    text = S.dumps(_one('5m', days=1))
+    text = dumps(_one('5m', days=1))
     text = text.replace('start = "2026-01-01T00:00Z"', 'start = 2026-01-01T00:00:00Z')
     text = text.replace('end = "2026-01-02T00:00Z"', 'end = 2026-01-02T00:00:00Z')
     assert 'start = 2026-01-01T00:00:00Z' in text and 'end = 2026-01-02T00:00:00Z' in text
@@ -525,11 +529,11 @@ def test_sweep_of_a_scenario_with_toml_date_times(tmp_path):
 
 @pytest.mark.parametrize('name', ['floppy', 'wifi', 'split', 'calendar'])
 def test_examples_load_and_run(name):
-    s = S.load(os.path.join(ROOT, 'examples', name + '.toml'))
+    s = load(os.path.join(ROOT, 'examples', name + '.toml'))
     # a short slice of each example, to keep the suite fast
-    start = S._time(s['start'], 'start')
+    start = _time(s['start'], 'start')
     s['end'] = timefmt.format_time(start + 3 * 86400)
-    rep = S.simulate(s)
+    rep = simulate(s)
     assert rep['hosts'] >= 20 and rep['sync']['ok'] > 0
     assert sum(r['runs'] for r in rep['jobs']) > 0
 

@@ -6,7 +6,7 @@ import zoneinfo
 
 import pytest
 
-from companion import simulate as S
+from companion.simulate.parallel import simulate
 from companion.errors import UserError
 from companion.simulate.engine import Sim
 from sporadic.core import plan
@@ -153,13 +153,13 @@ def test_sun_jobs_need_their_hosts_positions():
            'hosts': [{'ids': 'a-{1..3}'}]}
     with pytest.raises(UserError, match=r'jobs:1: at=sunset needs the position of a-1 and 2 more: '
                                         r'give lat and lon in its \[\[hosts\]\]'):
-        S.simulate(scn)
+        simulate(scn)
     scn['hosts'] = [{'ids': 'a-1', 'lat': 95, 'lon': 0}]
     with pytest.raises(UserError, match=r'hosts\[0\]: lat 95 lon 0: want -90\.\.90'):
-        S.simulate(scn)
+        simulate(scn)
     scn['hosts'] = [{'ids': 'a-1', 'lat': 50}]
     with pytest.raises(UserError, match=r'hosts\[0\]: lat and lon go together'):
-        S.simulate(scn)
+        simulate(scn)
 
 
 def test_the_simulator_runs_calendar_jobs_through_the_cli(tmp_path, capsys):
@@ -185,6 +185,6 @@ def test_calendar_jobs_verified_against_the_literal_files():
                end='2026-03-30T12:00Z',
                hosts=[{'ids': 'p-{1..4}', 'uptime': 'outages 2/d 9h', 'drift_ppm': 50, 'lat': 52.5, 'lon': 13.4}],
                mesh=[], visit=[{'companion': 'laptop', 'hosts': '*', 'interval': '1d', 'jitter': '12h', 'fail': 0.2}])
-    rep = S.simulate(scn, 3, verify=True)
+    rep = simulate(scn, 3, verify=True)
     assert rep['counts']['verified_syncs'] > 0
     assert all(r['runs'] > 0 for r in rep['jobs'])

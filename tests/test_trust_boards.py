@@ -28,6 +28,7 @@ from tests import devutil
 from tests.mpy import MICROPYTHON, ROOT
 
 from companion.fleet import keys
+from companion.link.base import Link
 from companion.sync import syncer
 from companion.fleet.folder import device_secret, verify_result
 from companion.fleet.folder import Fleet
@@ -54,8 +55,9 @@ while True:
 '''
 
 
-class Board:
-    """A board on MicroPython: flash folder + a live sync server process."""
+class Board(Link):
+    """A board on MicroPython: flash folder + a live sync server process; a
+    Link (companion/link/base.py) the sync drives as it drives a TCP one."""
 
     def __init__(self, tmp, fleet, host, cfg=None):
         self.fleet = fleet
@@ -77,7 +79,7 @@ class Board:
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   text=True, env=env)
 
-    def call(self, req):
+    def call(self, req, stream=False):
         if self.p is None:
             self._start()
         self.p.stdin.write(json.dumps(req) + '\n')
@@ -88,6 +90,12 @@ class Board:
         self.bytes_sent += len(req)
         self.bytes_received += len(out)
         return json.loads(out)
+
+    def soft_reset(self):
+        """Nothing to do: a live sync server, as a board over TCP."""
+
+    def close(self):
+        self.stop()
 
     def reset_counters(self):
         self.bytes_sent = self.bytes_received = 0

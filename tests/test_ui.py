@@ -246,6 +246,7 @@ def test_status_prints_the_boards_that_are_late(tmp_path, capsys):
 
 def test_job_lines_in_words():
     from companion.fleet.queries import job_words
+    from companion.fleet.zonerule import zone_rule
     cases = {
         'each 2026-01-01T00:00Z pump on 30 ; at="0 6 * * 1-5" tz=Europe/Berlin within=1h on=pump':
             'pump on 30 every weekday 06:00 Europe/Berlin on boards matching pump, within 1h',
@@ -258,7 +259,7 @@ def test_job_lines_in_words():
             'led blink 3 every 1d from 2026-12-01T06:00Z on every board, within 2h',
     }
     for line, words in cases.items():
-        assert job_words(jobline.parse('abcdefgh ' + line)) == words
+        assert job_words(jobline.parse('abcdefgh ' + line, zone_rule=zone_rule)) == words
 
 
 # -- in a real browser ----------------------------------------------------------------

@@ -129,11 +129,11 @@ def test_one_ctrl_c_is_one_keyboard_interrupt(board):
     # The relay sends a SIGINT again when the interpreter stays silent after
     # it; a second one after the first was handled would interrupt what
     # runs next, here a REPL command that outlasts every resend.
-    from companion.vboard import relay as vboard_relay
+    from companion.vboard import sigint as vboard_sigint
 
     vb = board()
     wait_for(lambda: read_file(os.path.join(vb.flash_dir, "boots.txt")), what="main.py to start")
-    nap = vboard_relay.SIGINT_SILENCE * (vboard_relay.SIGINT_RESENDS + 1) + 0.5
+    nap = vboard_sigint.SIGINT_SILENCE * (vboard_sigint.SIGINT_RESENDS + 1) + 0.5
     with serial.Serial(vb.path, timeout=0.05) as ser:
         ser.write(b"\x03")
         out = read_until(ser, b">>> ")
@@ -172,7 +172,7 @@ time.sleep(1000)
 
 
 def test_ctrl_c_lost_in_native_code_is_sent_again(board):
-    from companion.link.serial import RETRY_CTRL_C
+    from companion.link.rawrepl import RETRY_CTRL_C
 
     vb = board(main=LOSSY_MAIN)
     wait_for(lambda: os.path.exists(os.path.join(vb.flash_dir, "in_stat.txt")), what="main.py in stat")
@@ -450,7 +450,7 @@ def test_mpremote_cli_copies_to_a_virtual_board(board, tmp_path):
 def test_cli_prints_the_path_and_stops_on_sigterm(tmp_path):
     flash = make_flash(tmp_path / "cli", SLEEPY_MAIN)
     env = dict(os.environ, PYTHONPATH=ROOT)
-    p = subprocess.Popen([sys.executable, "-m", "companion.vboard.cmd", "--id", "cli-1", "--flash", flash,
+    p = subprocess.Popen([sys.executable, "-m", "companion.commands.vboard", "--id", "cli-1", "--flash", flash,
                           "--heap", "128K", "--clock-scale", "60"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:

@@ -27,6 +27,7 @@ import subprocess
 import tempfile
 
 from sporadic.desktop import merging
+from companion.fleet.zonerule import zone_rule
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -207,7 +208,7 @@ def jobs_file(text):
         text = bytes(text).decode()
     from sporadic.core import merge
     errors = []
-    lines = merging.merge(("jobs", (text or "").splitlines()), errors=errors)
+    lines = merging.merge(("jobs", (text or "").splitlines()), errors=errors, zone_rule=zone_rule)
     if errors:
         raise ValueError("job file: " + "; ".join(errors))
     body = "".join(l + "\n" for l in lines).encode()

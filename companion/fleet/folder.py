@@ -25,11 +25,12 @@ import os
 import time
 
 from sporadic.core import jobline
-from sporadic.core.timeutil import parse_duration
 from sporadic.core.timefmt import format_time
 from sporadic.desktop import merging
 from companion.errors import UserError
 from companion.fleet.atomic import atomic_write
+from companion.fleet.when import relative
+from companion.fleet.zonerule import zone_rule
 
 JOBS = 'jobs.txt'
 RESULTS = 'results.txt'
@@ -80,7 +81,7 @@ def line_fault(raw):
     a blank line)."""
     if merging.fast_match is not None and merging.fast_match(raw) is not None:
         return None
-    line, why = merging.parsed(raw)
+    line, why = merging.parsed(raw, zone_rule)
     if why is None and line is not None and line != raw:
         why = 'not in canonical form (%s)' % line[:60]
     return why
@@ -204,7 +205,7 @@ class Fleet:
         new_lines = list(new_lines)
         signed = self.signed_test(before, new_lines)
         out = merging.merge((JOBS, before), (name, new_lines), errors=errors, conflicts=conflicts,
-                            signed=signed)
+                            signed=signed, zone_rule=zone_rule)
         self.write_lines(out)
         return [l for l in out if l not in before]
 
@@ -475,7 +476,7 @@ def signature_errors(path, lines):
     texts = {}      # job id -> line number of its signed job text
     todo = []
     for n, raw in enumerate(lines, 1):
-        line = merging.canonical(raw)[0]
+        line = merging.canonical(raw, zone_rule)[0]
         if line is None or not batch.needs_batch(line):
             continue
         if signed(line):
@@ -520,12 +521,7 @@ def device_secret(fleet, dev_id, create=False):
         if not create:
             return None
     from companion.fleet import keys
-    s = keys.new_device_secret()
-    os.makedirs(os.path.dirname(p), mode=0o700, exist_ok=True)
-    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, 'w') as f:
-        f.write(s + '\n')
-    return s
+    return write_new(p, keys.new_device_secret())
 
 
 def secret_for(fleet):
@@ -608,14 +604,8 @@ def make_fleet_key(fleet):
 def resolve_relative(line, now):
     """'each +10m log x' -> the same line with the time resolved now (UTC)."""
     parts = line.split(None, 2)
-    if len(parts) >= 2 and (parts[1].startswith('+') or parts[1] == 'now'):
-        if parts[1] == 'now':
-            t = now
-        else:
-            try:
-                t = now + parse_duration(parts[1][1:])
-            except ValueError as e:
-                raise UserError(str(e))
+    t = relative(parts[1], now) if len(parts) >= 2 else None
+    if t is not None:
         parts[1] = format_time(t)
         return ' '.join(parts)
     return line
@@ -687,7 +677,7 @@ def add_job(fleet, text, now=None):
         raise UserError('bad job line: %s' % why)
     text = resolve_relative(text, now)
     try:
-        rec = jobline.parse(text, salt=str(now))
+        rec = jobline.parse(text, salt=str(now), zone_rule=zone_rule)
     except jobline.ParseError as e:
         raise UserError('bad job line: %s' % e)
     if not isinstance(rec, jobline.Job):

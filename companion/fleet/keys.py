@@ -38,6 +38,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
 
 from sporadic.core import batch, rsa
 from sporadic.desktop import batching
+from companion.fleet.atomic import atomic_write
 from sporadic.core import hmac as shmac
 from companion.errors import UserError
 
@@ -51,17 +52,7 @@ def _dir(fleet_dir):
 
 def _write(path, data, mode=0o644):
     """Atomic write with the mode set before any byte lands."""
-    tmp = path + ".tmp"
-    if os.path.exists(tmp):
-        os.unlink(tmp)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
+    atomic_write(path, data, mode)
 
 
 def _new_key():

@@ -22,6 +22,7 @@ from sporadic.desktop import merging
 
 from companion.cpus import usable_cpus
 from companion.errors import UserError
+from companion.fleet.zonerule import zone_rule
 
 SPLIT = 'g'          # the first line of the second half, in byte order
 _HALF_FAILED = 3     # the child's exit status when its half cannot stand alone
@@ -113,7 +114,8 @@ def merged_text(paths, errors, conflicts, workers=None, signed=None):
             first, second_text, first_conflicts, second_conflicts = halves
             conflicts += first_conflicts + second_conflicts
             return list(text_chunks(first)) + ([second_text] if second_text else [])
-    lines = merging.merge(*[(p, read_lines(p)) for p in paths], errors=errors, conflicts=conflicts, signed=signed)
+    lines = merging.merge(*[(p, read_lines(p)) for p in paths], errors=errors, conflicts=conflicts, signed=signed,
+                          zone_rule=zone_rule)
     return list(text_chunks(lines))
 
 
@@ -127,7 +129,7 @@ def _merge_half(paths, second, signed=None):
     else:
         part = [(p, [line for line in lines if line < SPLIT]) for p, lines in sources]
     errors, conflicts = [], []
-    out = merging.merge(*part, errors=errors, conflicts=conflicts, signed=signed)
+    out = merging.merge(*part, errors=errors, conflicts=conflicts, signed=signed, zone_rule=zone_rule)
     if errors or (out and ((out[0] < SPLIT) if second else (out[-1] >= SPLIT))):
         return None
     return out, conflicts

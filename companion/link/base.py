@@ -5,11 +5,28 @@ never touch bytes. Every link counts every byte it puts on or takes off the
 wire, protocol overhead (REPL prompts, framing, encodings) included, so that
 a sync can report what it really cost.
 
-    link.call(request)        one request/response of the sync protocol (text)
+Two interfaces, each honoured in full by the links that claim it:
+
+Link: what a sync uses (sync/syncer.py), every link (serial, TCP):
+    link.call(request, stream=False)  one request/response of the sync protocol (text);
+                              stream: the answer may come as the board makes it,
+                              where the link can (stream_answers); else whole
+    link.stream_answers       True: call(req, stream=True) takes a whole
+                              reconciliation node in one answer (recondrv.WHOLE)
+    link.soft_reset()         before a sync: the board's main loop stopped and its
+                              heap fresh for the sync (serial: Ctrl-D in the raw
+                              REPL); a link whose board answers from its running
+                              loop (TCP) has nothing to do
+    link.bytes_sent, link.bytes_received, link.progress, link.reset_counters()
+    link.close()              let the board go back to what it was doing
+
+ReplLink(Link): what a deploy uses besides (a board's REPL: serial only):
     link.exec(code)           run code on the board, return what it printed
     link.put_file(path, data) write a whole file (atomically where possible)
     link.get_file(path)       read a whole file
-    link.close()              let the board go back to what it was doing
+
+(link/mqtt.py's BrokerLink is neither: it carries messages to and from a
+broker, where no board answers a request; sync/mqtt.py drives it.)
 
 Errors: every failure of the link itself (cable pulled, board reset or
 silent, garbage on the line) raises ``LinkError`` or a subclass; an exception
@@ -27,7 +44,7 @@ subclass tells them what happened when they need to know:
     AuthRefused      the board refused our proof, or could not prove itself
 """
 
-__all__ = ["Link", "LinkError", "LinkClosed", "LinkTimeout", "LinkReset", "LinkExecError",
+__all__ = ["Link", "ReplLink", "LinkError", "LinkClosed", "LinkTimeout", "LinkReset", "LinkExecError",
            "PortUnavailable", "LinkRefused", "NotSporadic", "AuthRefused"]
 
 
@@ -83,7 +100,8 @@ class LinkExecError(LinkError):
 
 
 class Link:
-    """Abstract link. Subclasses implement the methods; counters are shared.
+    """What every link does (the module docstring says each method's part).
+    Subclasses implement call, soft_reset and close; counters are shared.
 
     ``bytes_sent`` / ``bytes_received``: every byte written to / read from the
     wire since the link was opened (or ``reset_counters()``).
@@ -94,21 +112,16 @@ class Link:
     bytes_sent = 0
     bytes_received = 0
     progress = None
+    stream_answers = False
 
-    def call(self, request: str) -> str:
+    def call(self, request: str, stream: bool = False) -> str:
         raise NotImplementedError
 
-    def exec(self, code: str) -> str:
-        raise NotImplementedError("this link cannot run code")
-
-    def put_file(self, path: str, data: bytes) -> None:
-        raise NotImplementedError
-
-    def get_file(self, path: str) -> bytes:
+    def soft_reset(self) -> None:
         raise NotImplementedError
 
     def close(self) -> None:
-        pass
+        raise NotImplementedError
 
     def reset_counters(self):
         self.bytes_sent = 0
@@ -125,3 +138,16 @@ class Link:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class ReplLink(Link):
+    """A link to a board's REPL: code and files besides the requests."""
+
+    def exec(self, code: str) -> str:
+        raise NotImplementedError
+
+    def put_file(self, path: str, data: bytes) -> None:
+        raise NotImplementedError
+
+    def get_file(self, path: str) -> bytes:
+        raise NotImplementedError

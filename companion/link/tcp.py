@@ -4,6 +4,9 @@ framed and authenticated as firmware/sporadic/net/wire.py says (docs/wifi.md).
     TcpLink(host, port=7370, secret=None, fleet_key=None, me='companion', timeout=10)
         .call(request) -> response      bytes counted (framing and handshake included)
 
+A Link (link/base.py) in full; not a ReplLink: a board runs no code and
+takes no file over TCP (deploy is serial).
+
 The companion speaks as ``companion`` and proves it with the board's own
 per-device secret (``secret``: hex text, or a callable board_id -> hex text,
 None in an insecure fleet); a board checks it before it answers ``T`` (set
@@ -65,8 +68,10 @@ def _open_error(where, e, asked, timeout):
 
 
 class TcpLink(Link):
+    """A board's sync server over TCP (or a fleet peer's: me, fleet_key)."""
+
     def __init__(self, host, port=PORT, secret=None, fleet_key=None, me=wire.COMPANION, timeout=10.0,
-                 max_resp=1 << 24, **_):
+                 max_resp=1 << 24):
         self.host = host
         self.port = int(port)
         self.bytes_sent = 0
@@ -97,7 +102,9 @@ class TcpLink(Link):
         dr = self._p.bytes_received - self.bytes_received
         self._count(ds, dr)
 
-    def call(self, request):
+    def call(self, request, stream=False):
+        """One request; the answer comes whole in one frame (stream_answers
+        is False: stream changes nothing here)."""
         try:
             return self._p.call(request)
         except socket.timeout as e:
@@ -113,6 +120,10 @@ class TcpLink(Link):
         Link.reset_counters(self)
         self._p.bytes_sent = 0
         self._p.bytes_received = 0
+
+    def soft_reset(self):
+        """Nothing to do: the board answers from its running loop, whose
+        sync server has its heap to itself."""
 
     def close(self):
         self._p.close()

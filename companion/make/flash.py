@@ -16,31 +16,23 @@ without --erase: it is read back from the chip first.
     firmware_chip(data) -> "esp32" | "esp32s3" | "esp8266" | "rp2040" | ... | None
     check_firmware(board, data) -> chip              raises FirmwareMismatch
     fs_state(data, geom) -> ("blank"|"micropython"|"jobs"|"unknown", detail)
-    to_uf2(data, address, family_id) -> bytes (esptool's UF2Writer);  parse_uf2(data) -> [(addr, payload, family)]
+    to_uf2, parse_uf2, join_uf2: make/uf2.py
     merged_image(board, firmware, fs_image, out_path) -> bytes  (esptool merge_bin)
-    flash_esp(...), flash_rp2(...);  CLI: add_flash_parser(subparsers), flash_command(args)
+    flash_esp(...), flash_rp2(...)    (the verb, `companion flash`: commands/make.py)
 """
 import contextlib
 import os
 import shutil
 import struct
 import subprocess
-import sys
 import tempfile
 
 from companion.fleet import files as _files
 from companion.make import image as _image
 from companion.errors import UserError
+from companion.make.uf2 import (RP2040_FAMILY, UF2_FAMILIES, UF2_FLAG_FAMILY, UF2_MAGIC0, UF2_MAGIC1, join_uf2,
+                                to_uf2)
 
-UF2_MAGIC0 = 0x0A324655  # "UF2\n"
-UF2_MAGIC1 = 0x9E5D5157
-UF2_MAGIC_END = 0x0AB16F30
-UF2_FLAG_FAMILY = 0x00002000
-UF2_PAYLOAD = 256
-RP2040_FAMILY = 0xE48BFF56
-UF2_FAMILIES = {RP2040_FAMILY: "rp2040", 0xE48BFF59: "rp2350-arm-s", 0xE48BFF5B: "rp2350-arm-ns",
-                0xE48BFF5A: "rp2350-riscv", 0xE48BFF57: "rp2040-absolute", 0xE48BFF58: "rp2040-data",
-                0x1C5F21B0: "esp32", 0xC47E5767: "esp32s3", 0x7EAB61ED: "esp8266"}
 ESP_IMAGE_MAGIC = 0xE9
 
 
@@ -144,49 +136,6 @@ def _guard(state, detail, where):
             % (where, detail))
 
 
-# ---- UF2 --------------------------------------------------------------------
-
-def to_uf2(data, address, family_id=RP2040_FAMILY):
-    """UF2 blocks for data at a flash address, written by esptool's UF2Writer:
-    256-byte payloads (what the RP2040 boot ROM takes: the last one padded
-    with erased flash, 0xff), the family id, no MD5 extension."""
-    from esptool.uf2_writer import UF2Writer
-    pad = (-len(data)) % UF2_PAYLOAD
-    with tempfile.TemporaryDirectory(prefix="sporadic-uf2-") as d:
-        path = os.path.join(d, "part.uf2")
-        with UF2Writer(family_id, path, UF2_PAYLOAD, md5_enabled=False) as w:
-            w.add_file(address, bytes(data) + b"\xff" * pad)
-        with open(path, "rb") as f:
-            return f.read()
-
-
-def parse_uf2(data):
-    """[(address, payload, family_id)] of a UF2 file; ValueError on a bad block."""
-    if len(data) % 512:
-        raise ValueError("UF2 length %d is not a multiple of 512" % len(data))
-    blocks = []
-    for off in range(0, len(data), 512):
-        m0, m1, flags, addr, size, no, count, fam = struct.unpack_from("<8I", data, off)
-        end = struct.unpack_from("<I", data, off + 508)[0]
-        if (m0, m1, end) != (UF2_MAGIC0, UF2_MAGIC1, UF2_MAGIC_END) or size > 476:
-            raise ValueError("bad UF2 block at byte %d" % off)
-        if no >= count:
-            raise ValueError("UF2 block number %d of %d at byte %d" % (no, count, off))
-        blocks.append((addr, bytes(data[off + 32: off + 32 + size]), fam if flags & UF2_FLAG_FAMILY else None))
-    return blocks
-
-
-def join_uf2(*files):
-    """One UF2 from several (renumbered), e.g. MicroPython + a filesystem."""
-    blocks = [b for f in files for b in parse_uf2(f)]
-    out = bytearray()
-    for i, (addr, payload, fam) in enumerate(blocks):
-        out += struct.pack("<8I", UF2_MAGIC0, UF2_MAGIC1, UF2_FLAG_FAMILY if fam is not None else 0,
-                           addr, len(payload), i, len(blocks), fam or 0)
-        out += payload.ljust(476, b"\x00") + struct.pack("<I", UF2_MAGIC_END)
-    return bytes(out)
-
-
 # ---- Espressif ----------------------------------------------------------------
 
 def merged_image(board, firmware, fs_image, out_path):
@@ -277,7 +226,7 @@ def _connect_esp(ec, port):
     """esptool's detect_chip; a port that does not open, or nothing that
     answers as an Espressif ROM loader, is one FlashFailed line."""
     from esptool.util import FatalError
-    from companion.link.serial import open_failure
+    from companion.link.ports import open_failure
     try:
         return ec.detect_chip(port, baud=115200)
     except _line_errors() as e:
@@ -502,88 +451,3 @@ def flash_rp2(port, board, firmware=None, board_id=None, erase=False, out_path=N
         log("to flash: hold BOOTSEL while plugging the board in, then copy %s to the RPI-RP2 drive\n"
             "  (or give that drive's folder as PORT)" % out_path)
     return result
-
-
-# ---- CLI ---------------------------------------------------------------------
-
-def read_firmware(path):
-    """The bytes of a --firmware file; UserError when it cannot be read."""
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as e:
-        raise UserError("cannot read the firmware file %s: %s" % (path, e.strerror or e)) from e
-
-
-def add_flash_parser(subparsers):
-    p = subparsers.add_parser("flash", help="write MicroPython and a sporadic image to a board")
-    p.add_argument("port", help="serial port (/dev/ttyUSB0, COM3); for the Pico W the RPI-RP2 drive folder or '-'")
-    _image.add_common_args(p)
-    p.add_argument("--firmware", help="MicroPython firmware for the board (.bin; .uf2 for the Pico W)")
-    p.add_argument("--erase", action="store_true",
-                   help="erase the whole flash first; needed to replace a filesystem that holds jobs")
-    p.add_argument("--baud", type=int, default=460800, help="esptool baud rate (default 460800)")
-    p.add_argument("-o", "--output", help="Pico W: UF2 file to write; Espressif: write one merged "
-                   "image for 0x0 here instead of flashing")
-    p.set_defaults(func=flash_command)
-    return p
-
-
-def flash_command(args):
-    b = _files.board_data(args.board) if args.board in _files.boards().names() else None
-    if b is None:
-        raise UserError("unknown board %r (known: %s)" % (args.board, ", ".join(_files.boards().names())))
-    firmware = None
-    if args.firmware:
-        firmware = read_firmware(args.firmware)
-    if firmware is not None:  # before provisioning touches the fleet
-        check_firmware(b, firmware, os.path.basename(args.firmware))
-    # the fleet changes only once the chip (or the output file) is written:
-    # prepared here, committed at the end
-    jobs_text, secret, pubkey, extra, prov = ("", None, None, None, None)
-    if args.board_id:
-        jobs_text, prov = _image.provision(args, b["name"])
-        jobs_text, secret, pubkey, extra = prov.jobs_text(jobs_text), prov.secret, prov.pubkey, prov.extra
-    compile = not args.no_compile
-    note = _files.small_heap_note(b, args.frozen) if args.board_id else ""
-    if note:
-        print(note, file=sys.stderr)
-    try:
-        if b["chip"] == "unix":
-            raise UserError("the unix board has no flash: use `companion image --board unix` "
-                            "or a virtual board")
-        if b.get("firmware_format") == "uf2":
-            flash_rp2(args.port, b, firmware, args.board_id, args.erase, args.output,
-                      jobs_text, secret, pubkey, compile, extra=extra, frozen=args.frozen)
-        elif args.output:
-            if firmware is not None:
-                check_firmware(b, firmware, args.firmware)
-            fs = None
-            if args.board_id:
-                geom = _image.check_geometry(b, flash_size=args.flash_size)
-                fs = _image.image_bytes(geom, _files.all_files(b, args.board_id, jobs_text, secret,
-                                                               pubkey, extra, compile, args.frozen))
-            merged_image(b, firmware, fs, args.output)
-            print("wrote %s: write it at 0x0 with esptool write-flash 0x0 %s" % (args.output, args.output))
-        else:
-            s = flash_esp(args.port, b, firmware, args.board_id, args.erase, args.baud,
-                          jobs_text, secret, pubkey, compile, extra=extra, frozen=args.frozen)
-            print("flashed %s (%s): %s" % (s["port"], s["chip"],
-                                           ", ".join("%d bytes at %s" % (n, a) for a, n in s["written"])))
-    except ValueError as e:  # GeometryError, "nothing to do" (FirmwareMismatch is a UserError already)
-        if isinstance(e, UserError):
-            raise
-        raise UserError(str(e)) from e
-    if prov is not None:   # written: the chip, the UF2 or the merged image holds the board's secret
-        prov.commit(None if args.port == "-" else args.port, how="flashed")
-    return 0
-
-
-if __name__ == "__main__":  # python -m companion.make.flash ... (before the CLI wires it)
-    import argparse
-    ap = argparse.ArgumentParser(prog="companion")
-    sub = ap.add_subparsers(dest="verb", required=True)
-    add_flash_parser(sub)
-    _image.add_image_parser(sub)
-    a = ap.parse_args()
-    sys.exit(a.func(a))

@@ -9,16 +9,13 @@ companion.fleet.files (firmware, board module, /cfg.json) and /jobs.txt.
     build_image(board, board_id, out_path, jobs_text, secret=..., pubkey=...) -> summary
 
 Any geometry problem raises GeometryError before a byte is written.
-CLI: add_image_parser(subparsers), image_command(args).
+The verb (`companion image`) is commands/make.py.
 """
-import json
-import os
-import sys
 
 import littlefs
 
 from companion.fleet import files as _files
-from companion.errors import UserError
+from companion.fleet.atomic import atomic_write
 
 
 class GeometryError(ValueError):
@@ -180,10 +177,7 @@ def build_image(board, board_id, out_path, jobs_text="", secret=None, pubkey=Non
     for path, body in file_list:
         if back.get(path) != body:
             raise RuntimeError("image check failed: %s reads back wrong" % path)
-    tmp = out_path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, out_path)
+    atomic_write(out_path, data)
     summary = dict(geom)
     summary.update({
         "id": board_id,
@@ -192,101 +186,3 @@ def build_image(board, board_id, out_path, jobs_text="", secret=None, pubkey=Non
         "used_bytes": sum(len(b) for _, b in file_list),
     })
     return summary
-
-
-# ---- CLI -------------------------------------------------------------------
-
-def add_common_args(p):
-    p.add_argument("--board", required=True, help="board name: " + ", ".join(_files.boards().names()))
-    p.add_argument("--id", dest="board_id", help="the board's id (its name in the fleet)")
-    p.add_argument("--jobs", help="job file to put on the board (default: the fleet's jobs.txt if any)")
-    p.add_argument("--secret", help="per-device secret as the fleet keeps it (default: the fleet's, created once)")
-    p.add_argument("--pubkey", help="companion public key file (default: the fleet's fleet.pub)")
-    p.add_argument("--flash-size", help="flash size when it differs from board.json (e.g. 4MB, 16MB)")
-    p.add_argument("--no-compile", action="store_true", help="copy .py sources instead of .mpy")
-    p.add_argument("--frozen", action="store_true",
-                   help="the MicroPython firmware has sporadic frozen in (boards/<name>/manifest.py): "
-                        "leave /lib/sporadic out")
-    from companion.fleet.queries import add_network_args, add_position_args
-    add_network_args(p)
-    add_position_args(p)
-
-
-def add_image_parser(subparsers):
-    p = subparsers.add_parser("image", help="build a board's LittleFS filesystem image on the desktop")
-    add_common_args(p)
-    p.add_argument("-o", "--output", required=True, help="image file to write (e.g. fs.bin)")
-    p.set_defaults(func=image_command)
-    return p
-
-
-def _fleet_dir(args):
-    return getattr(args, "fleet", None) or os.environ.get("SPORADIC_FLEET") or "."
-
-
-def provision(args, board_name):
-    """(jobs_text, provision.Provision) for a board's image or flash, as
-    `companion deploy` provisions it (companion/fleet/provision.py): from the
-    fleet folder when there is one (its jobs.txt, the device's secret, the
-    fleet's public key and fleet key, the replay floor), overridden by
-    --jobs, --secret, --pubkey; the network of --sync-port, --peer, --wifi.
-    Nothing of the fleet changes until the Provision's commit(), once the
-    image or the chip is written. Without a fleet: only what the args give."""
-    from companion.fleet import provision as _prov
-    from companion.errors import UserError
-    from companion.fleet.folder import Fleet, JOBS
-    jobs_text, secret, pubkey = "", None, None
-    f = Fleet(_fleet_dir(args))
-    fleet = f if f.exists() else None
-    if fleet is not None:
-        jobs_path = fleet.path(JOBS)
-        if os.path.isfile(jobs_path):
-            with open(jobs_path) as fh:
-                jobs_text = fh.read()
-    if args.jobs:
-        try:
-            with open(args.jobs) as fh:
-                jobs_text = fh.read()
-        except OSError as e:
-            raise UserError("job file %s: %s" % (args.jobs, e.strerror))
-    if args.secret:
-        secret = args.secret
-    if args.pubkey:
-        try:
-            with open(args.pubkey) as fh:
-                pubkey = fh.read().strip()
-        except OSError as e:
-            raise UserError("public key file %s: %s" % (args.pubkey, e.strerror))
-    if fleet is None and secret is None:
-        print("note: no fleet folder (%s) and no --secret: the board's results go unsigned"
-              % _fleet_dir(args), file=sys.stderr)
-    from companion.fleet.queries import mqtt_of
-    net = _prov.network_config(args.sync_port, args.peer, args.wifi, mqtt_of(args))
-    pos = _prov.position_config(args.lat, args.lon)
-    return jobs_text, _prov.prepare(fleet, args.board_id, board_name, net, secret, pubkey, pos)
-
-
-def image_command(args):
-    if not args.board_id:
-        raise UserError("companion image needs --id (the board's name in the fleet)")
-    try:
-        _files.board_data(args.board)
-    except KeyError as e:
-        raise UserError("%s" % e.args[0])
-    jobs_text, prov = provision(args, args.board)
-    try:
-        s = build_image(args.board, args.board_id, args.output, prov.jobs_text(jobs_text), prov.secret, prov.pubkey,
-                        prov.extra, flash_size=args.flash_size, compile=not args.no_compile,
-                        frozen=args.frozen)
-    except (GeometryError, KeyError, ValueError) as e:
-        raise UserError("%s" % e)
-    except OSError as e:
-        raise UserError("cannot write %s: %s" % (args.output, e.strerror or e))
-    prov.commit(how="imaged")
-    note = _files.small_heap_note(args.board, args.frozen)
-    if note:
-        print(note, file=sys.stderr)
-    print("%s: %d files, %d bytes, LittleFS %d x %d-byte blocks = 0x%x bytes for flash offset 0x%x"
-          % (s["path"], len(s["files"]), s["used_bytes"], s["block_count"], s["block_size"],
-             s["size"], s["offset"]))
-    return 0

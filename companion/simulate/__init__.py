@@ -11,10 +11,8 @@
 #   engine.py    the event loop: wakes, decisions, syncs
 #   verify.py    --verify: the literal files
 #   report.py    the figures; the closed form for `any`
-#   parallel.py  the jobs shared among processes; the parts assembled
+#   parallel.py  simulate(): the jobs shared among processes; the parts assembled
 #   output.py    the report as text; the sweep's plot
-#   cli.py       the verb and --sweep
-from companion.simulate.scenario import expand, select, load, dumps, _time  # noqa: F401
-from companion.simulate.engine import Sim, SYNC_OVERHEAD, simulate  # noqa: F401
-from companion.simulate.report import predict_any  # noqa: F401
-from companion.simulate.cli import add_parser, command, main, sweep_values  # noqa: F401
+#
+# The verb (`companion simulate`, --sweep) is companion/commands/simulate.py.
+# Import what you use from its module (nothing is re-exported here).

@@ -9,20 +9,18 @@ from itertools import compress
 from operator import gt
 
 from sporadic.core import jobline, plan
-from companion.simulate.scenario import Fleet, SYNC_OVERHEAD, local_time, true_time  # noqa: F401 (SYNC_OVERHEAD: the default, for callers)
+from companion.simulate.scenario import Fleet, local_time, true_time
 from companion.simulate.logs import LogModel, Raises, MISS_C, OK_C
 from companion.simulate.verify import Verify
 from companion.simulate.report import Report
-from companion.simulate import parallel
+from companion.simulate.meetings import Meetings, VISIT as _VISIT, CONTACT as _CONTACT, MESH as _MESH
 
-JUMP_S, JUMPS_KEPT = 300, 4   # device/clock.py's: a clock change it records as a jump, and how many
 WAIT, IDLE, RUN, MISS, ABORT, DECIDE_MAX = plan.WAIT, plan.IDLE, plan.RUN, plan.MISS, plan.ABORT, plan.DECIDE_MAX
 ERR_C = 1   # the outcome code of an `err` (logs.py's rank order)
 NEVER = float('inf')     # a host's next wake when it has no job left
-_VISIT, _CONTACT, _MESH = 'v', 'c', 'm'
 
 
-class Sim(Fleet, LogModel, Verify, Report):
+class Sim(Fleet, LogModel, Verify, Report, Meetings):
     progress = None     # called with the share of the simulated time done (0..1), now and then
     # -- events --
 
@@ -433,113 +431,3 @@ class Sim(Fleet, LogModel, Verify, Report):
         self.stats['syncs'] += 1
         self.stats['line_bytes'] += n
         self.stats['overhead_bytes'] += self.overhead
-
-    def _can(self, x, y, t, fail, rng):
-        for p in (x, y):
-            if p < self.H and not self.hosts[p].up.up(t):
-                self.stats['sync_failed_down'] += 1
-                return False
-        if self._apart(x, y, t):
-            self.stats['sync_failed_split'] += 1
-            return False
-        if fail and rng.random() < fail:
-            self.stats['sync_failed_random'] += 1
-            return False
-        return True
-
-    def _visit(self, li, x, t):
-        v = self.visits[li]
-        rng = self._vrng.get((li, x))
-        if rng is None:
-            rng = self._vrng[(li, x)] = self._rng('visit', li, self.names[x])
-            rng.random()  # the phase draw
-        c = v['companion']
-        if self._can(c, x, t, v['fail'], rng):
-            self._sync(c, x, t)
-            if v['clock'] and self.hosts[x].drift:
-                h = self.hosts[x]
-                by = t - self.local(x, t)
-                if abs(by) > JUMP_S:   # the board records it (device/clock.py), miss_reason reads it
-                    h.jumps.append((t, by))
-                    if len(h.jumps) > JUMPS_KEPT:
-                        h.jumps.pop(0)
-                h.ts = t          # the companion sets the board's clock
-                h.floor = t
-                h.wake = -1
-        nt = t + v['interval']
-        if v['jitter']:
-            nt += rng.uniform(-v['jitter'], v['jitter'])
-        self._push(max(self._grid(nt), t + self.res), _VISIT, li, x)
-
-    def _contact(self, li, x, t):
-        c = self.contacts[li]
-        rng = self._crng.get((li, x))
-        if rng is None:
-            rng = self._crng[(li, x)] = self._rng('contact', li, self.names[x])
-            rng.expovariate(c['rate'])  # the first gap
-        b = c['b']
-        y = None
-        for _ in range(8):
-            y = b[int(rng.random() * len(b))]
-            if y != x:
-                break
-        if y is not None and y != x and self._can(x, y, t, c['fail'], rng):
-            self._sync(x, y, t)
-        self._push(max(self._grid(t + rng.expovariate(c['rate'])), t + self.res), _CONTACT, li, x)
-
-    def _mesh(self, li, t):
-        m = self.meshes[li]
-        rng = self._mrng.get(li)
-        if rng is None:
-            rng = self._mrng[li] = self._rng('mesh', li)
-        groups = {}
-        for x in m['parties']:
-            if x < self.H and not self.hosts[x].up.up(t):
-                self.stats['sync_failed_down'] += 1
-                continue
-            if m['fail'] and rng.random() < m['fail']:
-                self.stats['sync_failed_random'] += 1
-                continue
-            key = tuple(sec[x] for split, heal, sec in self.parts if split <= t < heal)
-            groups.setdefault(key, []).append(x)
-        if len(groups) > 1:
-            self.stats['sync_failed_split'] += len(groups) - 1   # rounds cut by a partition
-        for key, g in groups.items():
-            if len(g) < 2:
-                continue
-            for x in g:
-                if x < self.H and self.hosts[x].wake < t:
-                    self._advance(x, t)
-            U = array('i', map(max, *[self.V[x] for x in g]))
-            agg = self._union(U)
-            n = 0
-            for x in g:
-                n += self._recv(x, self.V[x], U, agg, t)
-            if self.verify:
-                self._check_sync(g, U, n)
-            for x in g:
-                self.V[x] = U[:]
-                self.vgen[x] += 1
-                self.raises[x] = Raises()
-                self.mark[x] = None
-                self.partner[x] = -1
-            self.stats['syncs'] += 1
-            self.stats['line_bytes'] += n
-            self.stats['overhead_bytes'] += self.overhead * len(g)
-        nt = t + m['interval']
-        if m['jitter']:
-            nt += rng.uniform(-m['jitter'], m['jitter'])
-        self._push(max(self._grid(nt), t + self.res), _MESH, li, 0)
-
-
-def simulate(scn, seed=None, verify=False, workers=None, progress=None):
-    """Run a scenario -> its report. workers: processes to share the jobs
-    among (parallel.py); None: as many as there are CPUs when the run is
-    large enough to gain from them. --verify runs in one. progress: called
-    now and then with the share of the simulated time done (0..1)."""
-    sim = Sim(scn, seed, verify)
-    workers = parallel.workers_for(sim, workers)
-    if workers == 1:
-        sim.progress = progress
-        return sim.run()
-    return sim.assemble(parallel.run_parts(sim, workers, progress))

@@ -5,6 +5,7 @@
 # own. So a run over a subset of the jobs decides those jobs exactly as a
 # run over all of them, and the parts add up to the one report
 # (Report.assemble); tests/test_simulate.py checks the two equal.
+# simulate() runs a scenario, in this process or shared among several.
 import multiprocessing
 import os
 from multiprocessing import connection
@@ -12,6 +13,7 @@ from multiprocessing import connection
 from sporadic.core import plan
 from companion.cpus import usable_cpus
 from companion.errors import UserError
+from companion.simulate.engine import Sim
 
 DECISIONS_PER_WORKER = 200000   # estimated decisions below which a worker costs more than it saves
 PROGRESS_S = 0.5                # how often the waiting parent reports the workers' progress
@@ -64,7 +66,6 @@ def _worker(out, done, scn, seed, texts, slot, parent):
     (False, the traceback) when it fails. It stops when its parent is gone
     (killed: nobody would read the part)."""
     import traceback
-    from companion.simulate.engine import Sim
 
     def progress(f):
         if os.getppid() != parent:
@@ -149,3 +150,16 @@ def _death(code):
     if code is not None and code < 0:
         return 'killed by signal %d' % -code
     return 'exit status %s' % code
+
+
+def simulate(scn, seed=None, verify=False, workers=None, progress=None):
+    """Run a scenario -> its report. workers: processes to share the jobs
+    among; None: as many as there are CPUs when the run is large enough to
+    gain from them. --verify runs in one. progress: called now and then
+    with the share of the simulated time done (0..1)."""
+    sim = Sim(scn, seed, verify)
+    workers = workers_for(sim, workers)
+    if workers == 1:
+        sim.progress = progress
+        return sim.run()
+    return sim.assemble(run_parts(sim, workers, progress))

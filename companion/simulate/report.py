@@ -310,12 +310,12 @@ class Report:
             sigma = math.sqrt(pred * (1 - pred) / n) if n else 0.0
             row.update({'applies': True, 'hosts': self.H, 'p': job.arg, 'tick_s': job.tick,
                         'sync_s': S, 'instances': r['instances'], 'instances_run': n,
-                        'predicted_p_run': _r(p_run / max(1, r['instances'])),
-                        'measured_p_run': _r(n / max(1, r['instances'])),
-                        'predicted_p_dup': _r(pred), 'measured_p_dup': _r(meas), 'sigma': _r(sigma),
-                        'z': _r((meas - pred) / sigma) if sigma else 0.0,
-                        'predicted_runs_per_run_instance': _r(e_runs / p_run if p_run else 0.0),
-                        'measured_runs_per_run_instance': _r(r['runs'] / n if n else 0.0)})
+                        'predicted_p_run': rounded(p_run / max(1, r['instances'])),
+                        'measured_p_run': rounded(n / max(1, r['instances'])),
+                        'predicted_p_dup': rounded(pred), 'measured_p_dup': rounded(meas), 'sigma': rounded(sigma),
+                        'z': rounded((meas - pred) / sigma) if sigma else 0.0,
+                        'predicted_runs_per_run_instance': rounded(e_runs / p_run if p_run else 0.0),
+                        'measured_runs_per_run_instance': rounded(r['runs'] / n if n else 0.0)})
             out.append(row)
         return out
 
@@ -381,7 +381,8 @@ def predict_any(n, p, tick, within, due, S, s0):
     return p_run, p_dup, e_runs
 
 
-def _r(x):
+def rounded(x):
+    """A figure as the report gives it: 6 significant digits."""
     return float('%.6g' % x)
 
 
@@ -390,6 +391,6 @@ def _dist(xs):
         return {'n': 0}
     s = sorted(xs)
     n = len(s)
-    return {'n': n, 'mean_s': _r(sum(s) / n), 'p95_s': s[max(0, -(-95 * n // 100) - 1)], 'max_s': s[-1]}
+    return {'n': n, 'mean_s': rounded(sum(s) / n), 'p95_s': s[max(0, -(-95 * n // 100) - 1)], 'max_s': s[-1]}
 
 

@@ -9,6 +9,7 @@ from fnmatch import fnmatchcase
 
 from sporadic.core import jobline, plan, rollout
 from sporadic.desktop import merging
+from companion.fleet.zonerule import zone_rule
 from sporadic.core.timeutil import parse_time, parse_duration
 from companion.errors import UserError
 
@@ -327,7 +328,7 @@ class Fleet:
         texts = []      # each job's line as the scenario gives it (parallel.py)
         for n, raw in enumerate(str(text).splitlines(), 1):
             try:
-                r = jobline.parse(raw)
+                r = jobline.parse(raw, zone_rule=zone_rule)
             except jobline.ParseError as e:
                 raise UserError('jobs:%d: %s' % (n, e))
             if r is None:

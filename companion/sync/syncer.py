@@ -15,6 +15,7 @@ from contextlib import contextmanager
 
 from sporadic.core import jobline, recon
 from sporadic.core import recondrv
+from sporadic.desktop import merging
 from companion.errors import UserError
 from companion.fleet import files
 from companion.link import open as links
@@ -313,23 +314,22 @@ def board_view(fleet, dev_id):
     dev_id None: what every board needs (no board's each/who results; the
     broker's shared snapshot, companion/sync/mqtt.py)."""
     per_host = {j.id for j in fleet.jobs() if j.kind in ('each', 'who') and j.roll is None}
-    tail = ' r ' + dev_id + ' ' if dev_id is not None else None
 
     def source():
         for l in fleet.lines():
-            if l[8:11] == ' r ' and l[:8] in per_host and (tail is None or l[8:8 + len(tail)] != tail):
+            if (merging.is_result(l) and jobline.group(l) in per_host
+                    and (dev_id is None or not merging.is_result(l, dev_id))):
                 continue
             yield l
     return source
 
 
 def fresh_heap(link):
-    """Soft-reset a serial board into its raw REPL before working with it:
-    the interrupted main loop's modules are freed (a 64 KB board cannot hold
-    the loop and the sync at once), and main.py does not run until close()."""
-    reset = getattr(link, 'soft_reset', None)
-    if reset is not None:
-        reset()
+    """Give the board a fresh heap before working with it (Link.soft_reset):
+    a serial board's interrupted main loop's modules are freed (a 64 KB
+    board cannot hold the loop and the sync at once), and main.py does not
+    run until close(); a TCP board answers from its running loop."""
+    link.soft_reset()
 
 
 SYNCS_KEPT = 1000  # sync times a devices/ID.json keeps (about 11 KB)
@@ -389,14 +389,10 @@ def _sync(fleet, port, link, now, base=0, seen=None):
 
     # a link that streams answers (serial, syncsrv.w) takes a whole node in
     # one pass over the board's file, however large
-    if getattr(link, 'stream_answers', False):
-        get_lines = recondrv.WHOLE
+    get_lines = recondrv.WHOLE if link.stream_answers else GET_LINES
 
-        def call(req):
-            return link.call(req, stream=True)
-    else:
-        get_lines = GET_LINES
-        call = link.call
+    def call(req):
+        return link.call(req, stream=True)
     stats = recondrv.reconcile(board_view(fleet, dev_id), local_receive, call, get_lines=get_lines,
                             put_bytes=put_bytes_for(heap))
     moved = stats['lines_in'] or stats['lines_out']
@@ -416,7 +412,7 @@ def _sync(fleet, port, link, now, base=0, seen=None):
             r = jobline.parse(l)
             if isinstance(r, jobline.Result) and verify_result(fleet, r) is False:
                 flagged.append('unverified result in outbox of %s: %s' % (dev_id, l[:80]))
-        new_results = fleet.add_results(outbox + [l for l in received if ' r ' in l[8:11]])
+        new_results = fleet.add_results(outbox + [l for l in received if merging.is_result(l)])
         if int(seg):
             _check(link.call('A %s' % seg), 'the acknowledgement')
         if stats['lines_out'] or int(seg):    # the board received lines or sealed its log
@@ -445,7 +441,7 @@ def take(fleet, lines, source, log=None):
     (refused [(line, reason)], new results)."""
     refused = fleet.receive(lines, source)
     bad = {l for l, _ in refused}
-    res = [l for l in lines if l[8:11] == ' r ' and l not in bad]
+    res = [l for l in lines if merging.is_result(l) and l not in bad]
     new = fleet.add_results(res) if res else []
     if log:
         log('received %d lines%s' % (len(lines), ', refused %d' % len(refused) if refused else ''))

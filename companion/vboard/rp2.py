@@ -38,7 +38,6 @@ a duration never returns; after a watchdog reset ``machine.reset_cause()``
 reads WDT_RESET, as on silicon.
 """
 
-import argparse
 import ctypes
 import os
 import select
@@ -49,10 +48,9 @@ import sys
 import time
 import tty
 
-from companion.errors import UserError
-from companion.vboard.process import BoardProcess, descendants, drain_wakeup, take_signals
+from companion.vboard.process import BoardProcess, descendants, drain_wakeup
 
-__all__ = ["RP2VBoard", "RP2Relay", "emulator_dir", "add_arguments", "run_args", "missing"]
+__all__ = ["RP2VBoard", "RP2Relay", "emulator_dir", "emulator_argv", "missing"]
 
 BOARD = "rp2-pico"
 OUT_BUFFER_MAX = 256 * 1024
@@ -378,63 +376,3 @@ def _zombie(pid):
             return f.read().rsplit(")", 1)[1].split()[0] == "Z"
     except OSError:
         return True
-
-
-# --------------------------------------------------------------------------
-# CLI (companion vboard --board rp2-pico ...; the parser is vboard's)
-
-
-def add_arguments(p):
-    """The options only an emulated Pico has (vboard's parser has the rest)."""
-    p.add_argument("--board", default="unix", choices=["unix", BOARD],
-                   help="unix: the MicroPython unix port (default); rp2-pico: the real rp2 firmware "
-                        "on an emulated Raspberry Pi Pico (needs Node.js, see docs/hardware.md)")
-    p.add_argument("--firmware", help="rp2-pico: a MicroPython RPI_PICO .uf2 to write into the flash "
-                   "(default $SPORADIC_RP2_UF2; needed when the flash file is new)")
-    p.add_argument("--bootrom", help="rp2-pico: the RP2040 boot ROM, 16 KiB (default $SPORADIC_RP2_BOOTROM)")
-    p.add_argument("--unpaced", action="store_true",
-                   help="rp2-pico: skip idle time instead of running at the wall clock's pace")
-    p.add_argument("--stats", help=argparse.SUPPRESS)
-
-
-def run_args(args):
-    flash = args.flash or ("vboard-%s.flash" % (args.board_id or BOARD))
-    firmware = args.firmware or os.environ.get("SPORADIC_RP2_UF2")
-    if firmware is None and not os.path.exists(flash):
-        raise UserError("the flash file %s is new: give the firmware, --firmware RPI_PICO.uf2 "
-                        "(micropython.org/download/RPI_PICO) or SPORADIC_RP2_UF2" % flash)
-    why = missing(firmware, args.bootrom)
-    if why:
-        raise UserError(why)
-    if args.image and not os.path.isfile(args.image):
-        raise UserError("image %s not found" % args.image)
-
-    trace = os.environ.get("SPORADIC_VBOARD_TRACE")  # debugging: a file to log every byte to
-
-    def log(msg):
-        if args.verbose:
-            sys.stderr.write("vboard: %s\n" % msg)
-            sys.stderr.flush()
-        if trace:
-            with open(trace, "a") as f:
-                f.write("%.4f %s\n" % (time.monotonic(), msg))
-
-    try:
-        argv = emulator_argv(flash, firmware, args.bootrom, args.image, args.unpaced, args.stats, args.verbose)
-    except (RP2VBoardError, OSError) as e:
-        raise UserError(str(e))
-    relay = RP2Relay(argv, log=log)
-    relay.trace = bool(trace)
-    if args.with_parent:
-        relay.parent_pid = os.getppid()
-    path = relay.open()
-    if not relay.power_on():
-        relay.close()
-        raise SystemExit(2)  # the emulator said why, in one line (a user error: exit 2, README)
-    take_signals(relay, stats=True)
-    sys.stdout.write(path + "\n")
-    sys.stdout.flush()
-    if not args.with_parent and sys.stderr.isatty():
-        sys.stderr.write("emulated Raspberry Pi Pico on %s, flash %s (Ctrl-C to stop)\n" % (path, flash))
-        sys.stderr.flush()
-    return relay.run()

@@ -184,10 +184,6 @@ def parse_prob(s):
     return text, (num * P_ONE) // den
 
 
-# On the companion: zone name -> POSIX rule (companion/fleet/zones.py); a board has none
-zone_rule = None
-
-
 class Job:
     __slots__ = ('id', 'kind', 'arg', 'threshold', 't0', 'words', 'every', 'within',
                  'on', 'tick', 'grace', 'retry', 'cal', 'roll')
@@ -317,9 +313,11 @@ def is_hex(s):
     return True
 
 
-def parse_job(s, jid=None, salt=None):
+def parse_job(s, jid=None, salt=None, zone_rule=None):
     """A job line (type time command [; options]) -> Job. jid given for
-    machine lines; otherwise derived from the canonical text (and salt)."""
+    machine lines; otherwise derived from the canonical text (and salt).
+    zone_rule: zone name -> POSIX rule, the companion's (a tz= zone name
+    without tzr= needs it; a board has none, and its lines carry tzr=)."""
     if len(s) > JOB_MAX:
         raise _err(_E_JOB_LONG, (len(s), JOB_MAX))
     typ, rest = _split1(s)
@@ -433,9 +431,9 @@ def parse_job(s, jid=None, salt=None):
     return j
 
 
-def parse(line, salt=None):
+def parse(line, salt=None, zone_rule=None):
     """One line -> Job | Result | Assign | Cancel | Fleet, or None for blank/comment.
-    Raises ParseError(reason)."""
+    Raises ParseError(reason). zone_rule: see parse_job."""
     s = line.strip()
     if not s or s[0] == '#':
         return None
@@ -464,13 +462,13 @@ def parse(line, salt=None):
             return _jx().parse_assign(first, rest2)
         if not kind:
             raise _err(_E_ID_ALONE)
-        return parse_job(rest, first)
-    return parse_job(s, None, salt)
+        return parse_job(rest, first, None, zone_rule)
+    return parse_job(s, None, salt, zone_rule)
 
 
-def canonical(line, salt=None):
+def canonical(line, salt=None, zone_rule=None):
     """The canonical text of a line, or None for blank/comment."""
-    r = parse(line, salt)
+    r = parse(line, salt, zone_rule)
     return None if r is None else r.line()
 
 
@@ -483,3 +481,4 @@ def host_of(line):
 def group(line):
     """The group a canonical line belongs to: a job id, or '.' for fleet records."""
     return line[:ID_LEN] if line[0] != '.' else '.'
+

@@ -19,25 +19,26 @@ if fast_match is not None:
                       r'[0-9]{2}:[0-9]{2}(?::[0-9]{2}|)Z) %s(?: %s)*( ; [ -~]+|)' % (_W, _W)).fullmatch
 
 
-def _skeleton(known, head, tail):
+def _skeleton(known, head, tail, zone_rule=None):
     """Is '00000000 HEAD x TAIL' canonical? (HEAD, TAIL: a _JOB match's groups;
     known: the answers so far; any valid id will do, given it is not derived)"""
     key = (head, tail)
     ok = known.get(key)
     if ok is None:
         line = '00000000 ' + head + ' x' + tail
-        ok = known[key] = parsed(line)[0] == line
+        ok = known[key] = parsed(line, zone_rule)[0] == line
     return ok
 
 
-def canonical(raw):
+def canonical(raw, zone_rule=None):
     """(canonical text or None, reason or None) for one raw line: None and
-    no reason for a blank or comment line."""
+    no reason for a blank or comment line. zone_rule: jobline.parse_job's
+    (the companion passes its own: a tz= zone name resolves with it only)."""
     if fast_canonical is not None:
         line = fast_canonical(raw)
         if line is not None:
             return line, None
-    return parsed(raw)
+    return parsed(raw, zone_rule)
 
 
 # git's conflict markers (a merge left unfinished, docs/git.md)
@@ -75,13 +76,22 @@ _BREAKS = '\x7f\x85\u2028\u2029'
 _FAST = hasattr(str, 'isascii') and hasattr(str, 'isprintable')
 
 
-def parsed(raw):
+def is_result(line, host=None):
+    """A canonical line is a result record ('ID r HOST ...'), of `host` when
+    given; told from its text without parsing it (the companion's sync; here,
+    not in jobline, since every byte there is on every board's heap)."""
+    if host is None:
+        return line[ID_LEN:ID_LEN + 3] == ' r '
+    return line.startswith(' r ' + host + ' ', ID_LEN)
+
+
+def parsed(raw, zone_rule=None):
     # canonical without the pattern (for a line it refused)
     why = line_problem(raw)
     if why is not None:
         return None, why
     try:
-        r = parse(raw)
+        r = parse(raw, None, zone_rule)
     except ParseError as e:
         return None, str(e)
     except Exception as e:  # a parser bug must not stop the good lines
@@ -89,23 +99,25 @@ def parsed(raw):
     return (None if r is None else r.line()), None
 
 
-def canonical_lines(lines, name='-', errors=None, start=1):
+def canonical_lines(lines, name='-', errors=None, start=1, zone_rule=None):
     """Parse lines; yield canonical text of the good ones. Each bad one adds
-    'NAME:LINE: reason' to errors (if given) and is skipped, never fatal."""
+    'NAME:LINE: reason' to errors (if given) and is skipped, never fatal.
+    zone_rule: see canonical."""
     n = start - 1
     for raw in lines:
         n += 1
-        line, why = canonical(raw)
+        line, why = canonical(raw, zone_rule)
         if line is not None:
             yield line
         elif why is not None and errors is not None:
             errors.append('%s:%d: %s' % (name, n, why))
 
 
-def merge(*sources, errors=None, conflicts=None, signed=None):
+def merge(*sources, errors=None, conflicts=None, signed=None, zone_rule=None):
     """Union of any number of line sources, compacted: a sorted list of lines.
     Each source is (name, iterable of lines) or an iterable of lines.
-    signed: see merge.compact (rule 4: a signed job text beats an unsigned one)."""
+    signed: see merge.compact (rule 4: a signed job text beats an unsigned one).
+    zone_rule: see canonical."""
     # Canonical text depends on the raw line alone, so each distinct raw line
     # is read once however often it recurs (a git merge's base, ours and
     # theirs share most lines); only bad lines are looked up again, to report
@@ -144,10 +156,10 @@ def merge(*sources, errors=None, conflicts=None, signed=None):
     for r in rest:
         if _JOB is not None:
             m = _JOB(r)
-            if m is not None and len(r) <= JOB_MAX + ID_LEN + 1 and _skeleton(known, *m.groups()):
+            if m is not None and len(r) <= JOB_MAX + ID_LEN + 1 and _skeleton(known, *m.groups(), zone_rule):
                 jobs.add(r)
                 continue
-        line, why = parsed(r)   # the pattern, where there is one, refused r
+        line, why = parsed(r, zone_rule)   # the pattern, where there is one, refused r
         if line is not None:
             fixed.add(line)
         elif why is not None:

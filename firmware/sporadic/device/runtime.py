@@ -29,9 +29,6 @@ AGENDA_LARGE = const(32)
 AGENDA = AGENDA_SMALL if 0 < getattr(board, 'RTC_MEM', 492) < 2048 else AGENDA_LARGE
 
 _rt = None
-# Set by net/node.py while the board is on a network: lease() -> True while a
-# section leader holds the lease (any/one then wait for its assignment).
-lease = None
 
 
 def _load_cfg():
@@ -102,6 +99,7 @@ class Runtime:
         self.error = ''
         self._asg = None          # (k, host) of the job being decided (leader.py)
         self._tally = [-1, 0, 0]  # a rollout's outcomes heard, for the job being decided (groups.scan)
+        self._lease = None        # this step's lease check (step's `lease`)
         self._pj = None           # (text, job) _cap parsed for _visit
         self.mac = None           # hmac.mac_hex under the board's secret (docs/security.md)
         if self.cfg.get('secret'):
@@ -136,7 +134,7 @@ class Runtime:
         at_next = None
         for _ in range(plan.DECIDE_MAX):
             act, k, at, att = plan.decide(job, self.id, now, mine, done_k, rnk, self.rnd,
-                                          self._asg, lease is not None and lease(), heard)
+                                          self._asg, self._lease is not None and self._lease(), heard)
             if act == plan.WAIT:
                 at_next = at
                 self.pending += 1
@@ -200,11 +198,14 @@ class Runtime:
 
     # ---- one pass ----
 
-    def step(self, now):
+    def step(self, now, lease=None):
         """One pass over the job file at Unix time `now` (None: clock
-        unknown, nothing dated runs). Returns the next wake (Unix time), or
-        None when the clock is unknown."""
+        unknown, nothing dated runs). `lease`: on a network, the node's
+        check (net/node.py Node.led): lease() -> True while a section leader
+        holds the lease (any/one then wait for its assignment). Returns the
+        next wake (Unix time), or None when the clock is unknown."""
         self.steps += 1
+        self._lease = lease
         jobline.unload()   # jobx/timex, if a rare path loaded them (docs/device.md#memory)
         gc.collect()
         if now is None:

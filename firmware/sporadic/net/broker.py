@@ -339,7 +339,7 @@ def loop(rt, bk, node=None, max_ms=None, max_steps=None):
             if node is not None and node.lead():
                 node.changed = False
             logged = st.log_size
-            wake = rt.step(now)
+            wake = rt.step(now, None if node is None else node.led)
             if wake is None:
                 wake = (now or 0) + 60
             if st.log_size != logged:

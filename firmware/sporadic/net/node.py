@@ -407,7 +407,6 @@ def main(max_ms=None, max_steps=None):
         print('sporadic: no network (%s): running without it' % e)
         return runtime.main(max_steps=max_steps)
     print('sporadic: %s listening on port %d' % (rt.id, node.port))
-    runtime.lease = node.led
     if cfg.get('mqtt'):
         # a broker beside the TCP network: its step in the same loop (docs/mqtt.md)
         from sporadic.net import broker
@@ -425,7 +424,7 @@ def main(max_ms=None, max_steps=None):
             node.changed = False
             if node.lead():
                 node.changed = False
-            wake = rt.step(now)
+            wake = rt.step(now, node.led)
             if wake is None:
                 wake = (now or 0) + 60
         board.wdt_feed()

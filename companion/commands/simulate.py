@@ -8,8 +8,8 @@ from sporadic.core.timeutil import parse_duration
 from sporadic.core.timefmt import format_duration
 from companion.errors import UserError
 from companion.simulate.scenario import load
-from companion.simulate.engine import simulate
-from companion.simulate.report import _r
+from companion.simulate.parallel import simulate
+from companion.simulate.report import rounded
 from companion.simulate.output import text, sweep_text, plot
 
 
@@ -51,7 +51,7 @@ def sweep_values(spec, steps):
                 out.append(v)
         return [format_duration(v) for v in out]
     lo, hi = float(a), float(b)
-    return [_r(lo + (hi - lo) * i / (steps - 1)) if steps > 1 else lo for i in range(steps)]
+    return [rounded(lo + (hi - lo) * i / (steps - 1)) if steps > 1 else lo for i in range(steps)]
 
 
 def _nice(v):
@@ -68,7 +68,7 @@ def _num_or(s):
         return s
 
 
-def add_parser(subparsers):
+def add_parsers(subparsers):
     s = subparsers.add_parser('simulate', help='how a fleet behaves under a sync schedule (discrete-event, real core)')
     s.add_argument('scenario', help='scenario file (TOML; see examples/)')
     s.add_argument('--seed', type=int, default=None, help='world seed (default: the scenario\'s, else 1)')
@@ -140,7 +140,7 @@ def main(argv=None):
     import argparse
     p = argparse.ArgumentParser(prog='companion simulate')
     sub = p.add_subparsers(dest='verb')
-    add_parser(sub)
+    add_parsers(sub)
     args = p.parse_args(['simulate'] + list(sys.argv[1:] if argv is None else argv))
     try:
         return command(args)
