@@ -226,6 +226,12 @@ def test_status_says_why_a_board_needs_attention(tmp_path):
     os.utime(f.path('actions.py'), (T0, T0))
     rows = {r['id']: r for r in fleetcmd.status_rows(f, T0 + 1900)}
     assert [k for k, _ in rows['pump-2']['attention']] == ['redeploy']
+    # a board that refused lines (its status answer): how many, and the last reason it gave
+    d = f.device('pump-1')
+    d['status'] = {'quarantined': 2, 'trust': {'mode': 'signed', 'refusals': ['no batch covers it: abc', 'bad MAC: x']}}
+    f.save_device(d)
+    rows = {r['id']: r for r in fleetcmd.status_rows(f, T0 + 1900)}
+    assert ('trouble', 'refused 2 line(s); last: bad MAC: x') in rows['pump-1']['attention']
 
 
 def test_status_prints_the_boards_that_are_late(tmp_path, capsys):
@@ -265,6 +271,14 @@ def _browser():
     return Chromium()
 
 
+@pytest.fixture
+def chromium():
+    """Skip before anything starts where there is no browser to look with."""
+    from tests.browser import CHROMIUM
+    if CHROMIUM is None:
+        pytest.skip('chromium not installed (Debian: apt-get install chromium; .ci/run does)')
+
+
 def start_ui(fleet_dir):
     """`companion ui --port 0` as a user starts it; (process, url) once it printed its address."""
     import subprocess
@@ -290,7 +304,7 @@ def stop(p):
 
 
 @pytest.mark.slow
-def test_a_bad_folder_is_a_message_in_the_browser(tmp_path):
+def test_a_bad_folder_is_a_message_in_the_browser(tmp_path, chromium):
     """A torn jobs.txt and a board that never synced, as a person sees them;
     a path outside the page is a 404 there too."""
     f, _, _ = small_fleet(tmp_path)
@@ -326,7 +340,7 @@ def _ran(flash, jid, host, k, outcomes=('ok', 'err')):
 
 
 @pytest.mark.slow
-def test_the_page_of_a_fleet_in_a_real_browser(fleet_cli, tmp_path):
+def test_the_page_of_a_fleet_in_a_real_browser(chromium, fleet_cli, tmp_path):
     """Two boards set up with the product's commands (init, vboard, deploy,
     add, sync): both run the same `any` instance, each in its own section,
     and both miss an instance added past its window. `companion ui` in

@@ -417,7 +417,8 @@ def attention(row, d, now, actions_at=None):
     if actions_at is not None and row['deployed'] is not None and actions_at > row['deployed']:
         out.append(('redeploy', "the fleet's actions.py changed after its deploy: `companion deploy PORT`"))
     if row['quarantined']:
-        out.append(('trouble', 'refused %d line(s)' % row['quarantined']))
+        last = row['refusals'][-1] if row['refusals'] else None
+        out.append(('trouble', 'refused %d line(s)%s' % (row['quarantined'], '; last: %s' % str(last)[:120] if last else '')))
     if row['clock_refused']:
         out.append(('trouble', str(row['clock_refused'])))
     if row['unverified_records']:
