@@ -360,14 +360,9 @@ def test_the_assignment_check_sees_one():
 
 
 # Assignments another step of #30 makes parameters (strict, as above):
-# sporadic.core.plan.position, read by core/calendar.py for sunrise/sunset
-# jobs, set by the plan's rows (`companion plan`, the page) and the
-# simulator (and the board's runtime); the virtual board's boot shim filling
-# in the unix port's `board` module.
+# the virtual board's boot shim filling in the unix port's `board` module.
+# (plan.position is gone: a calendar job is placed, job.cal.place(pos).)
 PENDING_ASSIGNMENTS = {
-    ('companion.fleet.queries', 'plan.position'),
-    ('companion.simulate.engine', 'plan.position'),
-    ('companion.simulate.report', 'plan.position'),
     ('companion.vboard.onboard.vboard_boot', 'board.wdt_feed'),
     ('companion.vboard.onboard.vboard_boot', 'board.sleep_ms'),
 }
