@@ -264,6 +264,7 @@ def publish(port, msgs):
 
 @pytest.mark.slow
 def test_broker_down_restarted_and_hostile_publishers(fleet_cli, tmp_path, mosquitto):
+    import os
     from tests.devutil import CLI, actlog, wait_for
     c = fleet_cli
     ids = ['b1', 'b2']
@@ -317,18 +318,41 @@ def test_broker_down_restarted_and_hostile_publishers(fleet_cli, tmp_path, mosqu
         mine = [l for l in f.read().splitlines() if l.startswith(j) and ' r b1 ' in l]
     forged = '%s r ghost 0 %d ok 0123456789abcdef done' % (guard, int(time.time()))
     pre = c('sync', mosquitto.url).split('(', 1)[1].split(')', 1)[0]
-    publish(mosquitto.port, [(pre + '/r/ghost', forged + '\n', False),
+    publish(mosquitto.port, [(pre + '/d/ghost', forged + '\n', False),
                              (pre + '/f/u0', unsigned + '\n', True),
                              (pre + '/f/99999999', '\n'.join(alien_lines) + '\n', True),
-                             (pre + '/r/b1', '\n'.join(mine) + '\n', False)])
+                             (pre + '/d/b1', '\n'.join(mine) + '\n', False)])
+    reported = set()
+
+    def msync():
+        # every sync from here prints what was refused: keep those lines
+        out = c('sync', mosquitto.url)
+        reported.update(l for l in out.splitlines() if l.startswith(('reported:', 'refused from the broker:')))
+        return out
+
+    # a replay: the retained message of a job since cancelled, published again
+    # once the boards hold the cancel: the job stays cancelled, never runs
+    rj = c('add', 'each +40s log revived ; within=10m').strip()
+    msync()
+    old = {t: p for t, p in retained(mosquitto.port, pre + '/f/#').items() if rj.encode() in p}
+    assert old
+    c('cancel', rj)
+    msync()
+    held = lambda b: any(rj + ' cancel' in open(os.path.join(boards[b].flash, n)).read()
+                         for n in ('jobs.txt', 'in.txt') if os.path.exists(os.path.join(boards[b].flash, n)))
+    wait_for(lambda: all(held(b) for b in ids), 60, 'the cancel on both boards')
+    publish(mosquitto.port, [(t, p.decode(), False) for t, p in old.items()])
     # the guarded job runs all the same, once; nothing of the strangers' runs
     wait_for(lambda: sum(actlog(boards[b].flash).get(guard + '.0', 0) for b in ids) == 1, 90,
              'the one job run despite the forged result')
-    reported = set()
+    from sporadic.core import plan
+    line = [l for p in old.values() for l in p.decode().splitlines() if l.startswith(rj + ' ')][0]
+    due = plan.due(jobline.parse(line), 0)
+    wait_for(lambda: time.time() > due + 10, due + 20 - time.time(), 'the replayed job\'s time passed', every=0.5)
+    assert not any(actlog(boards[b].flash).get(rj + '.0') for b in ids)
 
     def reports():
-        out = c('sync', mosquitto.url)
-        reported.update(l for l in out.splitlines() if l.startswith(('reported:', 'refused from the broker:')))
+        msync()
         return all(any(w in l for l in reported) for w in ('unknown host ghost', 'not signed', 'unknown key'))
     wait_for(reports, 60, 'the refusals reported (%s)' % reported, every=1)
     assert any(l.startswith('reported: b1 refused') for l in reported), reported
@@ -342,9 +366,10 @@ def test_broker_down_restarted_and_hostile_publishers(fleet_cli, tmp_path, mosqu
     assert len({(r['at'], r['outcome']) for r in dup}) == len(dup)      # the replay added nothing
     st = c.json('status')
     assert st['duplicates'] == {}
-    # in the fleet's quarantine: what the companion refused, and what the boards reported
+    # in the fleet's quarantine: what the companion refused, and what the boards
+    # reported (each line once, under the first board that reported it)
     q = open(str(tmp_path / 'fleet' / 'quar.txt')).read()
-    assert 'mqtt: ' in q and 'reported by b1: ' in q and st['quarantine']['count'] >= 3, q
+    assert 'mqtt: ' in q and 'reported by b' in q and st['quarantine']['count'] >= 3, q
 
 
 def test_two_fleet_folders_on_one_broker_converge(tmp_path, mosquitto):
@@ -460,3 +485,21 @@ def test_a_board_and_the_companion_on_a_tls_broker(fleet_cli, tmp_path, reserve_
         assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
     finally:
         broker.stop()
+
+
+def test_serve_on_a_broker_publishes_the_fleet_and_takes_what_comes(tmp_path, mosquitto):
+    """`companion serve --mqtt URL --every 1 --for 4`: a visit each second;
+    a job added before is on the broker as a retained signed snapshot, a
+    stranger's forged result published meanwhile is refused and printed."""
+    from tests.devutil import CLI
+    c = CLI(str(tmp_path / 'fleet'))
+    c('init')
+    j = c('add', 'each +1h log served ; within=10m').strip()
+    pre = c('sync', mosquitto.url).split('(', 1)[1].split(')', 1)[0]
+    publish(mosquitto.port, [(pre + '/r/ghost', '%s r ghost 0 1796400000 ok 0123456789abcdef x\n' % j, False)])
+    p = c.run('serve', '--mqtt', mosquitto.url, '--every', '1', '--for', '4')
+    lines = p.stdout.splitlines()
+    assert lines[0].startswith('serving fleet') and sum(l.startswith('synced mqtt://') for l in lines) >= 3, p.stdout
+    assert any(l.startswith('refused from the broker:') and 'ghost' in l for l in lines), p.stdout
+    snap = retained(mosquitto.port, pre + '/f/#')
+    assert any(j.encode() in v and v.startswith(b'.b ') for v in snap.values()), snap

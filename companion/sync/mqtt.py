@@ -120,7 +120,7 @@ def sync(fleet, cfg, log=None):
     fleet.check_files()
     pre = topic_of(fleet, cfg)
     link = BrokerLink(cfg, client_id(fleet))
-    link.open([pre + '/f/#', pre + '/r/+', pre + '/q/+'])
+    link.open([pre + '/f/#', pre + '/r/+', pre + '/d/+', pre + '/q/+'])
     try:
         msgs = link.collect()
         retained = {}
@@ -134,7 +134,7 @@ def sync(fleet, cfg, log=None):
                 if m.retain:
                     retained[rest[2:]] = m.payload
                 fleet_msgs.append((rest[2:], m.payload))
-            elif rest[:2] == 'r/':
+            elif rest[:2] in ('r/', 'd/'):
                 hosts.add(rest[2:])
                 lines.extend(l for l in _text(m.payload).split('\n') if l.strip())
             elif rest[:2] == 'q/':

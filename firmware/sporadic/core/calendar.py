@@ -8,7 +8,10 @@ except ImportError:
     def const(x):
         return x
 
-from sporadic.core import cron, tzrule, sun
+from sporadic.core import cron, tzrule
+# sun is imported where a due time is computed: checking a line (a board
+# taking a delivery) does not need it, and a 128K unix board's sync has no
+# room for it then
 from sporadic.core.timeutil import parse_duration
 
 CRON = const(0)
@@ -160,6 +163,7 @@ def _event(k, lat, lon, rising):
     c = _sun_last
     if c is not None and c[0] == key:
         return c[1]
+    from sporadic.core import sun
     e = sun.event(k, lat, lon, rising)
     _sun_last = (key, e)
     return e
@@ -170,6 +174,7 @@ def _sun_at(s, k):
     # neither rises nor sets that day (the instance exists as a miss)
     e = _event(k, s[4], s[5], s[0] == SUNRISE)
     if e is None:
+        from sporadic.core import sun
         return sun.noon(k, s[5]) + s[1], False
     return e + s[1], True
 

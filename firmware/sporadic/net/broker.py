@@ -2,7 +2,9 @@
 # the loop, connect to disconnect within slice_ms (a broker that is down,
 # slow or hostile costs the loop that slice, never its jobs).
 #
-#   PRE/r/ID     QoS 1, each board's own records (its sealed outbox segments)
+#   PRE/d/ID     QoS 1, board ID's records every board needs (done records
+#                of any/one jobs and rollouts, assignments: they stop the others)
+#   PRE/r/ID     QoS 1, its results of each/who jobs: only the companion takes them
 #   PRE/f/NAME   QoS 1, retained: the fleet's signed lines (the companion's
 #                snapshot: one message per batch SEQ, 8 digits, holding the
 #                .b record and the live lines it covers; u0..uf the lines
@@ -33,6 +35,7 @@ QUIET_MS = const(100)      # nothing more for this long after the PINGRESP: done
 PUB_CHARS = const(2048)    # characters of own records in one message
 SPOOL_MAX = const(64)      # messages spooled in one wake (more wait for the next)
 REPORT_MAX = const(8)      # refusals published in one report
+SUBS = '2'                 # the subscriptions' version (mq.sub): f/# and d/+
 
 
 class Full(Exception):
@@ -145,11 +148,11 @@ class Broker:
             try:
                 present = c.connect(t0 + self.slice_ms, clean=False)
                 mark = self.st.root + 'mq.sub'
-                if not present or not _exists(mark):
+                if not present or _read(mark) != SUBS:
                     # a new session: subscribe again, the retained snapshot comes whole
                     _remove(mark)
-                    c.subscribe([self.pre + '/f/#', self.pre + '/r/+'], self._msg)
-                    _put(mark, '1')
+                    c.subscribe([self.pre + '/f/#', self.pre + '/d/+'], self._msg)
+                    _put(mark, SUBS)
                     self.stats['subscribed'] += 1
                 self._publish_own(c)
                 c.ping()
@@ -202,21 +205,46 @@ class Broker:
         for n in seqs:
             if n <= start:
                 continue
-            buf = []
-            k = 0
+            private = self._private(n)
+            bufs = ([], [])         # (what every board needs, what only the companion needs)
+            sizes = [0, 0]
             for line in read_lines(st._seg(n)):
-                buf.append(line)
-                k += len(line) + 1
-                if k >= PUB_CHARS:
-                    c.publish(self.pre + '/r/' + self.me, '\n'.join(buf) + '\n')
-                    self.stats['lines_out'] += len(buf)
-                    buf = []
-                    k = 0
-            if buf:
-                c.publish(self.pre + '/r/' + self.me, '\n'.join(buf) + '\n')
-                self.stats['lines_out'] += len(buf)
+                i = 1 if line[8:11] == ' r ' and line[:8] in private else 0
+                bufs[i].append(line)
+                sizes[i] += len(line) + 1
+                if sizes[i] >= PUB_CHARS:
+                    self._put_up(c, i, bufs[i])
+                    sizes[i] = 0
+            for i in (0, 1):
+                if bufs[i]:
+                    self._put_up(c, i, bufs[i])
             c.wait_acks(self._msg)      # the broker holds segment n: it is not sent again
             _put(mp, '%d %s' % (n, self._first(n)))
+
+    def _put_up(self, c, i, buf):
+        c.publish(self.pre + ('/r/' if i else '/d/') + self.me, '\n'.join(buf) + '\n')
+        self.stats['lines_out'] += len(buf)
+        del buf[:]
+
+    def _private(self, n):
+        """The job ids of segment n's results that no other board needs:
+        `each`/`who` jobs that are no staged rollout (syncer.board_view's
+        rule). One pass over the store for a segment's few ids; a job not
+        found goes to every board (the safe side)."""
+        from sporadic.device import storesync
+        from sporadic.device.store import read_lines
+        ids = []
+        for line in read_lines(self.st._seg(n)):
+            if line[8:11] == ' r ' and line[:8] not in ids:
+                ids.append(line[:8])
+        out = []
+        if ids:
+            for line in storesync.lines(self.st):
+                if line[:8] in ids and line[8:9] == ' ':
+                    k = line[9:13]
+                    if (k == 'each' or k == 'who:') and 'waves=' not in line:
+                        out.append(line[:8])
+        return out
 
     def _first(self, n):
         from sporadic.device.store import read_lines
@@ -232,8 +260,8 @@ class Broker:
             return
         rest = topic[len(pre) + 1:]
         kind = rest[:2]
-        if kind == 'r/' and rest[2:] == self.me or kind not in ('f/', 'r/'):
-            return          # its own records back, or a report
+        if kind == 'd/' and rest[2:] == self.me or kind not in ('f/', 'd/'):
+            return          # its own records back, or what it did not subscribe to
         if payload is None:
             self._refused(topic, 'message longer than %d bytes: skipped' % self.max_msg)
             return
@@ -361,12 +389,12 @@ def loop(rt, bk, node=None, max_ms=None, max_steps=None):
     return bk
 
 
-def _exists(p):
+def _read(p):
     try:
-        os.stat(p)
-        return True
+        with open(p) as f:
+            return f.read()
     except OSError:
-        return False
+        return None
 
 
 def _remove(p):
