@@ -413,7 +413,8 @@ def test_a_board_deployed_with_its_position_runs_cron_and_sunset_jobs(world):
     assert 'tz=Asia/Kathmandu' in jobs[j_cron]['line']
     # each board's position is in the host list, which the boards hold (not quarantined),
     # and `companion plan` of the fleet's file (its hosts, their positions) places the dusk
-    from companion.fleet.folder import Fleet, degrees_text
+    from companion.fleet.folder import Fleet
+    from companion.fleet.host_list import degrees_text
     recs = {jobline.host_of(l): l for l in Fleet(c.dir).lines() if l.startswith('.h ')}
     assert recs['eq-1'].endswith(' 0 ' + degrees_text(lon)) and recs['north-1'].endswith(' 89.9 ' + degrees_text(lon_n))
     assert set(recs.values()) <= set(board_lines(eq)) and set(recs.values()) <= set(board_lines(north))

@@ -11,7 +11,9 @@ import time
 from sporadic.core import groups, jobline, leader, plan, rollout
 from sporadic.core.timefmt import format_time
 from companion.errors import UserError
-from companion.fleet.folder import USER_ACTIONS, Fleet, verify_result
+from companion.fleet.folder import Fleet
+from companion.fleet.actions import USER_ACTIONS
+from companion.fleet.board_keys import verify_result
 from companion.fleet.when import since_time
 
 
