@@ -18,7 +18,6 @@ N = %d
 wakes = [None] * N   # allocated first: compiling the sources fragments the heap
 import time
 from sporadic.core import jobline, plan
-plan.position = (52.52, 13.40)
 JOBS = {
     'every': 'each 2026-01-01T00:00Z log x ; every=1h',
     'cron': 'each 2026-01-01T00:00Z log x ; at="0 6 * * 1-5" tz=Europe/Berlin tzr=CET-1CEST,M3.5.0,M10.5.0/3',
@@ -28,6 +27,8 @@ JOBS = {
 out = {}
 for name in ('every', 'cron', 'cron_dense', 'sunset'):
     job = jobline.parse(JOBS[name])
+    if job.cal is not None:
+        job.cal.place((52.52, 13.40))
     t = 1767225600 + 3600
     step = 63072000 // N
     for i in range(N):

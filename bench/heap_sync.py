@@ -46,7 +46,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 from companion.fleet import queries as fleetcmd, provision  # noqa: E402
 from companion.sync import syncer
-from companion.fleet.folder import add_job  # noqa: E402
+from companion.fleet.jobs_file import add_job  # noqa: E402
 from companion.errors import UserError  # noqa: E402
 from companion.link.base import LinkError  # noqa: E402
 from companion.demo import JOBS, DemoClock  # noqa: E402

@@ -116,7 +116,7 @@ def measure(board='unix', jobs=1000, keep=False, log=print, heap='128K', order=(
                     _cli(fleet, 'add', job_text(i))
             else:
                 # `add` before seals: the line and a batch of its own
-                from companion.fleet.folder import job_records
+                from companion.fleet.jobs_file import job_records
                 f = Fleet(fleet)
                 for i in range(jobs):
                     [rec], _ = job_records([job_text(i)], int(time.time()))

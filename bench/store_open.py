@@ -95,7 +95,7 @@ def signed_flash(tmp, n):
         i += 1
     body = merging.merge(keys.sign_lines(fleet.dir, jobs) + jobs)
     jobs = body[:n]     # the .b records sort first: keep n lines, all covered
-    from companion.fleet.folder import device_secret
+    from companion.fleet.board_keys import device_secret
     cfg = {'mode': 'signed', 'pubkey': keys.load_pub(fleet.dir),
            'secret': device_secret(fleet, 'dev-1', create=True)}
     d = make_flash(os.path.join(tmp, 'flash'), 'dev-1', cfg)

@@ -43,8 +43,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), 'firmware'))
 
 import companion  # noqa: E402,F401  (zone rules for tz= jobs)
 from sporadic.core import hmac, jobline  # noqa: E402
-from companion.fleet import folder as fleet_mod, provision  # noqa: E402
-from companion.fleet.folder import Fleet, add_job  # noqa: E402
+from companion.fleet import board_keys, folder as fleet_mod, provision  # noqa: E402
+from companion.fleet.folder import Fleet  # noqa: E402
+from companion.fleet.jobs_file import add_job  # noqa: E402
 
 NOW = 1796083200 + 30 * 86400   # 2026-12-31T00:00Z
 JOBS = [
@@ -76,7 +77,7 @@ def build(folder, n_boards, n_results, seed=1):
     from sporadic.core.timefmt import format_time
     jobs = [add_job(f, line.format(t=format_time(t0)), now=NOW - 8 * 86400 + i) for i, line in enumerate(JOBS)]
     jobs = [j for j in jobs if j.cal is None]
-    secrets = {h: fleet_mod.device_secret(f, h) for h in hosts}
+    secrets = {h: board_keys.device_secret(f, h) for h in hosts}
     lines = []
     for i in range(n_results):
         j = jobs[i % len(jobs)]

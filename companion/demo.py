@@ -10,7 +10,8 @@ import time
 
 from sporadic.core.timefmt import format_time
 from companion.errors import console
-from companion.fleet.folder import Fleet, add_job
+from companion.fleet.folder import Fleet
+from companion.fleet.jobs_file import add_job
 
 BOARDS = ('pump-1', 'pump-2', 'gate-1')
 JOBS = (

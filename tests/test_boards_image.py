@@ -615,10 +615,10 @@ def test_image_verb_provisions_from_the_fleet(tmp_path):
     assert "212 x 4096-byte blocks" in p.stdout and "0x12c000" in p.stdout
     found = image.read_image(open(out, "rb").read(), image.geometry("rp2-pico-w"))
     cfg = json.loads(found["/cfg.json"])
-    from companion.fleet import folder as fleet_mod, keys
+    from companion.fleet import board_keys, folder as fleet_mod, keys
     f = fleet_mod.Fleet(fleet)
     assert cfg["id"] == "pico-9" and cfg["board"] == "rp2-pico-w"
-    assert cfg["secret"] == fleet_mod.device_secret(f, "pico-9")
+    assert cfg["secret"] == board_keys.device_secret(f, "pico-9")
     assert cfg["pubkey"] == keys.load_pub(fleet)
     assert ".h pico-9" in f.lines()  # the image's host is known to the fleet
     jobs = found["/jobs.txt"].decode()

@@ -32,7 +32,7 @@ import pytest
 import serial
 
 from companion.sync import syncer
-from companion.fleet.folder import add_job
+from companion.fleet.jobs_file import add_job
 from companion.demo import DemoClock
 from companion.fleet.folder import Fleet
 from companion.link.base import PortUnavailable

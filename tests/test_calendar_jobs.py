@@ -223,13 +223,10 @@ def test_the_time_field_starts_the_series():
     # Berlin's sunset on June 1 is about 19:25Z: a series from 20:00Z starts the next day
     s = jobline.parse('each 2026-06-01T20:00Z x ; at=sunset')
     day = epoch(2026, 6, 1) // 86400
-    try:
-        plan.position = (52.52, 13.40)
-        assert plan.newest(s, epoch(2026, 6, 1, 23)) == -1
-        assert plan.decide(s, 'a', epoch(2026, 6, 1, 21), None)[:3] == (
-            plan.WAIT, day + 1, sun.event(day + 1, 52.52, 13.40, False))
-    finally:
-        plan.position = None
+    s.cal.place((52.52, 13.40))
+    assert plan.newest(s, epoch(2026, 6, 1, 23)) == -1
+    assert plan.decide(s, 'a', epoch(2026, 6, 1, 21), None)[:3] == (
+        plan.WAIT, day + 1, sun.event(day + 1, 52.52, 13.40, False))
 
 
 def test_after_a_long_sleep_only_the_newest_open_instance_runs():
@@ -251,18 +248,16 @@ def test_a_far_future_clock_decides_at_once():
 
 def test_sun_jobs_run_at_each_hosts_sunset_and_miss_polar_days():
     j = jobline.parse('each 2026-06-01T00:00Z x ; at=sunset+20m within=30m')
-    try:
-        plan.position = None
-        assert plan.decide(j, 'a', epoch(2026, 6, 2), None)[0] == plan.IDLE   # no position: nothing
-        plan.position = (52.52, 13.40)
-        got = board_loop(j, epoch(2026, 6, 1), epoch(2026, 6, 4))
-        day = epoch(2026, 6, 1) // 86400
-        assert got == [(plan.RUN, d, sun.event(d, 52.52, 13.40, False) + 1200) for d in (day, day + 1, day + 2)]
-        plan.position = (78.2, 15.6)   # Svalbard: no sunset in June
-        got = board_loop(j, epoch(2026, 6, 1), epoch(2026, 6, 3))
-        assert [a for a, _, _ in got] == [plan.MISS, plan.MISS] and [k for _, k, _ in got] == [day, day + 1]
-    finally:
-        plan.position = None
+    assert plan.decide(j, 'a', epoch(2026, 6, 2), None)[0] == plan.IDLE   # no position: nothing
+    j.cal.place((52.52, 13.40))
+    got = board_loop(j, epoch(2026, 6, 1), epoch(2026, 6, 4))
+    day = epoch(2026, 6, 1) // 86400
+    assert got == [(plan.RUN, d, sun.event(d, 52.52, 13.40, False) + 1200) for d in (day, day + 1, day + 2)]
+    j.cal.place((78.2, 15.6))   # Svalbard: no sunset in June
+    got = board_loop(j, epoch(2026, 6, 1), epoch(2026, 6, 3))
+    assert [a for a, _, _ in got] == [plan.MISS, plan.MISS] and [k for _, k, _ in got] == [day, day + 1]
+    j.cal.place(None)
+    assert plan.decide(j, 'a', epoch(2026, 6, 2), None)[0] == plan.IDLE   # placed nowhere again: nothing
 
 
 HOSTS = ['.h p-1 1796154607 52.52 13.405', '.h p-2', '.h p-3 1796154607 -33.86 151.21']
@@ -325,6 +320,22 @@ def test_a_leader_assigns_a_calendar_instance_to_a_host_of_the_positioned_list()
     assert (rec.host, rec.k, rec.by) == (best, epoch(2026, 3, 1, 3) // 60, 'p-2')
     # a host not in the host list is never picked for a `one` job
     assert leader.assignments(merging_without(lines, best), 'p-2', [best], now) == []
+
+
+def test_a_leader_assigns_a_sunset_instance_at_the_position_of_its_cfg():
+    # the leader plans a sun job where its board is (cfg lat/lon, passed in): no cfg, no position,
+    # no instance to assign
+    from sporadic.core import leader
+    from sporadic.core import jobtext
+    j = jobline.parse('one 2026-06-01T00:00Z x ; at=sunset grace=1h within=2h')
+    lines = fleet_file(j)
+    day = epoch(2026, 6, 1) // 86400
+    dusk = sun.event(day, 52.52, 13.40, False)
+    alive = ['p-1', 'p-2', 'p-3']
+    assert leader.assignments(lines, 'p-2', alive, dusk - 600) == []
+    (a,) = leader.assignments(lines, 'p-2', alive, dusk - 600, cfg={'lat': 52.52, 'lon': 13.40})
+    rec = jobtext.parse_assign(a[:8], a[11:])
+    assert rec.k == day and rec.by == 'p-2'
 
 
 def merging_without(lines, host):
@@ -402,7 +413,8 @@ def test_a_board_deployed_with_its_position_runs_cron_and_sunset_jobs(world):
     assert 'tz=Asia/Kathmandu' in jobs[j_cron]['line']
     # each board's position is in the host list, which the boards hold (not quarantined),
     # and `companion plan` of the fleet's file (its hosts, their positions) places the dusk
-    from companion.fleet.folder import Fleet, degrees_text
+    from companion.fleet.folder import Fleet
+    from companion.fleet.host_list import degrees_text
     recs = {jobline.host_of(l): l for l in Fleet(c.dir).lines() if l.startswith('.h ')}
     assert recs['eq-1'].endswith(' 0 ' + degrees_text(lon)) and recs['north-1'].endswith(' 89.9 ' + degrees_text(lon_n))
     assert set(recs.values()) <= set(board_lines(eq)) and set(recs.values()) <= set(board_lines(north))

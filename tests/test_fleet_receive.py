@@ -14,7 +14,7 @@ sys.path.insert(0, ROOT)
 
 from companion.fleet import keys  # noqa: E402
 from companion.fleet.folder import Fleet  # noqa: E402
-from companion.fleet.folder import add_job  # noqa: E402
+from companion.fleet.jobs_file import add_job  # noqa: E402
 
 FORGED = '7q2m0c4d each 2026-12-01T06:00Z relay on ; within=1h'
 

@@ -11,7 +11,7 @@ import pytest
 from sporadic.core import jobline
 from companion.fleet.zonerule import zone_rule
 from companion.fleet.folder import Fleet
-from companion.fleet.folder import add_job, cancel_job
+from companion.fleet.jobs_file import add_job, cancel_job
 
 GIT = shutil.which('git')
 pytestmark = pytest.mark.needs('git')

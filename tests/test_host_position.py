@@ -12,7 +12,7 @@ import shutil
 import pytest
 
 from companion import cli
-from companion.fleet import folder as fleet_mod
+from companion.fleet import folder as fleet_mod, host_list
 from sporadic.core import jobline
 from sporadic.desktop import merging
 from tests.mpy import MICROPYTHON, run_mpy
@@ -134,11 +134,11 @@ def test_the_companion_writes_what_the_parser_takes_back():
     rnd = random.Random(3)
     for _ in range(2000):
         lat, lon = rnd.uniform(-90, 90), rnd.uniform(-180, 180)
-        line = '.h h %d %s %s' % (rnd.randrange(2 ** 31), fleet_mod.degrees_text(lat), fleet_mod.degrees_text(lon))
+        line = '.h h %d %s %s' % (rnd.randrange(2 ** 31), host_list.degrees_text(lat), host_list.degrees_text(lon))
         assert jobline.canonical(line) == line
-        _, la, lo = fleet_mod.host_records([line])['h']
+        _, la, lo = host_list.host_records([line])['h']
         assert abs(la - lat) <= 5e-6 and abs(lo - lon) <= 5e-6
-    assert [fleet_mod.degrees_text(x) for x in (-0.000001, 0.0, 90.0, -180.0, 13.4049999, 52.52)] == [
+    assert [host_list.degrees_text(x) for x in (-0.000001, 0.0, 90.0, -180.0, 13.4049999, 52.52)] == [
         '0', '0', '90', '-180', '13.405', '52.52']
 
 
@@ -163,7 +163,7 @@ def test_the_newest_record_of_each_host_holds_whatever_the_merge_order():
             if l.startswith('.h '):
                 f = l.split()
                 want.setdefault(f[1], []).append((int(f[2]) if len(f) > 2 else -1, l))
-        got = fleet_mod.host_records(rnd.sample(whole, len(whole)))
+        got = host_list.host_records(rnd.sample(whole, len(whole)))
         for h, recs in want.items():
             since, line = max(recs)
             f = line.split()

@@ -108,7 +108,7 @@ def test_the_merge_keeps_a_signed_job_text_over_an_unsigned_one(tmp_path):
 
 
 def c_add(f, text):
-    from companion.fleet.folder import add_job
+    from companion.fleet.jobs_file import add_job
     return add_job(f, text).id
 
 
@@ -314,7 +314,7 @@ def test_git_merge_keeps_the_signed_text_over_a_cut_one(tmp_path):
     it, the other adds a job; `companion merge` as git's merge driver keeps
     the signed text (rule 4), where the smaller text used to win."""
     from tests.test_git_merge import git, driver
-    from companion.fleet.folder import add_job
+    from companion.fleet.jobs_file import add_job
     a_dir, b_dir, origin = tmp_path / 'a', tmp_path / 'b', tmp_path / 'origin'
     a_dir.mkdir()
     fa = Fleet(str(a_dir))
@@ -365,7 +365,7 @@ def test_a_result_from_a_host_named_dots_is_unverified_not_a_crash(tmp_path):
     """A board may name any host id in a result; `..` is one, and
     keys/devices/.. is a folder, not a secret (was IsADirectoryError in
     a sync once any board was deployed)."""
-    from companion.fleet.folder import device_secret, verify_result
+    from companion.fleet.board_keys import device_secret, verify_result
     from sporadic.core import jobline
     f = Fleet(str(tmp_path / 'f'))
     f.init()
@@ -380,7 +380,7 @@ def test_check_names_the_signed_line_a_cut_one_differs_from(tmp_path, capsys):
     check points at the signed line; an insecure fleet's file and a file
     outside a fleet folder have nothing to verify."""
     from companion import cli
-    from companion.fleet.folder import add_job
+    from companion.fleet.jobs_file import add_job
     f = Fleet(str(tmp_path / 'f'))
     f.init()
     jid = add_job(f, JOB).id

@@ -20,7 +20,8 @@ import pytest
 from companion import cli
 from companion.fleet import queries as fleetcmd
 from companion.sync import syncer
-from companion.fleet.folder import Fleet, read_fleet_key
+from companion.fleet.folder import Fleet
+from companion.fleet.board_keys import read_fleet_key
 from sporadic.core import hmac as shmac
 from sporadic.core import jobline, leader, plan
 from tests import devutil
@@ -103,7 +104,7 @@ def test_a_forged_far_future_run_hides_no_real_run(fleet, boards):
     hosts = ['.h pump-1', '.h pump-2', '.h pump-3']
     assert b1.push(sign(fleet, hosts + [ONE])) == {}
     job = jobline.parse(ONE)
-    from companion.fleet.folder import device_secret
+    from companion.fleet.board_keys import device_secret
     real = jobline.Result(ONE[:8], 'pump-3', 0, plan.due(job, 0) + 1, 'ok', 1, '-', 'ran').line()
     real = real.replace(' - ', ' %s ' % shmac.mac_result(device_secret(fleet, 'pump-3', create=True), real), 1)
     future = _forged('pump-2', 1000000)

@@ -13,7 +13,7 @@ import socket
 
 import pytest
 
-from companion.fleet.folder import device_secret
+from companion.fleet.board_keys import device_secret
 from companion.fleet.folder import Fleet
 from companion.sync.syncer import GET_LINES
 from sporadic.core import jobline, leader, merge, plan, recon

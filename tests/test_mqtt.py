@@ -173,7 +173,8 @@ def first_draws(c, jid, ids, ticks=64):
     """For an `any` job: the first tick at which each board's draw fires
     (plan.draw with the board's own seed, its secret: the core's rule, not a
     copy of it)."""
-    from companion.fleet.folder import Fleet, device_secret
+    from companion.fleet.folder import Fleet
+    from companion.fleet.board_keys import device_secret
     from sporadic.core import plan
     f = Fleet(c.dir)
     job = [j for j in f.jobs() if j.id == jid][0]

@@ -8,7 +8,8 @@ import re
 import pytest
 
 from sporadic.core import jobline, leader
-from companion.fleet.folder import Fleet, add_job
+from companion.fleet.folder import Fleet
+from companion.fleet.jobs_file import add_job
 
 
 T0 = 1796083200  # 2026-12-01T00:00Z
@@ -105,7 +106,7 @@ def test_demo_footer_matches_its_table(tmp_path, capsys, seed):
 
 
 def test_a_cancelled_single_run_job_keeps_its_duplicates_on_record(tmp_path):
-    from companion.fleet.folder import cancel_job
+    from companion.fleet.jobs_file import cancel_job
     from companion.fleet.queries import duplicates
     fleet = Fleet(str(tmp_path / 'fleet'))
     fleet.init('f', insecure=True)

@@ -206,7 +206,9 @@ def test_the_companion_plans_each_boards_wave_and_cancel_stops_those_not_run(tmp
     cancel leaves nothing to do for the boards that have not run it."""
     from companion.commands.fleet import next_text
     from companion.fleet import queries as fleetcmd
-    from companion.fleet.folder import Fleet, add_host, add_job, cancel_job
+    from companion.fleet.folder import Fleet
+    from companion.fleet.host_list import add_host
+    from companion.fleet.jobs_file import add_job, cancel_job
     f = Fleet(str(tmp_path / 'fleet'))
     f.init(insecure=True)
     hosts = ['b%d' % i for i in range(10)]

@@ -14,8 +14,9 @@ import pytest
 
 from companion.fleet import keys
 from companion.sync import syncer
-from companion.fleet import folder as fleetmod
-from companion.fleet.folder import Fleet, add_job
+from companion.fleet import jobs_file
+from companion.fleet.folder import Fleet
+from companion.fleet.jobs_file import add_job
 from sporadic.core import batch, merge
 from sporadic.desktop import batching, merging
 from tests.mpy import ROOT
@@ -119,7 +120,7 @@ def test_rotation_reseals_into_the_same_slots(tmp_path):
     slot; the old key's versions of the slots go from the fleet file."""
     from companion import cli
     f = fleet_at(tmp_path)
-    fleetmod.add_jobs(f, [job_text(i) for i in range(130)], now=T0)
+    jobs_file.add_jobs(f, [job_text(i) for i in range(130)], now=T0)
     before = [l for l in f.lines() if l.startswith('.b ')]
     assert cli.main(['--fleet', f.dir, 'keys', 'rotate']) == 0
     after = [l for l in f.lines() if l.startswith('.b ')]

@@ -1,7 +1,7 @@
 """The companion's sync library on its own (no board): what a board is sent."""
 from companion.fleet.folder import Fleet
 from companion.sync import syncer
-from companion.fleet.folder import add_job
+from companion.fleet.jobs_file import add_job
 from tests.test_git_merge import board_reports
 
 

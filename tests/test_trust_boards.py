@@ -30,7 +30,7 @@ from tests.mpy import MICROPYTHON, ROOT
 from companion.fleet import keys
 from companion.link.base import Link
 from companion.sync import syncer
-from companion.fleet.folder import device_secret, verify_result
+from companion.fleet.board_keys import device_secret, verify_result
 from companion.fleet.folder import Fleet
 from companion.fleet import queries as fleetcmd
 from sporadic.core import batch, jobline, recon

@@ -15,7 +15,8 @@ import time
 import pytest
 
 from sporadic.core import jobline
-from companion.fleet.folder import Fleet, add_job
+from companion.fleet.folder import Fleet
+from companion.fleet.jobs_file import add_job
 
 T0 = 1796083200  # 2026-12-01T00:00Z
 

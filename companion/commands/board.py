@@ -107,12 +107,12 @@ def cmd_sync(args):
 def cmd_net(args):
     """A board's network status over TCP (its `net?` answer): the leader
     it follows, the hosts it hears, its counters, duplicates it found."""
-    from companion.fleet import folder as fleet
+    from companion.fleet import board_keys
     from companion.link import open as links
     from companion.link.base import LinkError
     f = fleet_of(args)
     try:
-        link = links.open_link(args.address, fleet.secret_for(f), timeout=args.timeout)
+        link = links.open_link(args.address, board_keys.secret_for(f), timeout=args.timeout)
     except LinkError as e:
         raise UserError('cannot reach %s: %s' % (args.address, e))
     try:

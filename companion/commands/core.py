@@ -62,9 +62,10 @@ def zone_warnings(path, lines, now):
 
 def action_errors(path, lines, fleet_dir):
     """'FILE:LINE: no board of this fleet ... has an action ...' for each job whose
-    action no board of the fleet at fleet_dir runs (fleet.action_problem); none
+    action no board of the fleet at fleet_dir runs (actions.action_problem); none
     when fleet_dir is not a fleet folder (no boards to ask)."""
-    from companion.fleet.folder import Fleet, action_table, action_problem
+    from companion.fleet.folder import Fleet
+    from companion.fleet.actions import action_table, action_problem
     fleet = Fleet(fleet_dir)
     if not fleet.exists():
         return []
@@ -95,7 +96,7 @@ def cmd_check(args):
     warnings = []
     n = 0
     now = int(args.clock())
-    from companion.fleet.folder import resolve_relative
+    from companion.fleet.jobs_file import resolve_relative
     for path in args.files:
         lines = read_lines(path)
         # a line `add -f` takes: '+10m' and 'now' are resolved as it resolves them
@@ -103,7 +104,7 @@ def cmd_check(args):
         for _ in merging.canonical_lines(lines, path, errors, zone_rule=zone_rule):
             n += 1
         if os.path.basename(path) == 'jobs.txt':   # a fleet's: its lines must be signed (fleet.py)
-            from companion.fleet.folder import signature_errors
+            from companion.fleet.jobs_file import signature_errors
             errors += signature_errors(path, lines)
         warnings += zone_warnings(path, lines, now)
         acts = action_errors(path, lines, args.fleet)
@@ -147,7 +148,7 @@ def cmd_merge(args):
 
 
 def cmd_plan(args):
-    from companion.fleet.folder import host_records
+    from companion.fleet.host_list import host_records
     errors = []
     lines = merging.merge((args.file, read_lines(args.file)), errors=errors, zone_rule=zone_rule)
     jobs = [r for r in map(jobline.parse, lines) if isinstance(r, jobline.Job)]

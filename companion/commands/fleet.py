@@ -10,7 +10,7 @@ from sporadic.core import plan
 from sporadic.core.timefmt import format_time
 from sporadic.desktop import merging
 from companion.errors import UserError, console
-from companion.fleet.folder import add_job, add_jobs, bad_lines, cancel_jobs
+from companion.fleet.jobs_file import add_job, add_jobs, bad_lines, cancel_jobs
 from companion.commands.options import fleet_of
 from companion.fleet.queries import (DUPLICATE_NOTE, duplicate_text, duplicates, job_states, quarantine_info,
                                      result_filter, result_rows, rollout_states, rollout_text, shown_rows,

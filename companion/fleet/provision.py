@@ -20,7 +20,7 @@ import secrets
 import time
 
 from sporadic.core import jobline
-from companion.fleet import files, folder as fleet_folder
+from companion.fleet import board_keys, files, host_list
 from companion.errors import UserError
 
 DEFAULT_SYNC_PORT = 7370
@@ -155,13 +155,13 @@ class Provision:
         if fleet is None:
             return
         if self._new_secret:
-            kept = fleet_folder.write_new(fleet_folder.secret_path(fleet, self.id), self.secret)
+            kept = board_keys.write_new(board_keys.secret_path(fleet, self.id), self.secret)
             if kept != self.secret:
                 raise UserError('another command gave %s a secret while this one ran: provision it again'
                                 % self.id)
             fleet.__dict__.setdefault('_secrets', {})[self.id] = kept
         if self._new_fleet_key:
-            fleet_folder.write_new(fleet_folder.fleet_key_path(fleet), self.extra['fleet_key'])
+            board_keys.write_new(board_keys.fleet_key_path(fleet), self.extra['fleet_key'])
         if self.host_lines and self._host_seq is not None:
             from companion.fleet import keys
             if keys.current_seq(fleet.dir) == self._host_seq - 1:
@@ -173,7 +173,7 @@ class Provision:
             # fleet's)
         elif self.host_lines:
             fleet.merge_in(self.host_lines, 'host')
-        fleet_folder.add_host(fleet, self.id, self.position())
+        host_list.add_host(fleet, self.id, self.position())
         info = fleet.device(self.id) or {'id': self.id}
         info.update({'board': self.board, how: int(time.time())})
         for k in ('lat', 'lon'):   # where the board is (companion plan of sun jobs)
@@ -200,14 +200,14 @@ def prepare(fleet, dev_id, board, network=None, secret=None, pubkey=None, positi
     new_secret = new_key = False
     if fleet is not None:
         extra.update({'fleet': fleet.meta['name'], 'mode': fleet.meta.get('mode', 'signed')})
-        key = fleet_folder.read_fleet_key(fleet)
+        key = board_keys.read_fleet_key(fleet)
         if key is None:        # a fleet made before `init` made the key
             key, new_key = secrets.token_hex(32), True
         extra['fleet_key'] = key
         if 'mqtt' in network and 'topic' not in network['mqtt']:
             network['mqtt'] = dict(network['mqtt'], topic=fleet_topic(key))
         if secret is None:
-            secret = fleet_folder.device_secret(fleet, dev_id)
+            secret = board_keys.device_secret(fleet, dev_id)
             if secret is None:
                 from companion.fleet import keys
                 secret, new_secret = keys.new_device_secret(), True
@@ -220,7 +220,7 @@ def prepare(fleet, dev_id, board, network=None, secret=None, pubkey=None, positi
     extra.update(position or {})
     host_lines, host_seq = [], None
     pos = (position['lat'], position['lon']) if position else None
-    line = fleet_folder.host_line(fleet, dev_id, pos) if fleet is not None else None
+    line = host_list.host_line(fleet, dev_id, pos) if fleet is not None else None
     if line is not None:   # the board's record (with its position) is new to the fleet
         host_lines = [line]
         if not fleet.insecure:

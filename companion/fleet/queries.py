@@ -11,7 +11,9 @@ import time
 from sporadic.core import groups, jobline, leader, plan, rollout
 from sporadic.core.timefmt import format_time
 from companion.errors import UserError
-from companion.fleet.folder import USER_ACTIONS, Fleet, verify_result
+from companion.fleet.folder import Fleet
+from companion.fleet.actions import USER_ACTIONS
+from companion.fleet.board_keys import verify_result
 from companion.fleet.when import since_time
 
 
@@ -148,7 +150,8 @@ def plan_rows(jobs, hosts, t_from, t_until, limit=100000, placed=None, lat=None,
             alone = only is not None and j.kind != 'one' and j.roll is None
             among = sorted(h for h in hosts if h in only) if alone else hosts
             for pos, hs in (_positions(lat, lon, fleet_dir, among, j, placed or {}) if sun else [(None, among)]):
-                plan.position = pos
+                if sun:
+                    j.cal.place(pos)
                 for row in schedule.schedule(j, among, t_from, t_until, limit=limit):
                     if row['host'] in hs and (only is None or row['host'] in only):
                         row['command'] = ' '.join(j.words)
@@ -160,7 +163,9 @@ def plan_rows(jobs, hosts, t_from, t_until, limit=100000, placed=None, lat=None,
     except ValueError as e:
         raise UserError(str(e))
     finally:
-        plan.position = None
+        for j in jobs:   # the caller's jobs as they came: placed nowhere
+            if j.cal is not None:
+                j.cal.place(None)
     rows.sort(key=lambda r: (r['at'], r['instance'], r.get('rank', 0), r['host']))
     return rows
 

@@ -305,7 +305,7 @@ def _flash_esp(ec, b, port, firmware, board_id, erase, baud, jobs_text, secret, 
                 esp.change_baud(baud)
             ec.attach_flash(esp)
             detected = ec.detect_flash_size(esp)
-            flash_size = _image._parse_size(detected) if detected else None
+            flash_size = _image.flash_bytes(detected) if detected else None
             if flash_size and flash_size != b.get("flash_size"):
                 log("note: %s has %s of flash (board.json says %s): filesystem sized for %s"
                     % (port, detected, _size_text(b["flash_size"]), detected))

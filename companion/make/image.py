@@ -22,7 +22,7 @@ class GeometryError(ValueError):
     """The image would not match the board's filesystem region."""
 
 
-def _parse_size(text):
+def flash_bytes(text):
     """'4MB', '4M', '4MiB', '0x400000', '4194304' -> bytes."""
     if text is None or isinstance(text, int):
         return text
@@ -44,7 +44,7 @@ def geometry(board, flash_size=None):
     flash = data.get("flash_size") or (fs["offset"] + fs["size"])
     offset, size = fs["offset"], fs["size"]
     if flash_size is not None:
-        flash_size = _parse_size(flash_size)
+        flash_size = flash_bytes(flash_size)
         if data.get("port") == "rp2":
             offset = flash_size - size
         elif data.get("port") in ("esp32", "esp8266"):

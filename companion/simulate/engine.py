@@ -42,9 +42,6 @@ class Sim(Fleet, LogModel, Verify, Report, Meetings):
 
     def run_part(self):
         """Run the scenario -> the part of a report (Report.part)."""
-        # sunrise/sunset jobs: the planner reads the planning host's position from
-        # plan.position, as a board does (device/runtime.py); each wake sets it
-        pos = plan.position
         # the run makes no reference cycles (what it drops, reference
         # counting frees): the cyclic collector would only walk its growing
         # record logs and vectors again and again, about 10 % of a run
@@ -54,7 +51,6 @@ class Sim(Fleet, LogModel, Verify, Report, Meetings):
             self._run()
             return self.part()
         finally:
-            plan.position = pos
             if collect:
                 gc.enable()
 
@@ -157,8 +153,10 @@ class Sim(Fleet, LogModel, Verify, Report, Meetings):
         grid = self._grid if self.res > 1 else None
         decide = self._decide
         replace = heapq.heapreplace
-        if self.sun:
-            plan.position = h.pos
+        if self.sun:   # sunrise/sunset jobs planned at the waking host's position, as its board does
+            for job in self.jobs:
+                if job.cal is not None:
+                    job.cal.place(h.pos)
         n = 0
         while hq:
             e = hq[0]

@@ -13,7 +13,7 @@ class Report:
     def _window(self, job):
         """Instances whose validity window closed inside [start, end), in
         order; a calendar job's ids are the planner's (plan.next_k), not
-        consecutive. A sunrise/sunset job's at the position plan.position."""
+        consecutive. A sunrise/sunset job's at the position job.cal is placed at."""
         if job.cal is None:
             if job.every:
                 lo = max(0, -(-(self.start - job.within - job.t0 + 1) // job.every))
@@ -39,15 +39,15 @@ class Report:
             by_pos.setdefault(self.hosts[x].pos, []).append(x)
         cover = {}
         for pos, xs in by_pos.items():
-            plan.position = pos
+            job.cal.place(pos)
             for k in self._window(job):
                 cover.setdefault(k, []).extend(xs)
         return sorted(cover), cover
 
     def _due(self, job, k, x):
         """plan.due of instance k on host x (sunrise/sunset: at its position)."""
-        if self.sun:
-            plan.position = self.hosts[x].pos
+        if self.sun and job.cal is not None:
+            job.cal.place(self.hosts[x].pos)
         return plan.due(job, k)
 
     def _cross(self, x, t1, y, t2):

@@ -352,7 +352,7 @@ class Fleet:
         self.job_texts = texts
         self.J = len(jobs)
         self.single = [j.kind in ('any', 'one') for j in jobs]
-        self.sun = any(j.cal is not None and j.cal.sun() for j in jobs)   # plan.position per host
+        self.sun = any(j.cal is not None and j.cal.sun() for j in jobs)   # job.cal placed per host
         self.static = merging.merge(lines + ['.h ' + h.name for h in self.hosts])
         self.static_bytes = sum(len(s) + 1 for s in self.static)
         self.ranks = {}     # job -> rank of each host (plan.rank over the fleet)

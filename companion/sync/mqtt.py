@@ -34,8 +34,9 @@ def topic_of(fleet, cfg):
     fleet key's id (provisioning gives the boards the same)."""
     if cfg.get('topic'):
         return cfg['topic']
-    from companion.fleet import folder as fleet_folder, provision
-    key = fleet_folder.read_fleet_key(fleet)
+    from companion.fleet import provision
+    from companion.fleet.board_keys import read_fleet_key
+    key = read_fleet_key(fleet)
     if key is None:
         raise UserError('this fleet has no fleet key (keys/peer) yet: deploy a board first, '
                         'or give --mqtt-topic')

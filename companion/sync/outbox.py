@@ -3,7 +3,7 @@ each piece in results.txt before the board frees it, so a cut sync loses
 nothing. The sync's answer check lives here too (board_answer)."""
 from sporadic.core import jobline, recon
 from companion.errors import UserError
-from companion.fleet.folder import verify_result
+from companion.fleet.board_keys import verify_result
 
 
 def board_answer(resp, what):

@@ -20,8 +20,8 @@ from sporadic.desktop import merging
 from companion.errors import UserError
 from companion.fleet import files
 from companion.link import open as links
-from companion.fleet import folder as fleet_folder
-from companion.fleet.folder import device_secret, secret_for, verify_result
+from companion.fleet.actions import USER_ACTIONS, action_names, fleet_actions
+from companion.fleet.board_keys import device_secret, read_fleet_key, secret_for, verify_result
 from companion.link.base import LinkError, NotSporadic
 from companion.sync.outbox import board_answer, outbox
 
@@ -156,12 +156,11 @@ def fleet_ids(fleet):
     retired; none in an insecure fleet) and hmac.key_id of its fleet key: what
     a board of this fleet answers to `F` (syncsrv.fleet_ids)."""
     from sporadic.core import hmac, rsa
-    from companion.fleet import folder as fleet_folder
     kids = set()
     if not fleet.insecure:
         from companion.fleet import keys
         kids = {rsa.keyid(p) for p in keys.trusted_pubs(fleet.dir)}
-    key = fleet_folder.read_fleet_key(fleet)
+    key = read_fleet_key(fleet)
     return kids, hmac.key_id(key) if key else None
 
 
@@ -241,13 +240,13 @@ def deploy(fleet, port, dev_id=None, board=None, network=None, compile=True, pro
         todo = files.firmware_files(board, compile, frozen, cfg=prov.extra) + prov.config_files()
         # the user's actions: the fleet's actions.py goes onto the board; else
         # the board's own is read, so that `add` and `check` know its actions
-        user = fleet_folder.fleet_actions(fleet)
-        if os.path.isfile(fleet.path(fleet_folder.USER_ACTIONS)):
-            with open(fleet.path(fleet_folder.USER_ACTIONS), 'rb') as f:
+        user = fleet_actions(fleet)
+        if os.path.isfile(fleet.path(USER_ACTIONS)):
+            with open(fleet.path(USER_ACTIONS), 'rb') as f:
                 todo.append(('/actions.py', f.read()))
         else:
             try:
-                user = fleet_folder.action_names(link.get_file('/actions.py').decode('utf-8', 'replace'))
+                user = action_names(link.get_file('/actions.py').decode('utf-8', 'replace'))
             except FileNotFoundError:
                 user = set()
         total = sum(len(d) for _, d in todo)

@@ -111,7 +111,7 @@ def next_per_board(f, now, shown, ahead=AHEAD, per_board=PLAN_PER_BOARD):
     """{host: the first rows of `companion plan` from now to now + ahead}
     for the hosts in shown: the planner's (plan_rows) on the fleet's job
     file and host list."""
-    from companion.fleet.folder import host_records
+    from companion.fleet.host_list import host_records
     if not shown:
         return {}
     lines = f.lines()

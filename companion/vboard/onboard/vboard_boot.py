@@ -135,8 +135,10 @@ def _vboard_wdt(os, sys):
 def _vboard_board(sys):
     # The unix board module (/lib/board.py) has no watchdog of its own (its
     # wdt_feed does nothing, as under tests/devboot.py): on a virtual board
-    # the relay is one, so its feed reaches machine.WDT, and its sleeps are
+    # the relay is one. `import board` gets the board this builds: the unix
+    # board module, with a wdt_feed that reaches machine.WDT and a sleep_ms
     # cut into pieces that feed a running watchdog (as mboard's on a board).
+    # The module itself is left as tests/devboot.py boots it.
     try:
         import board
     except ImportError:
@@ -161,8 +163,16 @@ def _vboard_board(sys):
                 dog[0].feed()
             ms -= step
 
-    board.wdt_feed = wdt_feed
-    board.sleep_ms = sleep_ms
+    class Board:
+        # the unix board module, the watchdog's two functions its own
+        # (delegated: no copy of its names in RAM)
+        def __getattr__(self, name):
+            return getattr(board, name)
+
+    b = Board()
+    b.wdt_feed = wdt_feed
+    b.sleep_ms = sleep_ms
+    sys.modules['board'] = b
 
 
 def _vboard_os(os):

@@ -9,9 +9,9 @@ except ImportError:
         return x
 
 from sporadic.core import cron, tzrule
-# sun and plan (plan.position: where the planning host is) are imported where
-# a due time is computed: checking a line (a board taking a delivery) needs
-# neither, and a 128K unix board's sync has no room for them then
+# sun is imported where a due time is computed: checking a line (a board
+# taking a delivery) does not need it, and a 128K unix board's sync has no
+# room for it then
 from sporadic.core.timeutil import parse_duration
 
 CRON = const(0)
@@ -52,7 +52,8 @@ def make(at, tz, t0, lat=None, lon=None):
 
 class Series:
     """A job's calendar (job.cal): at=, tz= and tzr= as the line gives them, and the
-    schedule, placed at the planning host's position (sporadic.core.plan.position)."""
+    schedule, placed at the planning host's position (place())."""
+    pos = None   # (lat, lon) of the host planning (place()); None: a sun job has no instances
 
     def __init__(self, j, opts, zone_rule=None):
         # opts: {'at': .., 'tz': .., 'tzr': ..} from the line; zone_rule: the companion's
@@ -80,9 +81,14 @@ class Series:
     def sun(self):
         return self.s[0] != CRON
 
+    def place(self, pos):
+        """Plan this job for a host at pos = (lat, lon) (a board's cfg lat/lon,
+        calendar.position_of), or None: then a sunrise/sunset job has no instance
+        (the planner says IDLE). A cron schedule is the same everywhere."""
+        self.pos = pos
+
     def _placed(self):
-        from sporadic.core import plan
-        s = placed(self.s, plan.position)
+        s = placed(self.s, self.pos)
         if s is not None:
             self.s = s
         return s
@@ -126,6 +132,14 @@ class Series:
     def missing(self):
         """Why a day of a sun job has no instance."""
         return 'no sunrise' if self.s[0] == SUNRISE else 'no sunset'
+
+
+def position_of(cfg):
+    """(lat, lon) of a board's cfg (deploy --lat --lon), or None: where the
+    board plans its sunrise/sunset jobs (Series.place)."""
+    lat = cfg.get('lat')
+    lon = cfg.get('lon')
+    return None if lat is None or lon is None else (lat, lon)
 
 
 def placed(s, pos):

@@ -186,31 +186,42 @@ def pick(job, alive, known):
     return best
 
 
-def assignments(lines, me, alive, now, ahead=86400):
+def assignments(lines, me, alive, now, ahead=86400, cfg=None):
     """The leader's pass over its sorted store `lines` at Unix time `now`:
     the new Assign records (text lines) for its section `alive`. Each
     single-run job gets its first unsettled instance (the current one, or
     the next when due within `ahead` s) assigned to an alive host, unless
-    it is already assigned to an alive host."""
+    it is already assigned to an alive host. cfg: the leader's board cfg,
+    whose lat/lon place a sunrise/sunset job (calendar.position_of)."""
     out = []
 
     def visit(jid, jtext, cancelled, mine, done_k, asg, known):
         if jtext is not None and not cancelled:
-            _assign(jid, jtext, done_k, asg, known, me, alive, now, ahead, out)
+            _assign(jid, jtext, done_k, asg, known, me, alive, now, ahead, out, cfg)
 
     def cap(jtext):
         try:
-            return plan.newest(jobline.parse(jtext), now)
+            return plan.newest(_parse(jtext, cfg), now)
         except Exception:
             return 1 << 62
     groups.scan(lines, None, None, visit, cap=cap)
     return out
 
 
-def _assign(jid, jtext, done_k, asg, known, me, alive, now, ahead, out):
+def _parse(jtext, cfg):
+    # a job line parsed; a calendar job placed at the leader's position (its
+    # cfg's lat/lon), its module loaded by the parse
+    job = jobline.parse(jtext)
+    if job.cal is not None:
+        from sporadic.core import calendar
+        job.cal.place(calendar.position_of(cfg) if cfg else None)
+    return job
+
+
+def _assign(jid, jtext, done_k, asg, known, me, alive, now, ahead, out, cfg):
     # one single-run job: the Assign of its first unsettled instance, if one is due
     try:
-        job = jobline.parse(jtext)
+        job = _parse(jtext, cfg)
     except Exception:
         return
     if job.kind not in ('any', 'one'):

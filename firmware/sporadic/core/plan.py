@@ -20,7 +20,6 @@ ABORT = 'abort'  # a rollout's later wave: record instance k as aborted (a miss 
 WAIT = 'wait'    # nothing before time `at`
 IDLE = 'idle'    # nothing ever again for this host
 LOOKAHEAD = const(64)   # `any` draws looked at ahead when computing the next wake
-position = None   # (lat, lon) of the host planning, for sunrise/sunset jobs (cfg lat/lon)
 DECIDE_MAX = const(6)   # decisions about one job in one wake (miss, run, ...): board and simulator
 
 

@@ -26,13 +26,15 @@ def raw():
     return int(board.time_s()) + OFFSET
 
 
-def init():
+def init(src='rtc', at=None):
     """At boot: an RTC that kept a plausible time (after a reset or deep
-    sleep) is trusted; a board that lost its time is not."""
-    global state, source
+    sleep) is trusted; a board that lost its time is not. From a sync
+    (clockset.set): the time just set from src at Unix time at, trusted."""
+    global state, source, set_at
     if raw() >= FLOOR:
         state = 'trusted'
-        source = 'rtc'
+        source = src
+        set_at = at
     else:
         state = 'unknown'
         source = ''

@@ -15,9 +15,7 @@ def set(unix_epoch, src='companion'):
         if d > clock.JUMP_S or d < -clock.JUMP_S:
             clock.note_jump(t, d, src)
     board.set_time(t)
-    clock.state = 'trusted'
-    clock.source = src
-    clock.set_at = t
+    clock.init(src, t)   # the clock's state is the clock's: trusted from src at t
     return t
 
 

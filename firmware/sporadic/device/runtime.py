@@ -71,8 +71,6 @@ class Runtime:
                 except OSError:
                     pass
         self.rnd = plan.hash_rnd(seed)
-        if self.cfg.get('lat') is not None and self.cfg.get('lon') is not None:
-            plan.position = (self.cfg['lat'], self.cfg['lon'])   # deploy --lat --lon
         store.feed = board.wdt_feed   # long reads feed the watchdog (store.FEED_LINES)
         # Open the store (recovery may re-import a hand-written jobs.txt, the
         # heaviest moment of a boot) before the actions are loaded, then let
@@ -329,11 +327,20 @@ class Runtime:
         if len(a) > AGENDA:
             self._limit = a.pop()[0]
 
+    def _parse(self, jtext):
+        # a job line parsed; a calendar job placed at this board's position
+        # (cfg lat/lon: deploy --lat --lon), its module loaded by the parse
+        job = jobline.parse(jtext)
+        if job.cal is not None:
+            from sporadic.core import calendar
+            job.cal.place(calendar.position_of(self.cfg))
+        return job
+
     def _cap(self, jtext):
         # groups.scan's cap: the newest instance of this single-run job due
         # now; the job parsed here is the one _visit decides (parsed once)
         try:
-            job = jobline.parse(jtext)
+            job = self._parse(jtext)
         except Exception:   # _visit parses it again and says why
             return 1 << 62
         self._pj = (jtext, job)
@@ -355,7 +362,7 @@ class Runtime:
         pj = self._pj
         self._pj = None
         try:
-            job = pj[1] if pj is not None and pj[0] is jtext else jobline.parse(jtext)
+            job = pj[1] if pj is not None and pj[0] is jtext else self._parse(jtext)
         except MemoryError:
             # not the line's fault: never quarantine a good job for it; a
             # pass a minute from now tries again (without this wake the loop

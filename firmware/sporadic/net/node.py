@@ -333,7 +333,7 @@ class Node:
         if t is None:
             return 0
         alive = [h for h in self.elector.alive(now) if self.allowed(h)]
-        lines = leader.assignments(self.source(), self.me, alive, t)
+        lines = leader.assignments(self.source(), self.me, alive, t, cfg=self.cfg)
         for line in lines:
             if self.dev_key is not None:
                 # a device record, MACed as results are: a signed fleet's
