@@ -573,7 +573,12 @@ def test_a_board_asleep_for_a_simulated_day_gets_what_it_missed(tmp_path, capsys
         assert sum(ran(b, j_one) for b in ids) == 1
         rows = mqtt_results(c, mosquitto.url, j_new + '.0', 3)
         assert {r['host'] for r in rows} == set(ids) and all(r['verified'] for r in rows)
-        assert c.json('status')['duplicates'] == {}
+        st = c.json('status')
+        assert st['duplicates'] == {}
+        # status: b3's last contact is its newest record through the broker (its
+        # last sync is the serial one before its sleep)
+        row = {r['id']: r for r in st['devices']}['b3']
+        assert row['last_broker_contact'] >= at[0] > row['last_sync'], row
     finally:
         for vb in boards.values():
             vb.stop()
