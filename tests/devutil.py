@@ -112,14 +112,46 @@ def lines(folder, name):
         return []
 
 
+def outbox_lines(folder, complete=False):
+    """The board's outbox (out/N raw, out/pN packed) as full lines, oldest
+    first, unpacked with the board's own codec (sporadic.core.outpack);
+    `complete`: a torn last line of a file is no record."""
+    from sporadic.core import outpack
+    od = os.path.join(folder, 'out')
+    out = []
+    if not os.path.isdir(od):
+        return out
+    names = [n for n in os.listdir(od) if n.lstrip('p').isdigit()]
+    for n in sorted(names, key=lambda n: (int(n.lstrip('p')), n[0] != 'p')):
+        with open(os.path.join(od, n), encoding='utf-8', errors='replace') as f:
+            text = f.read()
+        got = text.split('\n')
+        got = got[:-1] if complete or not got[-1] else got
+        out += outpack.unpack((['@'] if n[0] != 'p' else []) + [l for l in got if l])
+    return out
+
+
+def unsettled(before, after):
+    """The records of `before` that `after` lost: each one not in `after`,
+    except a `run` record whose outcome (same job, host, instance and
+    attempt) is there (the outbox leaves such a `run` out once packed)."""
+    def key(l):
+        f = l.split(' ', 6)
+        o = f[5].rstrip('0123456789')
+        return (f[0], f[2], f[3], f[5][len(o):] or '1'), o
+    done = set()
+    for l in after:
+        if l[8:11] == ' r ':
+            k, o = key(l)
+            if o != 'run':
+                done.add(k)
+    return set(l for l in before if l not in after and not (key(l)[1] == 'run' and key(l)[0] in done))
+
+
 def all_records(folder):
     """Every record line the board holds: jobs.txt, log.txt, in.txt, outbox."""
-    out = lines(folder, 'jobs.txt') + lines(folder, 'log.txt') + lines(folder, 'in.txt')
-    od = os.path.join(folder, 'out')
-    if os.path.isdir(od):
-        for n in sorted(os.listdir(od), key=int):
-            out += lines(folder, os.path.join('out', n))
-    return out
+    return (lines(folder, 'jobs.txt') + lines(folder, 'log.txt') + lines(folder, 'in.txt')
+            + outbox_lines(folder))
 
 
 def own_results(folder, host):

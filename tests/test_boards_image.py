@@ -637,9 +637,12 @@ def test_job_file_goes_in_as_the_store_keeps_it(tmp_path):
     so a fresh board opens it without re-importing; a bad line is refused
     with its line number before any image is written."""
     text = "# pump\none 2026-12-02T00:00Z log b\neach 2026-12-01T06:00Z log a ; every=1d\n"
-    (path, body), (stamp, size) = files.jobs_file(text)
+    (path, body), (stamp, size), (rxp, rx) = files.jobs_file(text)
     lines = body.decode().splitlines()
-    assert (path, stamp) == ("/jobs.txt", "/jobs.ok")
+    assert (path, stamp, rxp) == ("/jobs.txt", "/jobs.ok", "/jobs.rx")
+    # its digest index: a record a line (digest, offset), then count, XOR and jobs.ok's stamp
+    count, _, rx_stamp = rx[-64:].decode().split(None, 2)
+    assert int(count, 16) == 2 and len(rx) == 2 * 12 + 64 and rx_stamp.strip() == size.decode()
     assert lines == sorted(lines) and len(lines) == 2 and int(size.split()[0]) == len(body)
     assert all(jobline.canonical(l) == l for l in lines)
     out = tmp_path / "fs.bin"

@@ -55,7 +55,11 @@ def test_a_line_the_owner_signed_comes_back_with_its_batch(tmp_path):
     line = '0123abcd each 2026-12-01T07:00Z log other'
     signed_elsewhere = other.sign([line])
     refused = f.receive([line] + signed_elsewhere, 'board')
-    assert [l for l, _ in refused] == [line] and line not in f.lines()
+    # the line, and the other fleet's batch record itself (it would replace
+    # this fleet's slot 1 in a merge: docs/security.md#seals)
+    assert [l for l, _ in refused] == [line] + signed_elsewhere and line not in f.lines()
+    assert signed_elsewhere[0] not in f.lines()
+    assert any(l.startswith('.b @0001 ') for l in f.lines())
 
 
 def test_after_a_rotation_the_old_keys_batches_still_prove_the_owner(tmp_path):

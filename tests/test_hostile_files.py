@@ -145,7 +145,9 @@ def test_a_forged_batch_does_not_make_a_text_signed(tmp_path):
     elsewhere = other.sign([cut])        # another fleet's key signs the cut text
     test = f.signed_test(f.lines() + elsewhere)
     assert test(signed) and not test(cut)
-    assert f.receive([cut] + elsewhere, 'board') == [(cut, 'not signed by this fleet: no verified batch covers it')]
+    refused = f.receive([cut] + elsewhere, 'board')
+    assert refused[0] == (cut, 'not signed by this fleet: no verified batch covers it')
+    assert [l for l, _ in refused[1:]] == elsewhere      # the other fleet's record too (security.md#seals)
     f.write_lines(sorted(set(f.lines()) - {signed}) + [cut] + elsewhere)
     f.merge_in([signed], 'board')
     assert job_line(f.dir, jid) == signed

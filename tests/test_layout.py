@@ -414,8 +414,15 @@ HEAP_SPLITS = {
         "(error messages, job text written back, ids, assignments), loaded on first use",
     ('sporadic.device.store', 'sporadic.device.recover'):
         "the store's recovery at open: loaded for the open only, then dropped",
-    ('sporadic.device.store', 'sporadic.device.storesync'):
-        "the store's sync-time half (receive, trust, outbox, re-import): the loop never loads it",
+    ('sporadic.device.store', 'sporadic.device.outbox'):
+        "the outbox on flash (packing, room when the flash is full): loaded by a "
+        "compaction that sealed a log segment, dropped after it",
+    ('sporadic.device.store', 'sporadic.device.reimport'):
+        "re-checking a file changed behind the store's back: loaded at an open "
+        "that found one, in the emptiest heap",
+    ('sporadic.device.store', 'sporadic.device.splice'):
+        "a sync's compaction (the digest index and the splice): loaded by a sync's "
+        "store only, the loop's own compactions never load it",
     ('sporadic.device.store', 'sporadic.device.stamp'):
         "hashing the store's files: compact() loads it only to check a jobs.txt "
         "the open took on the wake index's word",

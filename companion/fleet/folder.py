@@ -216,10 +216,12 @@ class Fleet:
         signature verifies under one of the fleet's keys: a board that was
         tampered with cannot put a job into the fleet (where a key rotation
         would sign it), only carry lines the owner signed. A result or
-        assignment must carry the MAC of the board it names (`_unverified`).
+        assignment must carry the MAC of the board it names (`_unverified`);
+        a .b/.k record must verify (`_bad_records`).
         What is refused is quarantined (FLEET/quar.txt, under `source`, else
         `name`), never merged."""
-        refused = [] if self.insecure else self._unsigned(new_lines) + self._unverified(new_lines)
+        refused = [] if self.insecure else (self._unsigned(new_lines) + self._unverified(new_lines)
+                                            + self._bad_records(new_lines))
         if refused:
             bad = {l for l, _ in refused}
             new_lines = [l for l in new_lines if l not in bad]
@@ -342,12 +344,45 @@ class Fleet:
                 out.update(ds[i:i + batch.DIGEST] for i in range(0, len(ds), batch.DIGEST))
         return out
 
-    def sign(self, lines):
-        """Batch records for the fleet-authored lines (none in insecure mode)."""
+    def _bad_records(self, new_lines):
+        """[(record, reason)]: the .b/.k records among new_lines the fleet
+        does not hold whose signature does not verify under one of its keys.
+        A batch record is kept only when it is the owner's: a later version
+        of a slot replaces the one the fleet holds (merge.compact), so a
+        forged one would take the proof away from the slot's lines."""
+        from sporadic.core import batch, rsa
+        held = None
+        out = []
+        pubs = None
+        for l in new_lines:
+            if l[:3] not in ('.b ', '.k '):
+                continue
+            if held is None:
+                held = set(self.lines())
+            if l in held:
+                continue
+            if pubs is None:
+                from companion.fleet import keys
+                pubs = {rsa.keyid(p): rsa.parse_pubkey(p) for p in keys.trusted_pubs(self.dir)}
+            try:
+                seq, kid, _, sig, blen = (batch.parse_batch if l[:3] == '.b ' else batch.parse_key)(l)
+            except ValueError as e:
+                out.append((l, 'not signed by this fleet: %s' % e))
+                continue
+            k = pubs.get(kid)
+            if k is None or not rsa.verify(k[0], k[1], batch.body_digest(l, blen), sig):
+                out.append((l, 'not signed by this fleet: %s' % ('unknown key %s' % kid if k is None
+                                                                 else 'bad signature on record %08d' % seq)))
+        return out
+
+    def sign(self, lines, held=None):
+        """The seal of the fleet-authored lines: slot records to merge with
+        them (keys.seal: the newest slot grows, its old version goes); none
+        in insecure mode. held: the fleet file's lines when the caller has them."""
         if self.insecure:
             return []
         from companion.fleet import keys
-        return keys.sign_lines(self.dir, lines)
+        return keys.seal(self.dir, self.lines() if held is None else held, lines)
 
     def hosts(self):
         return sorted(host_records(self.lines()))
@@ -670,36 +705,114 @@ def action_problem(job, table):
 def add_job(fleet, text, now=None):
     """Add one user-written job line; returns the Job (its id is salted with
     the time of adding, so adding the same text twice makes two jobs)."""
+    return add_jobs(fleet, [text], now)[0]
+
+
+def job_records(texts, now, where=None, cancelled=(), table=None):
+    """User-written job lines (a crontab-style file: blank lines and
+    `#` comments skipped) -> ([Job], [error]): each error one line,
+    'WHERE:N: reason' when `where` names the file. The first line's id is
+    salted with `now` alone (what `add LINE` has always done), the others
+    with now and their line number, so a file may hold one text twice.
+    table: action_table(fleet), each job's action checked against it."""
+    recs = []
+    errors = []
+    for n, text in enumerate(texts, 1):
+        text = text.strip()
+        if where is not None and (not text or text[0] == '#'):
+            continue
+        at = '' if where is None else '%s:%d: ' % (where, n)
+        why = merging.line_problem(text)
+        if why is not None:
+            errors.append('%sbad job line: %s' % (at, why))
+            continue
+        try:
+            text = resolve_relative(text, now)
+            rec = jobline.parse(text, salt=str(now) if not recs else '%d.%d' % (now, n), zone_rule=zone_rule)
+        except (jobline.ParseError, UserError) as e:
+            errors.append('%sbad job line: %s' % (at, e))
+            continue
+        why = None if not isinstance(rec, jobline.Job) or table is None else action_problem(rec, table)
+        if not isinstance(rec, jobline.Job):
+            errors.append('%snot a job line: %r' % (at, text))
+        elif why:
+            errors.append('%s%s: %s' % (at, text, why))
+        elif rec.id in cancelled:
+            errors.append('%sjob %s was cancelled; add it again a second later to get a new id' % (at, rec.id))
+        else:
+            recs.append(rec)
+    return recs, errors
+
+
+def add_jobs(fleet, texts, now=None, where=None):
+    """Add user-written job lines in one go, under one seal: all of them,
+    or (any line bad) none, UserError naming the first bad line and how
+    many there are (bad_lines(e) lists them all)."""
     now = int(time.time()) if now is None else now
-    text = text.strip()
-    why = merging.line_problem(text)
-    if why is not None:
-        raise UserError('bad job line: %s' % why)
-    text = resolve_relative(text, now)
-    try:
-        rec = jobline.parse(text, salt=str(now), zone_rule=zone_rule)
-    except jobline.ParseError as e:
-        raise UserError('bad job line: %s' % e)
-    if not isinstance(rec, jobline.Job):
-        raise UserError('not a job line: %r' % text)
-    why = action_problem(rec, action_table(fleet))
-    if why:
-        raise UserError('%s: %s' % (text, why))
-    if rec.id in fleet.cancelled():
-        raise UserError('job %s was cancelled; add it again a second later to get a new id' % rec.id)
-    line = rec.line()
-    fleet.merge_in([line] + fleet.sign([line]), 'add')
-    return rec
+    held = fleet.lines()
+    cancelled = {l[:jobline.ID_LEN] for l in held if l.endswith(' cancel')}
+    recs, errors = job_records(texts, now, where, cancelled, action_table(fleet))
+    if errors:
+        raise _bad(errors, where)
+    if not recs:
+        raise UserError('%s holds no job line: nothing added' % (where or 'the input'))
+    lines = [r.line() for r in recs]
+    fleet.merge_in(lines + fleet.sign(lines, held), 'add')
+    return recs
+
+
+def _bad(errors, where):
+    e = UserError(errors[0] + ('' if len(errors) == 1 else ' (and %d more bad line(s))' % (len(errors) - 1))
+                  + ('; nothing added' if where is not None else ''))
+    e.lines = errors
+    return e
+
+
+def bad_lines(e):
+    """Every bad line of a refused file (add_jobs, cancel_jobs), else [str(e)]."""
+    return getattr(e, 'lines', None) or [str(e)]
 
 
 def cancel_job(fleet, jid):
-    if not jobline.is_id(jid):
-        raise UserError('%r is not a job id (8 characters of 0-9a-v)' % jid)
-    known = {j.id for j in fleet.jobs()}
-    if jid not in known and jid not in fleet.cancelled():
-        raise UserError('no job %s in this fleet (see `companion jobs`)' % jid)
-    line = jid + ' cancel'
-    fleet.merge_in([line] + fleet.sign([line]), 'cancel')
+    cancel_jobs(fleet, [jid])
+
+
+def cancel_jobs(fleet, ids, where=None):
+    """Cancel jobs by id in one go, under one seal: every id must be a job
+    of the fleet (or one cancelled already), else nothing is cancelled.
+    ids from a file (`where`): one a line, its first word (a job line as
+    `companion jobs` shows it will do), blank lines and `#` comments skipped."""
+    held = fleet.lines()
+    known = set()
+    cancelled = set()
+    for l in held:
+        if l[:1] != '.' and l[jobline.ID_LEN:jobline.ID_LEN + 3] not in (' r ', ' a '):
+            (cancelled if l.endswith(' cancel') else known).add(l[:jobline.ID_LEN])
+    todo = []
+    errors = []
+    for n, jid in enumerate(ids, 1):
+        if where is not None:
+            jid = jid.strip()
+            if not jid or jid[0] == '#':
+                continue
+            jid = jid.split()[0]
+        at = '' if where is None else '%s:%d: ' % (where, n)
+        if not jobline.is_id(jid):
+            errors.append('%s%r is not a job id (8 characters of 0-9a-v)' % (at, jid))
+        elif jid not in known and jid not in cancelled:
+            errors.append('%sno job %s in this fleet (see `companion jobs`)' % (at, jid))
+        elif jid not in todo:
+            todo.append(jid)
+    if errors:
+        e = _bad(errors, where)
+        if where is not None:
+            e.args = (str(e).replace('; nothing added', '; nothing cancelled'),)
+        raise e
+    if not todo:
+        raise UserError('%s holds no job id: nothing cancelled' % (where or 'the input'))
+    lines = [jid + ' cancel' for jid in todo]
+    fleet.merge_in(lines + fleet.sign(lines, held), 'cancel')
+    return todo
 
 
 def degrees_text(x):

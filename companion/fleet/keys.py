@@ -18,6 +18,9 @@ Files under FLEET/keys/:
     next_seq(fleet_dir) -> int             reserve the next SEQ (persisted)
     sign_batch(lines, seq, fleet_dir) -> ".b ..." record
     sign_lines(fleet_dir, lines) -> [".b ...", ...]   needs_batch lines, <= MAX_LINES a batch
+    seal(fleet_dir, held, lines) -> [".b @SLOT ...", ...]   what the fleet file does not cover yet,
+                                    into its newest slot, then new ones (docs/security.md#seals)
+    reseal(fleet_dir, lines) -> slot records 1..n over every line afresh (after a rotation)
     rotate(fleet_dir) -> ".k ..." record   (then re-sign the live lines: sign_lines)
     new_device_secret() -> 64 hex
     mac_result(secret, line_without_mac) -> 16 hex      check_result(secret, line, mac) -> bool
@@ -180,8 +183,8 @@ def highest_seq(fleet_dir):
     try:
         with open(os.path.join(fleet_dir, "jobs.txt"), "rb") as f:
             for line in f:
-                if line[:3] in (b".b ", b".k ") and line[3:11].isdigit():
-                    best = max(best, int(line[3:11]))
+                if line[:3] in (b".b ", b".k "):     # a slot record's SEQ after its slot
+                    best = max(best, batch.rec_seq(line[:batch.SLOT_AT + batch.SEQ_W].decode("latin-1")))
     except OSError:
         pass
     return best
@@ -220,6 +223,89 @@ def sign_lines(fleet_dir, lines):
     for i in range(0, len(todo), batch.MAX_LINES):
         out.append(sign_batch(todo[i:i + batch.MAX_LINES], next_seq(fleet_dir), fleet_dir))
     return out
+
+
+def _slots(held):
+    """{slot: (seq, keyid, digests)} of the slot records among held lines (the
+    latest version of each), and the set of digests any .b record covers."""
+    slots = {}
+    covered = set()
+    for ln in held:
+        if ln[:3] != '.b ':
+            continue
+        try:
+            seq, kid, ds, _, _ = batch.parse_batch(ln)
+        except ValueError:
+            continue
+        covered.update(ds[i:i + batch.DIGEST] for i in range(0, len(ds), batch.DIGEST))
+        sl = batch.slot_of(ln)
+        if sl:
+            n = int(sl[4:8])
+            if n not in slots or slots[n][0] < seq:
+                slots[n] = (seq, kid, ds)
+    return slots, covered
+
+
+def _todo(lines, covered=()):
+    out = []
+    seen = set(covered)
+    for ln in lines:
+        ln = ln.rstrip('\r\n')
+        if batch.needs_batch(ln):
+            d = batch.line_digest(ln)
+            if d not in seen:
+                seen.add(d)
+                out.append(d)
+    return out
+
+
+def seal(fleet_dir, held, lines, seq=None):
+    """The seal (docs/security.md#seals): slot records covering the
+    fleet-authored lines among `lines` that no .b record among `held` (the
+    fleet file) covers yet. The newest slot, when it has room and is signed
+    by the current key, takes them first as a new version of itself (a
+    later SEQ: merge.compact keeps it and drops the old one, on the
+    companion and on every board), the rest go to new slots of SLOT_LINES.
+    So N jobs added one `add` each cost ceil(N / SLOT_LINES) records, not N.
+    seq: the SEQ to sign a single record with (reserved by the caller)."""
+    slots, covered = _slots(held)
+    new = _todo(lines, covered)
+    if not new:
+        return []
+    trusted_pubs(fleet_dir)         # a damaged key file is refused before a SEQ is reserved
+    key = load_private(fleet_dir)
+    kid = rsa.keyid(pub_text_of(key))
+    top = max(slots) if slots else 0
+    groups = []
+    per = batching.SLOT_LINES
+    if top and slots[top][1] == kid and len(slots[top][2]) // batch.DIGEST < per:
+        ds = slots[top][2]
+        have = [ds[i:i + batch.DIGEST] for i in range(0, len(ds), batch.DIGEST)]
+        room = per - len(have)
+        groups.append((top, have + new[:room]))
+        new = new[room:]
+    for i in range(0, len(new), per):
+        top += 1
+        groups.append((top, new[i:i + per]))
+    if seq is not None and len(groups) != 1:
+        raise ValueError('a reserved SEQ signs one record, not %d' % len(groups))
+    return [batching.make_batch_record(seq if seq is not None else next_seq(fleet_dir), kid, ds,
+                                       lambda dg: _sign(key, dg), slot=sl)
+            for sl, ds in groups]
+
+
+def reseal(fleet_dir, lines):
+    """Slot records 1..n covering every fleet-authored line of lines afresh
+    under the current key (after a rotation; or to drop the digests of
+    lines gone from the fleet): each replaces the slot's older version."""
+    trusted_pubs(fleet_dir)
+    key = load_private(fleet_dir)
+    kid = rsa.keyid(pub_text_of(key))
+    todo = _todo(lines)
+    per = batching.SLOT_LINES
+    return [batching.make_batch_record(next_seq(fleet_dir), kid, todo[i:i + per],
+                                       lambda dg: _sign(key, dg), slot=i // per + 1)
+            for i in range(0, len(todo), per)]
 
 
 def rotate(fleet_dir):

@@ -111,7 +111,8 @@ def replay_floor(fleet):
     still holds, so batches compacted away before it was provisioned are
     refused as replays (docs/security.md)."""
     from companion.fleet import keys
-    live = [int(l[3:11]) for l in fleet.lines() if l[:3] in ('.b ', '.k ')]
+    from sporadic.core import batch
+    live = [batch.rec_seq(l) for l in fleet.lines() if l[:3] in ('.b ', '.k ')]
     return (min(live) - 1) if live else keys.current_seq(fleet.dir)
 
 
@@ -225,6 +226,6 @@ def prepare(fleet, dev_id, board, network=None, secret=None, pubkey=None, positi
         if not fleet.insecure:
             from companion.fleet import keys
             host_seq = keys.current_seq(fleet.dir) + 1
-            host_lines.append(keys.sign_batch([line], host_seq, fleet.dir))
+            host_lines += keys.seal(fleet.dir, fleet.lines(), [line], seq=host_seq)
     return Provision(fleet, dev_id, board, extra, secret, pubkey, new_secret, new_key,
                      host_lines, host_seq)

@@ -369,6 +369,9 @@ def status_rows(fleet, now=None, dups=None):
             'recovered': (st.get('store') or {}).get('recovered') or [],
             'deployed': provisioned_at(d),
             'usual_interval_s': usual_interval(d.get('syncs') or []),
+            # own records the board dropped for want of flash: those the
+            # companion counted (syncer.outbox) and those it has not read yet
+            'results_dropped': d.get('results_dropped', 0) + ((st.get('store') or {}).get('outbox_dropped') or 0),
         })
         rows[-1]['attention'] = attention(rows[-1], d, now, actions_at)
     return rows

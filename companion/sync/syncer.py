@@ -10,6 +10,7 @@ merge the core's (sporadic.desktop.merging), the MAC check the core's
 """
 import json
 import os
+import re
 import time
 from contextlib import contextmanager
 
@@ -22,6 +23,7 @@ from companion.link import open as links
 from companion.fleet import folder as fleet_folder
 from companion.fleet.folder import device_secret, secret_for, verify_result
 from companion.link.base import LinkError, NotSporadic
+from companion.sync.outbox import board_answer, outbox
 
 
 @contextmanager
@@ -274,12 +276,6 @@ def deploy(fleet, port, dev_id=None, board=None, network=None, compile=True, pro
 
 # -- sync --------------------------------------------------------------------------
 
-def _check(resp, what):
-    if resp.startswith('!error'):
-        raise UserError('board refused %s: %s' % (what, resp[7:]))
-    return resp
-
-
 def sync(fleet, port, progress=True, link=None, now=None):
     """Merge both ways with one board; returns a report dict."""
     fleet.check_files()       # a bad fleet file stops the sync before the board or the folder changes
@@ -294,6 +290,10 @@ def sync(fleet, port, progress=True, link=None, now=None):
     except NotSporadic as e:
         raise UserError(str(e)) from e
     except (LinkError, recon.SyncError) as e:
+        if 'board full' in str(e):
+            m = re.search(r'keeps its (\d+) B', str(e))
+            raise UserError('%s is full: its flash takes no more jobs (folding them in needs room for a second '
+                            'copy of its job file); it keeps the %s it holds' % (port, '%s bytes of jobs' % m.group(1) if m else 'jobs'))
         raise UserError('sync with %s broke off: %s (nothing is lost: the next sync completes it)%s'
                         % (port, e, memory_hint(str(e), seen.get('heap'))))
     finally:
@@ -359,7 +359,7 @@ def _sync(fleet, port, link, now, base=0, seen=None):
     check_fleet(fleet, link.call('F'), port)
     now = int(time.time()) if now is None else now
     # 1. the board's clock, from the companion's, over the board's own line
-    answer = _check(link.call('T %d' % now), 'the time').split()
+    answer = board_answer(link.call('T %d' % now), 'the time').split()
     dev_id, before = answer[0], answer[1]
     heap = int(answer[2]) if len(answer) > 2 and answer[2].isdigit() else None
     if seen is not None:
@@ -405,19 +405,12 @@ def _sync(fleet, port, link, now, base=0, seen=None):
         # unchanged pair costs T and S only.
         # O and C may compact (a rewrite of the board's whole job file): as
         # streamed answers, the board's keep-alives hold the link open
-        out = _check(call('O'), 'the outbox').replace('\r\n', '\n')
-        seg, _, body = out.partition('\n')
-        outbox = [l for l in body.split('\n') if l]
-        for l in outbox:
-            r = jobline.parse(l)
-            if isinstance(r, jobline.Result) and verify_result(fleet, r) is False:
-                flagged.append('unverified result in outbox of %s: %s' % (dev_id, l[:80]))
-        new_results = fleet.add_results(outbox + [l for l in received if merging.is_result(l)])
-        if int(seg):
-            _check(link.call('A %s' % seg), 'the acknowledgement')
-        if stats['lines_out'] or int(seg):    # the board received lines or sealed its log
-            _check(call('C'), 'compaction')
-        status = json.loads(_check(link.call('I'), 'the status'))
+        got = outbox(fleet, dev_id, call, link.call, heap, flagged)
+        new_results = got['new'] + fleet.add_results([l for l in received if merging.is_result(l)])
+        seg = got['upto']
+        if stats['lines_out'] or seg:    # the board received lines or sealed its log
+            board_answer(call('C'), 'compaction')
+        status = json.loads(board_answer(link.call('I'), 'the status'))
     info = fleet.device(dev_id) or {'id': dev_id}
     wire = link.bytes_sent + link.bytes_received - base
     info.update({'port': port, 'last_sync': now, 'drift': drift, 'status': status, 'complete': True,
@@ -425,6 +418,11 @@ def _sync(fleet, port, link, now, base=0, seen=None):
                  # the sections it ran in: a duplicate names each run's last sync (fleetcmd.duplicates)
                  'syncs': (info.get('syncs') or [])[1 - SYNCS_KEPT:] + [now]})
     fleet.save_device(info)
+    store = (status or {}).get('store') or {}
+    if store.get('full'):
+        # it answered from what it holds, lines it could not fold in waiting
+        # in in.txt: said in one line at every sync until it has room
+        raise recon.SyncError('board full: keeps its %d B of jobs' % store.get('jobs_bytes', 0))
     refused = ['%s (%s)' % (l[:80], why) for l, why in stats.get('refused_remote', [])]
     return {'id': dev_id, 'drift': drift or 0, 'lines_sent': stats['lines_out'],
             'lines_received': stats['lines_in'], 'new_results': len(new_results),

@@ -15,3 +15,15 @@ def forget(name):
             delattr(parent, name[i + 1:])
         except (AttributeError, TypeError, KeyError):
             pass
+
+
+def forget_since(had):
+    # forget the sporadic modules loaded since `had` (a list of sys.modules'
+    # names): what one request or one rare path loaded, and only that (a
+    # module the loop had before stays, with the objects that use it)
+    import sys
+    if sys.implementation.name == 'cpython':
+        return
+    for name in list(sys.modules):
+        if name[:9] == 'sporadic.' and name not in had:
+            forget(name)

@@ -7,12 +7,16 @@ persists what comes out (see docs/security.md).
 Records (one line each; byte order of SEQ = numeric order):
 
     .b SEQ KEYID DIGESTS SIG        a batch
+    .b @SLOT SEQ KEYID DIGESTS SIG  a batch in a slot: a later SEQ of the
+                                    same slot replaces it (merge.compact)
     .k SEQ OLDID NEWKEY SIG         a key rotation, signed by the old key
 
     SEQ      8 decimal digits, > 0, one counter per fleet (batches and rotations)
     KEYID    8 hex: rsa.keyid() of the key that signed
-    DIGESTS  16 hex per covered line: line_digest() of each line, sorted, no
-             repeats, 1..MAX_LINES of them, written without separators
+    SLOT     4 decimal digits, > 0 (the companion's seal: docs/security.md#seals)
+    DIGESTS  line_digest() of each covered line, sorted, no repeats,
+             1..MAX_LINES of them: 16 hex a line without separators, or in
+             a slot record base64 (canonical, padded) of the 8-byte digests
     NEWKEY   the new public key text (rsa2048:<hex n>)
     SIG      base64 of the RSA-2048 PKCS#1 v1.5 SHA-256 signature over the
              record's text before " SIG" (so the kind, seq and key id are signed)
@@ -25,6 +29,8 @@ Records (one line each; byte order of SEQ = numeric order):
     needs_batch(line) -> bool      fleet-authored: must be covered by a batch
     digests_of(record), covers(digests, line)   for senders and GC of .b records
     ingest_key(line)               sort key: .b/.k by SEQ, then the lines
+    rec_id(line), rec_seq(line), slot_of(line)   a record's kind+SEQ prefix, SEQ, slot
+    held_digests(line)             the digests of a held (verified) .b record
     Verifier(pubkeys, hwm, held=(), retired=())
         .add_key(line) / .add_batch(line) / .check(line) / .take(line) -> reason or None
         .hwm .keytexts() .retired     state to persist after the ingest is committed
@@ -44,6 +50,8 @@ DIGEST = const(8)        # bytes of sha256 kept per line
 MAX_LINES = const(128)   # lines per batch (a .b record is then <= ~2.4 KB)
 WINDOW = const(512)      # digests a Verifier holds at once (4 KB)
 SEQ_W = const(8)
+SLOT_W = const(4)
+SLOT_AT = const(9)       # len('.b @0001 '): a slot record's SEQ starts here
 
 # kinds of fleet records (".X ...") written by boards, not by the companion:
 # they carry a device MAC instead of a batch.
@@ -85,13 +93,56 @@ def needs_batch(line):
     return not (rest[:2] == "r " or rest == "r" or rest[:2] == "a ")
 
 
+def slot_of(line):
+    """'.b @SLOT ' (the prefix every version of the slot shares) of a slot
+    record, else None."""
+    if line[:4] == ".b @":
+        return line[:SLOT_AT]
+    return None
+
+
+def rec_id(line):
+    """A .b/.k record's kind and SEQ, as text ('.b 00000007', '.b @0003
+    00000020'): equal for the same record; None for other lines."""
+    k = line[:3]
+    if k != ".b " and k != ".k ":
+        return None
+    if line[3:4] == "@":
+        return line[:SLOT_AT + SEQ_W]
+    return line[:3 + SEQ_W]
+
+
+def rec_seq(line):
+    """The SEQ of a .b/.k record (int), or -1 when it has none readable."""
+    i = rec_id(line)
+    s = i[-SEQ_W:] if i else ""
+    return int(s) if len(s) == SEQ_W and s.isdigit() else -1
+
+
 def ingest_key(line):
     """Sort key for feeding a Verifier: .b and .k records by SEQ, then the lines."""
     if isinstance(line, (bytes, bytearray)):
         line = line.decode()
-    if line[:3] == ".b " or line[:3] == ".k ":
-        return (0, line[3:3 + SEQ_W], line)
+    i = rec_id(line)
+    if i:
+        return (0, i[-SEQ_W:], line)
     return (1, "", line)
+
+
+def held_digests(line):
+    """The digests (bytes, DIGEST a line) of a .b record the store holds,
+    without checking its signature (it was checked on arrival); None for
+    other lines or one that does not read."""
+    if line[:3] != ".b ":
+        return None
+    a = line.find(" ", 12 if line[3:4] != "@" else SLOT_AT + 9)
+    b = line.find(" ", a + 1)
+    try:
+        if line[3:4] == "@":
+            return binascii.a2b_base64(line[a + 1:b])
+        return binascii.unhexlify(line[a + 1:b])
+    except Exception:
+        return None
 
 
 def _seq(s):
@@ -130,7 +181,14 @@ def _fields(line, kind):
         line = line.decode()
     line = line.rstrip("\r\n")
     f = line.split(" ")
-    if len(f) != 5 or f[0] != kind:
+    if kind == ".b" and len(f) == 6 and f[1][:1] == "@":
+        s = f.pop(1)[1:]
+        if len(s) != SLOT_W or not s.isdigit() or int(s) <= 0:
+            raise ValueError("slot is not %d digits" % SLOT_W)
+        f.append(s)
+    elif len(f) != 5:
+        raise ValueError("malformed %s record" % kind)
+    if f[0] != kind:
         raise ValueError("malformed %s record" % kind)
     return line, f
 
@@ -145,17 +203,28 @@ def parse_batch(line):
     seq = _seq(f[1])
     kid = _hexid(f[2])
     h = f[3]
-    if not h or len(h) % (2 * DIGEST):
-        raise ValueError("digest list is not 16 hex a line")
-    n = len(h) // (2 * DIGEST)
+    if len(f) == 6:      # a slot record: base64 digests
+        try:
+            d = binascii.a2b_base64(h)
+        except Exception:
+            raise ValueError("digest list is not base64")
+        if not d or len(d) % DIGEST:
+            raise ValueError("digest list is not 8 bytes a line")
+        if binascii.b2a_base64(d).decode().strip() != h:
+            raise ValueError("digest list is not canonical base64")
+        n = len(d) // DIGEST
+    else:
+        if not h or len(h) % (2 * DIGEST):
+            raise ValueError("digest list is not 16 hex a line")
+        n = len(h) // (2 * DIGEST)
+        try:
+            d = binascii.unhexlify(h)
+        except Exception:
+            raise ValueError("digest list is not hex")
+        if h != h.lower():
+            raise ValueError("digest list is not lower-case hex")
     if n > MAX_LINES:
         raise ValueError("batch of %d lines (max %d)" % (n, MAX_LINES))
-    try:
-        d = binascii.unhexlify(h)
-    except Exception:
-        raise ValueError("digest list is not hex")
-    if h != h.lower():
-        raise ValueError("digest list is not lower-case hex")
     prev = None
     for i in range(n):
         x = d[i * DIGEST:(i + 1) * DIGEST]
@@ -176,7 +245,7 @@ def parse_key(line):
     return seq, kid, f[3], sig, len(line) - len(f[4]) - 1
 
 
-def _body_digest(line, body_len):
+def body_digest(line, body_len):
     if isinstance(line, str):
         line = line.encode()
     h = hashlib.sha256(memoryview(line)[:body_len])
@@ -267,7 +336,7 @@ class Verifier:
         k, why = self._key(kid)
         if why:
             return why
-        if not rsa.verify(k[0], k[1], _body_digest(line, blen), sig):
+        if not rsa.verify(k[0], k[1], body_digest(line, blen), sig):
             return "bad signature on key record %08d" % seq
         why = self._fresh(seq)
         if why:
@@ -289,7 +358,7 @@ class Verifier:
         k, why = self._key(kid)
         if why:
             return why
-        if not rsa.verify(k[0], k[1], _body_digest(line, blen), sig):
+        if not rsa.verify(k[0], k[1], body_digest(line, blen), sig):
             return "bad signature on batch %08d" % seq
         why = self._fresh(seq)
         if why:

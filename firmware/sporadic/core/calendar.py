@@ -8,8 +8,10 @@ except ImportError:
     def const(x):
         return x
 
-from sporadic.core import cron, tzrule, sun
-from sporadic.core import plan as _plan   # plan.position: where the planning host is
+from sporadic.core import cron, tzrule
+# sun and plan (plan.position: where the planning host is) are imported where
+# a due time is computed: checking a line (a board taking a delivery) needs
+# neither, and a 128K unix board's sync has no room for them then
 from sporadic.core.timeutil import parse_duration
 
 CRON = const(0)
@@ -79,7 +81,8 @@ class Series:
         return self.s[0] != CRON
 
     def _placed(self):
-        s = placed(self.s, _plan.position)
+        from sporadic.core import plan
+        s = placed(self.s, plan.position)
         if s is not None:
             self.s = s
         return s
@@ -146,6 +149,7 @@ def _event(k, lat, lon, rising):
     c = _sun_last
     if c is not None and c[0] == key:
         return c[1]
+    from sporadic.core import sun
     e = sun.event(k, lat, lon, rising)
     _sun_last = (key, e)
     return e
@@ -156,6 +160,7 @@ def _sun_at(s, k):
     # neither rises nor sets that day (the instance exists as a miss)
     e = _event(k, s[4], s[5], s[0] == SUNRISE)
     if e is None:
+        from sporadic.core import sun
         return sun.noon(k, s[5]) + s[1], False
     return e + s[1], True
 

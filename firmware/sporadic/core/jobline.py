@@ -468,6 +468,12 @@ def parse(line, salt=None, zone_rule=None):
 
 def canonical(line, salt=None, zone_rule=None):
     """The canonical text of a line, or None for blank/comment."""
+    k = line[:3]
+    if (k == '.b ' or k == '.k ') and line[3:4] not in ' \t' and line[-1:] not in ' \t\r\n':
+        # a batch or key record is its own text (parse keeps a '.' record
+        # word for word; batch.parse_batch checks its fields): no copies of
+        # a ~1 KB seal record in a small heap (docs/budgets.md#27)
+        return line
     r = parse(line, salt, zone_rule)
     return None if r is None else r.line()
 

@@ -79,6 +79,15 @@ def compact(lines, conflicts=None, signed=None):
             asg = None
             seen_job = False
         if g == '.':
+            # seal slots (`.b @SLOT SEQ ...`, docs/security.md#seals): of one
+            # slot's records, sorted by SEQ, those of the last SEQ stay
+            if job is not None:
+                if line[:9] != job[:9] or line[:17] == job[:17]:
+                    yield job
+                job = None
+            if line[:4] == '.b @':
+                job = line
+                continue
             yield line
             continue
         kind = line[ID_LEN + 1:ID_LEN + 3]

@@ -35,37 +35,8 @@ API
   EOF (used by tests over a pipe; a TCP or REPL server can do the same).
 - file_source(*paths): a source streaming the lines of some files in turn.
 
-Request language (one line each way, printable ASCII, no newline inside;
-nodes are lowercase hex prefixes of at most MAXDEPTH digits, '.' = root)
--------------------------------------------------------------------------
-    S [node ...]      -> "<count>.<xor16>" per node (hex; no node = root),
-                         at most MAXQ nodes
-    N node ...        -> at most MAXQ nodes; one answer per node, space
-                         separated:
-                         "=d,d,..."  the node's digests (count <= LEAF), each
-                                     written from after the node's prefix
-                                     up to DIGLEN hex digits
-                         "*"         too dense at MAXDEPTH: swap it whole
-                         "e0,...,e15" its 16 children, e = "" when empty,
-                                     else "<count hex><low 32 bits of xor,
-                                     8 hex>"
-    D node ...        -> per node "=d,d,..." as above, or "+" when it holds
-                         more than LEAF lines (the driver then asks N); the
-                         driver sends D for nodes it knows are small: the
-                         responder keeps LEAF digests a node, no children,
-                         so one D carries MAXD nodes
-    G item ...        -> the lines whose hex digest starts with an item (a
-                         node or a DIGLEN digest), tab separated, escaped;
-                         at most MAXG items ('.' = every line)
-    P line<TAB>line.. -> "<accepted>" then "<TAB><digest12> <reason>" per
-                         refused line
-    error             -> "!reason"
-A round: S root -> equal: done (one round trip, ~22 bytes). Else, level by
-level, N for differing nodes with many lines, D for small ones, comparing
-children with the local side's; the terminal nodes are: remote empty (push
-all local lines there), local empty (G the node), leaf digests (push local
-lines not listed, G listed digests not held). Then P in chunks of put_bytes,
-G in chunks, and S again to verify.
+The request language (S, N, D, G, P; one line each way, printable ASCII)
+and the rounds: docs/sync.md#the-request-language and #rounds.
 
 Lines travel escaped: '%', '!', control and non-ASCII bytes become %XX
 (UTF-8), so a line never holds a tab or a newline on the wire.
@@ -92,6 +63,7 @@ MAXDEPTH = const(7)    # prefix digits (7 x 4 = 28 bits: small ints everywhere)
 DIGLEN = const(12)     # hex digits naming one line in N answers and G requests
 MAXG = const(256)      # items in one G request
 REQ_MAX = const(2048)  # request characters a driver sends at most
+REC = const(12)        # one record of a digest index: digest (8 bytes), the line's offset (u32, little-endian)
 _HEX = '0123456789abcdef'
 
 
@@ -219,16 +191,17 @@ class Nodes:
             self.cx = bytearray(64 * n)
             self.lf = bytearray(LEAF * 8 * n) if leaf else None
 
-    def add(self, d):
+    def add(self, d, o=0):
+        # d: a digest at offset o of a buffer (no slice made of it)
         for L, tab in self.groups:
             h = L >> 1
             k = 0
             i = 0
             while i < h:
-                k = (k << 8) | d[i]
+                k = (k << 8) | d[o + i]
                 i += 1
             if L & 1:
-                k = (k << 4) | (d[h] >> 4)
+                k = (k << 4) | (d[o + h] >> 4)
             j = tab.get(k)
             if j is None:
                 continue
@@ -236,32 +209,41 @@ class Nodes:
             self.cnt[j] = c + 1
             if self.s:
                 x = self.x
-                o = j * 8
+                p = j * 8
                 for i in range(8):
-                    x[o + i] ^= d[i]
+                    x[p + i] ^= d[o + i]
                 continue
             lf = self.lf
             if lf is not None and c < LEAF:
-                o = (j * LEAF + c) * 8
+                p = (j * LEAF + c) * 8
                 for i in range(8):
-                    lf[o + i] = d[i]
+                    lf[p + i] = d[o + i]
             if self.d:
                 continue
-            nib = (d[h] & 15) if (L & 1) else (d[h] >> 4)
+            nib = (d[o + h] & 15) if (L & 1) else (d[o + h] >> 4)
             ci = j * 16 + nib
             self.cc[ci] += 1
             x = self.cx
-            o = ci * 4
-            x[o] ^= d[4]
-            x[o + 1] ^= d[5]
-            x[o + 2] ^= d[6]
-            x[o + 3] ^= d[7]
+            p = ci * 4
+            x[p] ^= d[o + 4]
+            x[p + 1] ^= d[o + 5]
+            x[p + 2] ^= d[o + 6]
+            x[p + 3] ^= d[o + 7]
 
     def run(self, source):
         for line in source():
             line = clean(line)
             if line is not None:
                 self.add(digest(line))
+        return self
+
+    def run_index(self, idx):
+        # the digests of an index (Responder's `index`), REC bytes a record
+        for buf, n in idx.chunks():
+            o = 0
+            while o < n:
+                self.add(buf, o)
+                o += REC
         return self
 
     def summary(self, j):
@@ -334,12 +316,29 @@ def _scan_nodes(body, maxn):
 
 
 class Responder:
-    """The answering end: Responder(source, receive).handle(request) -> str."""
+    """The answering end: Responder(source, receive).handle(request) -> str.
 
-    def __init__(self, source, receive, maxq=MAXQ):
+    index: None, or a callable returning None (answer from the lines) or a
+    digest index of the source as it is: an object with `count`, `xor` (the
+    root's summary: count and 8-byte XOR of every digest), `chunks()` (an
+    iterator of (buffer, nbytes): records of REC bytes, the line's digest
+    first, then its offset) and `lines(offsets)` (the lines at those
+    offsets, sorted). A store keeps one beside its file (8+4 bytes a line):
+    S of the root then reads no line at all, and N, D and G read the
+    records instead of reading and hashing every line."""
+
+    def __init__(self, source, receive, maxq=MAXQ, index=None):
         self.source = source
         self.receive = receive
         self.maxq = maxq
+        self.index = index
+
+    def _idx(self):
+        return self.index() if self.index is not None else None
+
+    def _run(self, a):
+        idx = self._idx()
+        return a.run_index(idx) if idx is not None else a.run(self.source)
 
     def handle(self, request):
         return ''.join(self.handle_iter(request))
@@ -356,18 +355,22 @@ class Responder:
             body = request[2:]
             if verb == 'S':
                 nodes = _scan_nodes(body, self.maxq) if body else [(0, 0)]
-                a = Nodes(nodes, 'S').run(self.source)
+                if not body:
+                    idx = self._idx()
+                    if idx is not None:
+                        return iter(('%x.%s' % (idx.count, hexd(idx.xor)),))
+                a = self._run(Nodes(nodes, 'S'))
                 return iter((' '.join([a.summary(j) for j in range(a.n)]),))
             if verb == 'N':
                 nodes = _scan_nodes(body, self.maxq)
                 if not nodes:
                     return iter(('!no nodes',))
-                return self._answers(Nodes(nodes, 'N').run(self.source))
+                return self._answers(self._run(Nodes(nodes, 'N')))
             if verb == 'D':
                 nodes = _scan_nodes(body, MAXD)
                 if not nodes:
                     return iter(('!no nodes',))
-                return self._answers(Nodes(nodes, 'D').run(self.source))
+                return self._answers(self._run(Nodes(nodes, 'D')))
             if verb == 'G':
                 return self._get(body)
             if verb == 'P':
@@ -399,12 +402,31 @@ class Responder:
             elif len(w) not in lens:
                 lens.append(len(w))
         words = None
-        return self._get_gen(root, lens, ' ' + body + ' ')
+        pad = ' ' + body + ' '
+        idx = None if root else self._idx()
+        if idx is not None:
+            return self._get_gen(root, lens, pad, idx.lines(self._offsets(idx, lens, pad)))
+        return self._get_gen(root, lens, pad, self.source())
 
-    def _get_gen(self, root, lens, pad):
+    def _offsets(self, idx, lens, pad):
+        # the offsets of the index's records whose digest an item names
+        offs = []
+        for buf, n in idx.chunks():
+            o = 0
+            while o < n:
+                hx = hexd(buf[o:o + 8])
+                for L in lens:
+                    if (' ' + hx[:L] + ' ') in pad:
+                        offs.append(buf[o + 8] | (buf[o + 9] << 8) | (buf[o + 10] << 16) | (buf[o + 11] << 24))
+                        break
+                o += REC
+        offs.sort()
+        return offs
+
+    def _get_gen(self, root, lens, pad, lines):
         first = True
         try:
-            for line in self.source():
+            for line in lines:
                 line = clean(line)
                 if line is None:
                     continue

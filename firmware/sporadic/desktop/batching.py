@@ -4,15 +4,25 @@ import binascii
 import hashlib
 
 from sporadic.core import rsa
-from sporadic.core.batch import MAX_LINES, DIGEST, SEQ_W, parse_batch, line_digest, find_digest
+from sporadic.core.batch import MAX_LINES, DIGEST, SEQ_W, SLOT_W, parse_batch, line_digest, find_digest
+
+
+# lines a seal puts in one slot record (docs/security.md#seals): a record of
+# 64 is about 1 KB, no longer than the P request a 128K board is sent (one
+# of 128, 1.7 KB, broke a 128K unix board's compaction now and then: its
+# store reads a line whole, and a heap fragmented by a sync had no block
+# that large); 13.6 -> 16.4 bytes a line
+SLOT_LINES = 64
 
 
 def _b64(sig):
     return binascii.b2a_base64(sig).decode().strip()
 
 
-def make_batch_record(seq, keyid, digests, sign_fn):
-    """The .b line covering digests (8-byte line_digest values, any order).
+def make_batch_record(seq, keyid, digests, sign_fn, slot=None):
+    """The .b line covering digests (8-byte line_digest values, any order);
+    with slot (1..9999) a slot record (`.b @SLOT SEQ ...`, base64 digests),
+    which a later SEQ of the same slot replaces.
 
     sign_fn(sha256_digest_bytes) -> signature bytes (the desktop holds the key).
     """
@@ -24,7 +34,12 @@ def make_batch_record(seq, keyid, digests, sign_fn):
             raise ValueError("digest is not %d bytes" % DIGEST)
     if seq <= 0 or seq >= 10 ** SEQ_W:
         raise ValueError("seq out of range")
-    body = ".b %08d %s %s" % (seq, keyid, binascii.hexlify(b"".join(ds)).decode())
+    if slot is None:
+        body = ".b %08d %s %s" % (seq, keyid, binascii.hexlify(b"".join(ds)).decode())
+    else:
+        if not 0 < slot < 10 ** SLOT_W:
+            raise ValueError("slot out of range")
+        body = ".b @%04d %08d %s %s" % (slot, seq, keyid, _b64(b"".join(ds)))
     sig = sign_fn(hashlib.sha256(body.encode()).digest())
     return body + " " + _b64(sig)
 

@@ -30,6 +30,23 @@ def _cfg(root):
         return {}
 
 
+def _outbox(st):
+    # a packing of the outbox cut short (device/outbox.py): a partial pack
+    # goes (its raw segments are all there), a complete one (renamed to pN)
+    # holds every raw segment <= N, which go
+    names = os.listdir(st.out)
+    if 'p.tmp' in names:
+        remove(st.out + '/p.tmp')
+        st.notes.append('removed partial outbox pack')
+    top = 0
+    for name in names:
+        if name[:1] == 'p' and name[1:].isdigit():
+            top = max(top, int(name[1:]))
+    for name in names:
+        if name.isdigit() and int(name) <= top:
+            remove(st.out + '/' + name)
+
+
 def recover(st):
     st.log_size = size(st.log)
     st.in_size = size(st.inp)
@@ -39,6 +56,7 @@ def recover(st):
             os.mkdir(st.out)
         except OSError:   # LittleFS after a power cut: stat failed, the folder is there
             pass
+    _outbox(st)
     cfg = _cfg(st.root)
     signed = stamp.signed(cfg)
     file_stamp = stamp.file_stamp
@@ -53,9 +71,12 @@ def recover(st):
         else:   # not what a compaction of this store wrote
             rename(st.new, newbad)
     for p in (st.tmp, st.log[:-4] + '.tmp', st.inp[:-4] + '.tmp', st.root + 'jobs.chk',
-              st.root + 'jobs.dig'):
+              st.root + 'jobs.dig', st.root + 'jobs.rxn'):
         if exists(p):
-            remove(p)
+            try:
+                remove(p)
+            except OSError:     # a full flash may refuse even that: the next open
+                continue
             st.notes.append('removed partial ' + p)
     _check_log(st, st.log, 'log', cfg if signed and cfg.get('id') else None)
     _check_log(st, st.inp, 'in')

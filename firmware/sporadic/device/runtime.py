@@ -243,7 +243,12 @@ class Runtime:
             kept = self._agenda_text()
             self._agenda = None
             gc.collect()
-            self.store.compact()
+            try:
+                self.store.compact()
+            except OSError as e:   # the flash is full: keep running on what it holds
+                if e.args[0] != store.ENOSPC:
+                    raise
+                self.error = str(e)
             self._agenda = _agenda_list(kept)
             if self._agenda is None and self._due is not None:   # no room kept it: the index is cleared
                 self.jobs = self._due[1]   # the index's count (the due pass counted its own)

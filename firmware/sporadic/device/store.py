@@ -1,7 +1,7 @@
 # The flash store (docs/device.md): jobs.txt (sorted, compacted, canonical)
 # + log.txt (append-only own records) + in.txt (append-only received lines)
-# + quar.txt (refused lines with reasons) + out/N (outbox: own records the
-# companion has not acknowledged yet).
+# + quar.txt (refused lines with reasons) + out/N, out/pN (outbox: own
+# records the companion has not acknowledged yet, device/outbox.py).
 #
 # Compaction: the small logs are sorted in RAM and stream-merged with
 # jobs.txt (merge.merge_sorted + merge.compact) into jobs.tmp, whose stamp
@@ -30,12 +30,20 @@ LOG_MAX = const(2048)     # own log bytes that trigger a compaction
 # late) ran a 56K board out of memory here, on every boot after it too
 PASS_LOG_MAX = const(4096)
 IN_MAX = const(1024)      # received bytes that trigger a compaction
-OUT_MAX = const(16)       # outbox segments kept (oldest dropped beyond)
 QUAR_MAX = const(8192)    # quar.txt bytes before it is rotated to quar.old
 CHUNK = const(256)        # bytes gathered before one write while compacting
 CRASH_EXIT = const(77)
+ENOSPC = const(28)
 FEED_LINES = const(64)    # lines read between two calls of `feed`
 WAKE_INDEX = True         # the loop keeps a wake index (wake.py); False: bench/wake.py's baseline
+PACK = True               # the outbox is packed (outbox.py); False: bench/scale_outbox.py's baseline
+PACK_AT = const(12288)    # raw outbox segment bytes packed together (outbox.py)
+OUT_MARGIN = const(4)     # flash blocks kept free beyond what the next compaction needs
+PACK_FREE = const(32768)  # free heap the loop needs to pack the outbox itself (else the sync does)
+# free heap under which a sync lets the code of one part go before the next
+# (splice after a compaction, the parser's rare modules after a delivery):
+# a 128K unix board's; a Pico (~190 KB free) keeps them, no import again
+SYNC_TIGHT = const(65536)
 
 # The watchdog: every long read calls feed() each FEED_LINES lines (set to
 # board.wdt_feed by the runtime and the sync server). A board's watchdog,
@@ -163,16 +171,18 @@ class Store:
         self.notes = []          # what recovery did at open
         self.quarantined = 0     # lines in quar.txt (and rotated away)
         self.compactions = 0
-        self.out_dropped = 0
         self.conflicts = 0
         self._pend = None
         self._tr = 0             # storesync.trust: 0 not loaded yet, None insecure
         self.unverified = False  # jobs.txt's stamp taken unhashed at open (recover.py)
+        self.full_at = 0         # log and in.txt bytes when a compaction last met a full flash
+        self.rx = False          # compactions write jobs.rx and splice with it: set by a sync
+                                 # (splice.index); the loop's own leave splice.py unloaded
         self.recover()
 
     def recover(self):
         # the recovery code is loaded for the open only, then dropped from
-        # RAM before a re-import of a changed file (storesync.reimport_all;
+        # RAM before a re-import of a changed file (reimport.reimport_all;
         # what that loads is dropped after it)
         import gc
         had = list(sys.modules)
@@ -183,8 +193,8 @@ class Store:
             _drop(had)
             gc.collect()
             if todo:
-                from sporadic.device import storesync
-                storesync.reimport_all(self, todo, signed)
+                from sporadic.device import reimport
+                reimport.reimport_all(self, todo, signed)
         finally:
             self._tr = 0
             _drop(had)
@@ -246,7 +256,12 @@ class Store:
 
     def needs_compaction(self):
         # in.txt of a sync that broke off (storesync.receive may have let it
-        # pass IN_MAX) is folded in at the loop's next step
+        # pass IN_MAX) is folded in at the loop's next step; after a
+        # compaction the flash could not take, the next try waits for
+        # another LOG_MAX of the logs (each try writes until the flash is full)
+        n = self.log_size + self.in_size
+        if self.full_at and n < self.full_at + LOG_MAX:
+            return False
         return self.log_size > LOG_MAX or self.in_size > IN_MAX
 
     def compact(self, extra=None):
@@ -259,27 +274,50 @@ class Store:
             from sporadic.device import stamp
             stamp.verify(self)
         conf = []
-        f = open(self.tmp, 'w')
-        h = hashlib.sha256()
-        buf = []
-        n = 0
-        src = merge.merge_sorted(self.jobs_lines(), pend)
-        if extra is not None:
-            src = merge.merge_sorted(src, extra)
-        for line in merge.compact(src, conf):
-            buf.append(line)
-            n += len(line) + 1
-            if n >= CHUNK:
-                buf.append('')
-                write(f, '\n'.join(buf), h)
+        if self.rx:
+            # a sync's store: the index too, and a splice when it is valid;
+            # a full flash leaves everything as it was (splice.compact)
+            # (its code goes again after it unless a request had it loaded:
+            # a P's compaction on a 128K unix board, docs/budgets.md#27)
+            had = list(sys.modules) if tight() else None
+            from sporadic.device import splice
+            try:
+                splice.compact(self, pend, extra, conf)
+            finally:
+                splice = None
+                if had is not None:
+                    _drop(had)
+        else:
+            f = open(self.tmp, 'w')
+            try:
+                h = hashlib.sha256()
                 buf = []
                 n = 0
-        if buf:
-            buf.append('')
-            write(f, '\n'.join(buf), h)
-        f.close()
+                src = merge.merge_sorted(self.jobs_lines(), pend)
+                if extra is not None:
+                    src = merge.merge_sorted(src, extra)
+                for line in merge.compact(src, conf):
+                    buf.append(line)
+                    n += len(line) + 1
+                    if n >= CHUNK:
+                        buf.append('')
+                        write(f, '\n'.join(buf), h)
+                        buf = []
+                        n = 0
+                if buf:
+                    buf.append('')
+                    write(f, '\n'.join(buf), h)
+            except OSError:
+                # a full flash: the old file and the logs stay (the next try
+                # after another LOG_MAX of the logs: needs_compaction)
+                f.close()
+                remove(self.tmp)
+                self.full_at = self.log_size + self.in_size
+                raise
+            f.close()
+            put(self.root + 'jobs.nok', stamp_text(size(self.tmp), h))
         self.conflicts = len(conf)
-        put(self.root + 'jobs.nok', stamp_text(size(self.tmp), h))
+        self.full_at = 0
         rename(self.tmp, self.new)
         self.finish()
         self.compactions += 1
@@ -287,13 +325,12 @@ class Store:
 
     def finish(self):
         # jobs.new is complete: each step below is idempotent
+        sealed = False
         if exists(self.log):
             if size(self.log):
                 seqs = self.out_seqs()
-                while len(seqs) >= OUT_MAX:
-                    remove(self._seg(seqs.pop(0)))
-                    self.out_dropped += 1
                 rename(self.log, self._seg(seqs[-1] + 1 if seqs else 1))
+                sealed = True
             else:
                 remove(self.log)
         if exists(self.inp):
@@ -305,19 +342,78 @@ class Store:
         self.log_size = 0
         self.in_size = 0
         self._pend = None
+        due = self.out_due() if sealed and PACK else None
+        if due is not None and (due[1] or _roomy()):
+            # raw segments packed, room for the next compaction (outbox.py,
+            # loaded for this only). Packing waits for the sync's fresh heap
+            # on a board whose loop has little to spare: loading and letting
+            # go of the code at every pack scatters a small heap (a 72K unix
+            # board then failed its next import); room is made whatever the heap
+            had = list(sys.modules)
+            try:
+                from sporadic.device import outbox
+                outbox.tidy(self)
+            except MemoryError:
+                pass
+            outbox = None
+            _drop(had)
 
     # ---- outbox: own records until the companion acknowledges them ----
 
     def _seg(self, n):
         return self.out + '/' + str(n)
 
+    def out_due(self):
+        """(raw, short): the raw outbox segments' bytes and whether the flash
+        has less free than they, the next compaction (jobs.txt and a log)
+        and OUT_MARGIN blocks need; true when outbox.tidy has work: raw past
+        PACK_AT, or the flash short."""
+        raw = 0
+        for name in os.listdir(self.out):
+            if name.isdigit():
+                raw += size(self.out + '/' + name)
+        short = False
+        try:
+            v = os.statvfs(self.root or '/')
+            short = v[0] * v[4] < size(self.jobs) + PASS_LOG_MAX + raw + OUT_MARGIN * v[0]
+        except (AttributeError, OSError):
+            pass
+        return (raw, short) if raw >= PACK_AT or short else None
+
+    def out_lost(self):
+        """Own records dropped for want of flash the companion has not
+        counted yet (device/outbox.py make_room)."""
+        try:
+            with open(self.out + '/lost') as f:
+                return int(f.read().strip() or 0)
+        except (OSError, ValueError):
+            return 0
+
     def out_seqs(self):
+        """The numbers of the outbox files (raw `N`, packed `pN`: outbox.py), oldest first."""
         s = []
         for name in os.listdir(self.out):
+            if name[:1] == 'p':
+                name = name[1:]
             if name.isdigit():
                 s.append(int(name))
         s.sort()
         return s
+
+
+def tight():
+    """The heap has less than SYNC_TIGHT free (garbage counted as used: no
+    collection for the question): a sync lets go of what one part loaded."""
+    import gc
+    return hasattr(gc, 'mem_free') and gc.mem_free() < SYNC_TIGHT
+
+
+def _roomy():
+    # the loop's heap has PACK_FREE bytes free: packing in it costs nothing
+    # the loop needs (a Pico: ~200 KB; a 64-72K board packs at its syncs)
+    import gc
+    gc.collect()
+    return not hasattr(gc, 'mem_free') or gc.mem_free() >= PACK_FREE
 
 
 def _drop(had):

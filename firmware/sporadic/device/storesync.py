@@ -8,8 +8,6 @@ from sporadic.core import jobline, merge
 from sporadic.device import store
 from sporadic.device.store import IN_MAX, size, read_lines, write, remove
 
-CHUNK_LINES = 32     # lines of a re-checked file in one delivery (reimport)
-CHUNK_CHARS = 2048
 def lines(st):
     """The compacted view of everything the device holds (for sync).
     With nothing pending it is jobs.txt itself (compacted when written):
@@ -36,7 +34,8 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None):
         lines, ref = tr.admit(st, lines, src, refused, stored)
     f = None
     # in.txt may grow to 1/16 of the free heap (at least IN_MAX) before this
-    # compacts: each compaction rewrites all of jobs.txt, and at IN_MAX a
+    # compacts: each compaction copies all of jobs.txt (splice.py; it was a
+    # rewrite through merge.compact), and at IN_MAX a
     # Pico took 140 of them for 140 KB received (docs/sync.md, rp2). The
     # in-RAM sort of pending() holds about in.txt's size: an ESP8266 stays
     # at IN_MAX. (gc.collect: the requests' garbage is not used memory.)
@@ -72,22 +71,45 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None):
             if st.in_size > limit:
                 f.close()
                 f = None
+                _stamp_in(st)      # before the compaction, which a full flash may refuse
                 st._pend = None
                 st.compact()
     finally:
         if f is not None:
             f.close()
-            from sporadic.device import stamp
-            store.put(st.inp[:-4] + '.ok', stamp.file_stamp(st.inp))
+            _stamp_in(st)
+
     st._pend = None
     if tr is not None:
         tr.commit(st)   # after the lines are durable
     return acc, ref
 
 
+def _stamp_in(st):
+    from sporadic.device import stamp
+    try:
+        store.put(st.inp[:-4] + '.ok', stamp.file_stamp(st.inp))
+    except OSError:
+        pass    # no room for the stamp: the next open checks in.txt again
+
+
 def trust(st):
     """The signed-batch check (sporadic/trust.py), None when insecure."""
     if st._tr == 0:
+        # an insecure board never loads trust.py (its names alone, interned
+        # at the end of a 96K unix board's sync for its status, found no
+        # room: docs/budgets.md#27)
+        import json
+        try:
+            with open(st.root + 'cfg.json') as f:
+                cfg = json.load(f)
+        except (OSError, ValueError):
+            cfg = {}
+        from sporadic.device import stamp
+        if not stamp.signed(cfg):
+            st._tr = None
+            return None
+        cfg = None
         from sporadic.device import trust
         st._tr = trust.load(st.root)
     return st._tr
@@ -103,133 +125,61 @@ def seal(st):
 
 
 def outbox(st, upto=None):
-    """Own records not yet acknowledged, oldest segment first."""
+    """Own records not yet acknowledged, oldest first, as full lines (the
+    outbox's packed files unpacked: core/outpack.py, loaded only for one)."""
+    u = None
     for n in st.out_seqs():
         if upto is not None and n > upto:
             break
-        for line in read_lines(st._seg(n)):
-            yield line
+        name = st._seg(n)
+        if store.exists(name):
+            for line in read_lines(name):
+                yield line
+            continue
+        if u is None:
+            from sporadic.core import outpack
+            u = outpack.Unpacker()
+        for line in read_lines(st.out + '/p' + str(n)):
+            line = u.line(line)
+            if line is not None:
+                yield line
+    if u is not None:
+        u = outpack = None
+        _forget('sporadic.core.outpack')
 
 
-def ack(st, upto):
-    """The companion holds every outbox segment <= upto: remove them."""
+def ack(st, upto, lost_read=0):
+    """The companion holds every outbox file <= upto (raw N, packed pN) and
+    has counted `lost_read` records the board dropped for want of flash
+    (device/outbox.py make_room): remove them, and take those off the count
+    in out/lost. Returns the files removed."""
     k = 0
     for n in st.out_seqs():
-        if n <= upto:
-            remove(st._seg(n))
-            k += 1
+        if n > upto:
+            break
+        name = st._seg(n)
+        if not store.exists(name):
+            name = st.out + '/p' + str(n)
+        remove(name)
+        k += 1
+    if lost_read:
+        left = st.out_lost() - lost_read
+        if left > 0:
+            store.put(st.out + '/lost.tmp', str(left))
+            store.rename(st.out + '/lost.tmp', st.out + '/lost')
+        else:
+            remove(st.out + '/lost')
     return k
+
+
+def _forget(name):
+    import sporadic
+    sporadic.forget(name)
 
 
 def health(st):
     return {'jobs_bytes': size(st.jobs), 'log_bytes': st.log_size,
             'in_bytes': st.in_size, 'outbox': len(st.out_seqs()),
-            'outbox_dropped': st.out_dropped, 'compactions': st.compactions,
-            'conflicts': st.conflicts, 'quarantined': st.quarantined,
+            'outbox_dropped': st.out_lost(), 'compactions': st.compactions,
+            'conflicts': st.conflicts, 'quarantined': st.quarantined, 'full': st.full_at > 0,
             'recovered': st.notes, 'ok': True}
-
-
-def reimport(st, path, name, signed):
-    """The lines of a store file that was not as this store wrote it
-    (recover.py), then the file goes. Signed: as an untrusted delivery
-    (receive, stored=True): the batch records first, then each fleet line
-    must be covered by one of them that verified (trust.covered: a bitmap,
-    one lookup pass a window of batches), the others go through receive
-    as they come (MACs). Accepted lines in byte order go to jobs.chk and
-    are merged in one pass at the end; the few out of order (a line added
-    by hand) go through in.txt. Constant memory; a file the store wrote
-    costs a few passes, not a compaction a chunk."""
-    import gc
-    src = 'edited ' + name
-    q = st.quarantined
-    gc.collect()
-    if not signed:
-        st._tr = None       # nothing to check: trust.py is not even loaded
-    side = st.root + 'jobs.chk'
-    out = open(side, 'w')
-    last = ['']
-    late = []
-
-    def sink(c):
-        if c > last[0]:
-            write(out, c)       # (a batch record is 2.4 KB: no copy of it with '\n')
-            write(out, '\n')
-            last[0] = c
-        else:
-            late.append(c)
-    try:
-        bits = None
-        if signed:
-            chunk = []
-            n = 0
-            for line in read_lines(path, True):
-                k = line.lstrip()[:3]
-                if k == '.b ' or k == '.k ':
-                    chunk.append(line)
-                    n += len(line)
-                    if len(chunk) >= CHUNK_LINES or n >= CHUNK_CHARS:
-                        chunk = _take(st, chunk, src, sink)
-                        n = 0
-            if chunk:
-                _take(st, chunk, src, sink)
-            out.close()         # the verified batch records, for the look-ups
-            from sporadic.device import trust as tm
-            bits = tm.covered(st, path, side)
-            out = open(side, 'a')
-            batch = tm.batch
-        chunk = []
-        i = -1
-        for line in read_lines(path, True):
-            i += 1
-            if bits is not None:
-                k = line.lstrip()[:3]
-                if k == '.b ' or k == '.k ':
-                    continue
-                if batch.needs_batch(line):
-                    if chunk:
-                        chunk = _take(st, chunk, src, sink)
-                    if bits[i >> 3] & (1 << (i & 7)):
-                        sink(jobline.canonical(line))      # covered: it parsed
-                    else:
-                        st.quarantine(line, 'not signed: no verified batch covers this line', src)
-                    continue
-            chunk.append(line)
-            if len(chunk) >= CHUNK_LINES:
-                chunk = _take(st, chunk, src, sink)
-            if len(late) >= CHUNK_LINES:
-                late = _take(st, late, src)
-        if chunk:
-            _take(st, chunk, src, sink)
-        if late:
-            _take(st, late, src)
-    finally:
-        out.close()
-    st.compact(read_lines(side))
-    remove(side)
-    remove(path)
-    st.notes.append('%s not as this store wrote it: re-imported, %d line(s) refused'
-                    % (name, st.quarantined - q))
-
-
-def reimport_all(st, todo, signed):
-    """recover.py's list of (file, name) not as the store wrote them, each
-    through reimport(). Out of memory, it fails closed: what is not
-    re-checked yet stays in its .bad file, runs nothing, and the next open
-    (a sync session's, with no loop in RAM) tries again."""
-    for path, name in todo:
-        try:
-            reimport(st, path, name, signed)
-        except MemoryError:
-            st._pend = None
-            st.log_size = size(st.log)
-            st.in_size = size(st.inp)
-            st.notes.append('out of memory re-checking ' + name + ': the next open tries again')
-            return
-
-
-def _take(st, chunk, src, sink=None):
-    # one delivery of a re-check, in a heap as empty as it gets (the boot's)
-    import gc
-    gc.collect()
-    receive(st, chunk, src, None, True, sink)
-    return []

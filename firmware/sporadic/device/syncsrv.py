@@ -11,8 +11,11 @@
 #                   line; BEFORE is this board's clock before (or '-' if
 #                   unknown), HEAP its heap in bytes (the companion sizes its
 #                   requests to it)
-#   O            -> "SEG\n" + own records not yet acknowledged (outbox)
-#   A SEG        -> "n" segments removed: the companion holds them
+#   O MOST       -> "UPTO LEFT LOST" + the oldest outbox files within MOST
+#                   bytes, one line each (device/outbox.py answer: packed,
+#                   core/outpack.py); streamed, never joined but by h()
+#   A UPTO [LOST]-> "n" outbox files removed: the companion holds them (and
+#                   has counted LOST records the board dropped for want of flash)
 #   C            -> "1" after folding received lines into jobs.txt
 #   anything else: recon.Responder (S, N, G, P ...)
 #
@@ -29,7 +32,11 @@ except ImportError:
     def const(x):
         return x
 
-OUT_CHUNK = const(1024)   # characters gathered before one write of a streamed answer
+# characters gathered before one write of a streamed answer: few writes,
+# and small joins (a 1 KB join found no room in a 112K unix board's heap
+# mid-way through a month's outbox); a longer piece is written alone
+OUT_CHUNK = const(256)
+OUT_MOST = const(8192)    # outbox bytes in one `O` answer when the request names none
 _responder = None
 _store = None
 
@@ -47,11 +54,26 @@ def store():
 
 def _refusals(lines):
     # store.receive quarantines what it refuses (with the reason, reported in
-    # status); here the refusals travel back to the peer as well.
+    # status); here the refusals travel back to the peer as well. On a tight
+    # heap (store.tight) the digest index's code goes first (a P reads no
+    # index; a compaction or the next S, N or G loads it again): the parser
+    # and the signature check take its room on a 128K unix board
+    # (docs/budgets.md#27)
+    from sporadic.device import store as s
+    if s.tight():
+        import sporadic
+        sporadic.forget('sporadic.device.splice')
+        gc.collect()
     from sporadic.device import storesync
     refused = []
     storesync.receive(store(), lines, 'sync', refused)
     return refused
+
+
+def _index(st):
+    # jobs.txt's digest index (splice.index), loaded with the first request that reads it
+    from sporadic.device import splice
+    return splice.index(st)
 
 
 def responder():
@@ -60,7 +82,7 @@ def responder():
         from sporadic.core import recon
         from sporadic.device import storesync
         st = store()
-        _responder = recon.Responder(lambda: storesync.lines(st), _refusals)
+        _responder = recon.Responder(lambda: storesync.lines(st), _refusals, index=lambda: _index(st))
     return _responder
 
 
@@ -91,6 +113,11 @@ def status():
     computes what is pending from its own copy with the same planner). A
     running loop adds its own figures (pending, next wake, last results)."""
     st = store()
+    # the outbox hand-over is over when the status is asked for: its code goes
+    import sporadic
+    sporadic.forget('sporadic.device.outbox')
+    sporadic.forget('sporadic.core.outpack')
+    gc.collect()
     if clock.state == 'unknown' and clock.source == '':
         clock.init()      # an RTC that kept its time across the reset
     from sporadic.device import clockset
@@ -168,20 +195,34 @@ def h(req):
             clockset.set(int(req[2:]), 'companion')
             return '%s %s %d' % (_host_id(), '-' if before is None else before,
                                  gc.mem_alloc() + gc.mem_free())
-        if req == 'O':
-            from sporadic.device import storesync
-            st = store()
-            seg = storesync.seal(st)
-            return str(seg) + '\n' + '\n'.join(storesync.outbox(st, seg))
+        if req[:1] == 'O':
+            return ''.join(_outbox(req))
         if c == 'A ':
             from sporadic.device import storesync
-            return str(storesync.ack(store(), int(req[2:])))
+            a = req[2:].split()
+            return str(storesync.ack(store(), int(a[0]), int(a[1]) if len(a) > 1 else 0))
         if req == 'C':
             store().compact()
             return '1'
         return responder().handle(req)
     except Exception as e:
         return '!error %s: %s' % (type(e).__name__, e)
+
+
+def _outbox(req):
+    # `O MOST`: the log sealed into the outbox, then its oldest files within
+    # MOST bytes, in pieces (device/outbox.py answer)
+    # the reconciliation is over when the outbox is asked for: its answerer
+    # (and what it holds) goes first, the heaviest part of a sync session
+    # (a 128K unix board's `O` then found no 640-byte run)
+    global _responder
+    _responder = None
+    gc.collect()
+    from sporadic.device import storesync, outbox
+    st = store()
+    storesync.seal(st)
+    outbox.tidy(st)     # what the loop's heap left raw is packed here
+    return outbox.answer(st, int(req[2:] or OUT_MOST))
 
 
 def _is_recon(req):
@@ -195,6 +236,12 @@ def pieces(req):
     if _is_recon(req):
         _watchdog()
         return responder().handle_iter(req)
+    if req[:1] == 'O':
+        _watchdog()
+        try:
+            return _outbox(req)
+        except Exception as e:
+            return '!error %s: %s' % (type(e).__name__, e)
     return h(req)
 
 
@@ -210,20 +257,31 @@ def w(req):
     out.write('\x02')
     _out = out
     try:
-        if _is_recon(req):
+        if _is_recon(req) or req[:1] == 'O':
             _watchdog()
             buf = []
             n = 0
+            some = False
             try:
-                for piece in responder().handle_iter(req):
-                    buf.append(piece)
-                    n += len(piece)
-                    if n >= OUT_CHUNK:       # few large writes, not one per line
+                for piece in (_outbox(req) if req[:1] == 'O' else responder().handle_iter(req)):
+                    some = True
+                    k = len(piece)
+                    if buf and n + k > OUT_CHUNK:
                         out.write(''.join(buf))
                         buf = []
                         n = 0
+                    if k >= OUT_CHUNK:
+                        out.write(piece)
+                        continue
+                    buf.append(piece)
+                    n += k
             except Exception as e:
-                buf.append('!error %s: %s' % (type(e).__name__, e))
+                # in band, as a word of its own: an outbox line of its own
+                # (the companion then acknowledges nothing of this answer;
+                # glued to the last record it was taken for one, and the
+                # records after it were freed unread), a G answer's item
+                buf.append(('' if not some else '\n' if req[:1] == 'O' else '\t')
+                           + '!error %s: %s' % (type(e).__name__, e))
             out.write(''.join(buf))
         else:
             out.write(h(req))

@@ -19,7 +19,6 @@ try:
 except ImportError:  # CPython (tools that read a board's flash)
     def const(x):
         return x
-import binascii
 import json
 import os
 from sporadic.core import jobline
@@ -107,6 +106,8 @@ class Trust:
         if batch is None:
             from sporadic.core import batch as b   # and rsa: only once lines arrive
             batch = b
+        import sys
+        had = list(sys.modules)
         out = []
         recs = []
         ref = 0
@@ -140,12 +141,15 @@ class Trust:
                 dev.append(c)
             else:
                 out.append(c)
+        _parsed(had)
+        had = None
         if not (recs or wait):
             if dev:
                 ref += self._hosts_known(st, dev, out, src, refused)
             return out, ref      # results, assignments: no batch to look at
         v = self._v
         held = _Stored() if stored else None
+        self._newer = None
         if v is None:
             v = batch.Verifier(self.keys, self.hwm, held or self._held(st, recs), self.retired)
             self._v = v
@@ -156,6 +160,8 @@ class Trust:
             why = v.take(c)
             if why is None:
                 out.append(c)
+            elif self._newer and why[:7] == 'replay:' and batch.rec_id(c) in self._newer:
+                pass    # an older version (it verified) of a slot the store holds newer: nothing new
             else:
                 self._refuse(st, c, why, src, refused)
                 ref += 1
@@ -232,21 +238,37 @@ class Trust:
         from sporadic.core import hmac
         return hmac.check_line(self.secret, c)
 
+    _newer = None    # ids of this delivery's slot records the store holds a later version of
+
     def _held(self, st, recs):
         # SEQs of this delivery's .b/.k records the store already holds
-        # (it may hold them at or below the hwm: they were accepted before)
+        # (it may hold them at or below the hwm: they were accepted before),
+        # and (self._newer) those of its slot records below the hwm whose
+        # slot the store holds at a later SEQ: a peer relaying a seal it
+        # has not yet seen replaced, dropped without a refusal
         want = []
+        slots = []
         for c in recs:
-            s = c[3:3 + batch.SEQ_W]
-            if s.isdigit() and int(s) <= self.hwm:
-                want.append(c[:3] + s)
+            i = batch.rec_id(c)
+            q = batch.rec_seq(c)
+            if i and 0 <= q <= self.hwm:
+                want.append(i)
+                if batch.slot_of(c):
+                    slots.append(i)
         held = []
+        newer = []
         if want:
             for line in st.stream():
                 if line[0] != '.':
                     break
-                if line[:3 + batch.SEQ_W] in want:
-                    held.append(int(line[3:3 + batch.SEQ_W]))
+                i = batch.rec_id(line)
+                if i in want:
+                    held.append(batch.rec_seq(line))
+                elif i and i[3:4] == '@':
+                    for c in slots:
+                        if c[:batch.SLOT_AT] == i[:batch.SLOT_AT] and c < i:
+                            newer.append(c)
+        self._newer = newer
         return held
 
     def commit(self, st=None):
@@ -309,6 +331,21 @@ class Trust:
         return d
 
 
+def _parsed(had):
+    # The parser's rarely used code this delivery loaded (job text, a
+    # calendar job's cron, zone and sun modules, a host record's) goes
+    # before the signature check on a tight heap (store.tight): a 128K unix
+    # board holds the sync's code and one of the two, not both
+    # (docs/budgets.md#27)
+    from sporadic.device import store
+    if not store.tight():
+        return       # a roomy heap keeps them: no import again at the next delivery
+    if 'sporadic.core.jobtext' not in had:
+        jobline.unload()
+    import sporadic
+    sporadic.forget_since(had)
+
+
 def _mac(c):
     # the MAC field of a canonical result (ID r HOST K AT OUTCOME MAC ...) or
     # assignment (ID a HOST K AT BY MAC)
@@ -317,30 +354,20 @@ def _mac(c):
 
 
 def _digests(line):
-    # the DIGESTS field of a held .b record (.b SEQ KEYID DIGESTS SIG), as
-    # bytes, without checking its signature (it was checked on arrival)
-    if line[:3] != '.b ':
-        return None
-    a = line.find(' ', 12)
-    try:
-        return binascii.unhexlify(line[a + 1:line.find(' ', a + 1)])
-    except Exception:
-        return None
+    # the DIGESTS of a held .b record, without checking its signature (it
+    # was checked on arrival)
+    return batch.held_digests(line)
 
 
 def _held_cover(st, lines):
     """[bool]: which lines a .b record held in the store covers (they were
-    verified when they arrived; here one sha256 a line, no RSA)."""
+    verified when they arrived; here one sha256 a line, no RSA). The held
+    records are read in pieces (device/seals.py, loaded for this only)."""
     ds = [batch.line_digest(c) for c in lines]
     ok = [False] * len(lines)
     left = len(lines)
-    for line in st.stream():
-        if line[0] != '.' or line[:3] > '.b ':
-            break
-        seg = _digests(line)
-        if seg is None:
-            continue
-        line = None
+    from sporadic.device import seals
+    for seg in seals.held(st):
         for i in range(len(ds)):
             if not ok[i] and batch.find_digest(seg, ds[i]):
                 ok[i] = True

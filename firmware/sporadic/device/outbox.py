@@ -1,0 +1,164 @@
+# The outbox on flash (docs/device.md#the-outbox): own records the companion
+# has not confirmed yet. A compaction renames log.txt to out/N (a raw
+# segment, full lines: costs no write); once the raw segments pass
+# store.PACK_AT bytes, or sooner when the flash runs short, they are packed
+# together (core/outpack.py: an `each` run is one short line) into out/pN,
+# N the newest segment it holds: written to out/p.tmp, renamed, then the
+# raw segments go (recover.py finishes either step after a power cut).
+# Nothing is dropped while the flash has room; when it has none (less free
+# than the next compaction and packing need), the oldest outbox file goes
+# and its records are counted in out/lost, which the board reports (status,
+# and the answer to `O`) until the companion has counted it.
+#
+# Loaded by a compaction only when it has something to do here, and by a
+# sync; the loop never keeps it.
+import os
+from sporadic.device.store import size, read_lines, write, rename, remove, PASS_LOG_MAX, OUT_MARGIN
+
+
+
+def files(st):
+    """The outbox files as (N, name), oldest first (raw `N`, packed `pN`)."""
+    s = []
+    for name in os.listdir(st.out):
+        if name.isdigit():
+            s.append((int(name), name))
+        elif name[:1] == 'p' and name[1:].isdigit():
+            s.append((int(name[1:]), name))
+    s.sort()
+    return s
+
+
+def _host(paths):
+    # the board's id, as its own results name it (the log holds own records)
+    for p in paths:
+        for line in read_lines(p):
+            if line[8:11] == ' r ':
+                return line.split(' ', 3)[2]
+    return ''
+
+
+def pack(st):
+    """Pack every raw segment into one file (see the top)."""
+    from sporadic.core import outpack
+    raw = [(k, st.out + '/' + name) for k, name in files(st) if name[0] != 'p']
+    if not raw:
+        return
+    paths = [p for k, p in raw]
+    host = _host(paths)
+    tmp = st.out + '/p.tmp'
+
+    def src():
+        if not host:
+            yield '@'      # no own result to name the board by: the lines as they are
+        for p in paths:
+            for line in read_lines(p):
+                yield line
+    f = open(tmp, 'w')
+    try:
+        buf = []
+        n = 0
+        for s in (outpack.pack(src(), host) if host else src()):
+            buf.append(s)
+            n += len(s) + 1
+            if n >= 256:
+                buf.append('')
+                write(f, '\n'.join(buf))
+                buf = []
+                n = 0
+        if buf:
+            buf.append('')
+            write(f, '\n'.join(buf))
+    finally:
+        f.close()
+    rename(tmp, st.out + '/p' + str(raw[-1][0]))
+    for k, p in raw:
+        remove(p)
+
+
+def free(st):
+    """Free bytes on the store's flash (None: the port cannot say)."""
+    try:
+        v = os.statvfs(st.root or '/')
+    except (AttributeError, OSError):
+        return None
+    return v[0] * v[4], v[0]
+
+
+def _count(path):
+    n = 0
+    for line in read_lines(path):
+        if line[:1] != '@':
+            n += 1
+    return n
+
+
+def make_room(st, need):
+    """Drop the oldest outbox files while the flash has less than `need`
+    bytes (+ OUT_MARGIN blocks) free; each dropped record is counted."""
+    while True:
+        fr = free(st)
+        if fr is None or fr[0] >= need + OUT_MARGIN * fr[1]:
+            return
+        fs = files(st)
+        if len(fs) < 2:    # the newest stays: it is what the next sync hands over
+            return
+        p = st.out + '/' + fs[0][1]
+        n = st.out_lost() + _count(p)
+        from sporadic.device.store import put
+        put(st.out + '/lost.tmp', str(n))
+        rename(st.out + '/lost.tmp', st.out + '/lost')
+        remove(p)
+
+
+def tidy(st):
+    """After a compaction that sealed a segment (or a sync's `O`): the raw
+    segments packed once they pass PACK_AT, or sooner when the flash runs
+    short (packing frees about 2/3 of them), then room for the next
+    compaction (a copy of jobs.txt and a log): Store.out_due says when."""
+    import gc
+    gc.collect()
+    due = st.out_due()
+    if due is None:
+        return
+    raw = due[0]
+    if raw:
+        make_room(st, raw >> 1)       # the pack is written before the segments go
+        try:
+            pack(st)
+        except (MemoryError, OSError):
+            # nothing lost: the raw segments are all there, and the next
+            # pack writes p.tmp again
+            if _exists(st.out + '/p.tmp'):
+                remove(st.out + '/p.tmp')
+    make_room(st, size(st.jobs) + PASS_LOG_MAX)
+
+
+def _exists(p):
+    try:
+        os.stat(p)
+        return True
+    except OSError:
+        return False
+
+
+def answer(st, most):
+    """The answer to `O MOST`: "UPTO LEFT LOST" then whole outbox files from
+    the oldest while they stay within MOST bytes (at least one), each as it
+    is on flash, a raw segment under a header `@` (core/outpack.py). UPTO:
+    the newest file sent (0: none), LEFT: the files after it. Yields pieces."""
+    fs = files(st)
+    n = 0
+    i = 0
+    while i < len(fs):
+        s = size(st.out + '/' + fs[i][1])
+        if i and n + s > most:
+            break
+        n += s
+        i += 1
+    yield '%d %d %d' % (fs[i - 1][0] if i else 0, len(fs) - i, st.out_lost())
+    for k, name in fs[:i]:
+        if name[0] != 'p':
+            yield '\n@'
+        for line in read_lines(st.out + '/' + name):
+            yield '\n' + line

@@ -1,0 +1,159 @@
+# The seal records (`.b`) a store holds, read for a delivery's check
+# (trust._held_cover: which of its lines a held, verified seal covers):
+# jobs.txt's leading `.b` records word by word through one small buffer,
+# their digests decoded as they pass. A seal record is ~1 KB, and a line
+# read whole (readline) grows by reallocation, 16 bytes at a time, which
+# scattered a 128K unix board's heap until a delivery found no 1 KB run
+# (docs/budgets.md#27). Loaded for that check only: a delivery whose lines
+# its own seals cover never loads it.
+try:
+    from micropython import const
+except ImportError:  # CPython (tools that read a board's flash)
+    def const(x):
+        return x
+
+import binascii
+from sporadic.core import batch
+
+PIECE = const(128)       # bytes of jobs.txt read at a time
+
+
+class _Dots:
+    """The leading records of a sorted job file (jobs.txt: its `.b` records
+    come first), read word by word through one small buffer. A seal record
+    is ~1 KB, and a line read whole (readline) grows by reallocation, 16
+    bytes at a time: on a 128K unix board that scattered the heap until a
+    delivery found no 1 KB run (docs/budgets.md#27)."""
+
+    def __init__(self, path):
+        self.f = open(path, 'rb')
+        self.b = bytearray(PIECE)
+        self.n = 0
+        self.i = 0
+
+    def close(self):
+        self.f.close()
+
+    def word(self, out=None, sink=None):
+        """The next word (up to a space or the line's end): copied into
+        `out` (a bytearray; cut at its length) or handed to sink(memoryview)
+        piece by piece, or skipped. Returns (its length, the byte that ended
+        it: 32, 10, or -1 at the end of the file)."""
+        k = 0
+        while True:
+            if self.i >= self.n:
+                self.n = self.f.readinto(self.b) or 0
+                self.i = 0
+                if not self.n:
+                    return k, -1
+            b = self.b
+            i = self.i
+            n = self.n
+            j = b.find(b' ', i, n)
+            e = b.find(b'\n', i, j if j >= 0 else n)
+            if e >= 0:
+                j = e
+            end = n if j < 0 else j
+            if out is not None and k < len(out):
+                m = min(end - i, len(out) - k)
+                out[k:k + m] = memoryview(b)[i:i + m]
+            elif sink is not None and end > i:
+                sink(memoryview(b)[i:end])
+            k += end - i
+            if j >= 0:
+                self.i = j + 1
+                return k, b[j]
+            self.i = n
+
+    def line_end(self, t):
+        # skip what is left of the line whose last word ended with t
+        while t == 32:
+            t = self.word()[1]
+        return t
+
+
+class _Decoder:
+    # a .b record's DIGESTS decoded as its pieces pass (base64 in a slot
+    # record, hex in a plain one) into one buffer of MAX_LINES digests
+    def __init__(self):
+        self.out = bytearray(batch.DIGEST * batch.MAX_LINES)
+        self.acc = bytearray(64)     # a multiple of 4 (base64) and 2 (hex)
+        self.a = 0
+        self.k = 0
+        self.hex = False
+
+    def start(self, hexed):
+        self.a = 0
+        self.k = 0
+        self.hex = hexed
+
+    def _flush(self):
+        if self.a:
+            v = memoryview(self.acc)[:self.a]
+            d = binascii.unhexlify(v) if self.hex else binascii.a2b_base64(v)
+            if self.k + len(d) > len(self.out):
+                raise ValueError('too many digests')
+            self.out[self.k:self.k + len(d)] = d
+            self.k += len(d)
+            self.a = 0
+
+    def __call__(self, mv):
+        acc = self.acc
+        i = 0
+        while i < len(mv):
+            m = min(len(mv) - i, len(acc) - self.a)
+            acc[self.a:self.a + m] = mv[i:i + m]
+            self.a += m
+            i += m
+            if self.a == len(acc):
+                self._flush()
+
+    def digests(self):
+        self._flush()
+        return memoryview(self.out)[:self.k]
+
+
+def held(st):
+    """The DIGESTS of each .b record the store holds (verified when they
+    arrived; no signature is checked here): jobs.txt's read in pieces, then
+    the pending lines' (in RAM already). Each is a memoryview of one
+    buffer, good until the next is asked for."""
+    try:
+        f = _Dots(st.jobs)
+    except OSError:
+        f = None
+    if f is not None:
+        w = bytearray(16)
+        dec = _Decoder()
+        try:
+            while True:
+                n, t = f.word(w)
+                if n != 2 or t != 32 or w[:2] != b'.b':
+                    break                     # past the .b records (sorted first)
+                n, t = f.word(w)
+                slot = n and w[0] == 64       # '@SLOT SEQ KEYID DIGESTS SIG', else 'SEQ KEYID DIGESTS SIG'
+                if slot and t == 32:
+                    t = f.word()[1]           # SEQ
+                if t == 32:
+                    t = f.word()[1]           # KEYID
+                seg = None
+                if t == 32:
+                    dec.start(not slot)
+                    try:
+                        t = f.word(None, dec)[1]
+                        seg = dec.digests()
+                    except (ValueError, TypeError):
+                        seg = None            # not a record this store could have verified: no cover
+                if t >= 0:
+                    t = f.line_end(t)
+                if seg is not None and len(seg):
+                    yield seg
+                if t < 0:
+                    break
+        finally:
+            f.close()
+    for line in st.pending():
+        if line[:3] == '.b ':
+            seg = batch.held_digests(line)
+            if seg is not None:
+                yield seg

@@ -1,0 +1,62 @@
+"""A Pico holding a fleet-sized job file (issue 27), on the real MicroPython
+rp2 firmware in the emulated Pico (`companion vboard --board rp2-pico`):
+5,000 jobs go onto it with the product's commands (`companion add -f` where
+the companion has it, else one `add` each into an insecure fleet, whose
+lines carry no batch records: 5,000 signed single adds do not fit a Pico),
+`image` and `sync`; 30 more arrive in one sync, and one of them runs and
+its result comes back.
+
+Needs SPORADIC_RP2_UF2 / SPORADIC_RP2_BOOTROM (tests/test_rp2.py says how).
+"""
+import subprocess
+import sys
+
+import pytest
+
+from tests.test_rp2 import WHY, actlog, flash_files, world  # noqa: F401 (the fixture)
+from tests.devutil import wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('rp2'),
+              pytest.mark.skipif(WHY is not None, reason='emulated Pico: %s' % WHY)]
+
+HELD = 5000
+
+
+def has_add_file():
+    p = subprocess.run([sys.executable, '-m', 'companion.cli', 'add', '--help'], capture_output=True, text=True)
+    return '-f' in p.stdout
+
+
+def test_a_pico_holding_5000_jobs_takes_30_more_and_runs_one(world):
+    c = world.companion
+    lines = ['each 2027-01-%02dT%02d:%02dZ log big%d ; every=1d within=1h' % (1 + i % 28, i // 60 % 24, i % 60, i)
+             for i in range(HELD)]
+    if has_add_file():
+        c('init')
+        path = world.tmp / 'jobs-in.txt'
+        path.write_text(''.join(l + '\n' for l in lines))
+        c('add', '-f', str(path))
+    else:
+        c('init', '--insecure')
+        for l in lines:
+            c('add', l)
+    fs_bin = str(world.tmp / 'fs.bin')
+    c('image', '--board', 'rp2-pico', '--id', 'pico-big', '-o', fs_bin)
+    vb = world.pico('pico-big', image_file=fs_bin)
+    assert flash_files(vb.flash)['/jobs.txt'].count(b'\n') >= HELD
+    out = c.sync(vb.path)
+    assert 'synced pico-big' in out, out       # the clock; the jobs came with the image
+    new = [c('add', 'each 2027-02-01T00:%02dZ log new%d ; every=1d within=1h' % (i, i)).strip() for i in range(29)]
+    ran = c('add', 'each +90s log ran-one ; within=30m').strip()
+    out = c.sync(vb.path)
+    assert 'synced pico-big' in out and 'received 0 line(s)' in out, out
+    held = flash_files(vb.flash)['/jobs.txt']
+    assert all(j.encode() in held for j in new + [ran])
+    assert b' log big%d ' % (HELD - 1) in held and b' log big0 ' in held
+    wait_for(lambda: actlog(vb.flash)['%s.0' % ran] == 1, timeout=900, every=2.0, what='the new job to run')
+
+    def back():
+        c.sync(vb.path)
+        return [r for r in c.results() if r['job'] == ran]
+    got = wait_for(back, timeout=300, every=5.0, what='its result synced back')
+    assert got[0]['outcome'] == 'ok' and got[0]['output'] == 'ran-one', got
