@@ -3,7 +3,9 @@ Mosquitto on loopback, three virtual boards set up with the product's
 commands (`companion vboard`, `deploy --mqtt URL`; b1 also `--sync-port`,
 so that its TCP sync is measured beside its broker sync in the same run).
 
-    python bench/mqtt.py [--heap 192K] [--keep]
+    python bench/mqtt.py [--heap 192K] [--heap-step 4] [--no-min-heap] [--keep]
+    python bench/mqtt.py --min-heap-only --interpreter PATH   # the heaps alone, another micropython
+                                                              # (e.g. a 32-bit build of the unix port)
 
 Figures (b1's, from its `net?` status: the broker step's own counters,
 MQTT packets in and out of its socket, as the TCP sync's figure is the
@@ -19,6 +21,16 @@ frames' bytes; neither counts TCP/IP headers):
 - propagation_ms: a `one` job's done record, from the run (the runner's
   action log) to the job files of the two other boards (the slower of the
   two), through the broker alone; median of 3 (and the max).
+- broker_sync_min_heap_kib: the smallest `-X heapsize` (KiB, bisected
+  --heap-step apart) at which a board deployed with `--mqtt` alone wakes
+  and syncs through the broker: connect, take the whole retained snapshot
+  (its subscription marker removed: a new subscription) and 10 records
+  another board published while it slept (5 `one` jobs it then does not
+  run), merge, run its own due job, publish its records, disconnect; beside
+  it tcp_sync_min_heap_kib: the same fleet's board deployed with
+  `--sync-port` alone, synced twice over TCP by the companion (the same
+  lines and 10 records down, its result up). The 64-bit unix port with the
+  firmware as deployed (an upper bound for a 32-bit board).
 
 The last line is JSON.
 """
@@ -36,6 +48,8 @@ sys.path.insert(0, os.path.dirname(HERE))
 from tests.broker import Mosquitto, mosquitto_path  # noqa: E402
 from tests.devutil import CLI, PortReservation, actlog, wait_for  # noqa: E402
 
+TRIAL_S = 30        # a heap trial's time for its outcome (a board whose heap is too small never gets there)
+
 
 def in_files(folder, needle):
     for name in ('jobs.txt', 'in.txt'):
@@ -52,9 +66,25 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--heap', default='192K')
     ap.add_argument('--keep', action='store_true')
+    ap.add_argument('--heap-step', type=int, default=4, help='KiB between two heap trials (default 4)')
+    ap.add_argument('--no-min-heap', action='store_true', help='skip the smallest-heap figures')
+    ap.add_argument('--min-heap-only', action='store_true', help='only the smallest-heap figures')
+    ap.add_argument('--interpreter', help='the micropython the boards run (SPORADIC_MICROPYTHON)')
     a = ap.parse_args()
     if mosquitto_path() is None:
         sys.exit('bench/mqtt.py: mosquitto not installed (Debian: apt-get install mosquitto)')
+    if a.interpreter:
+        os.environ['SPORADIC_MICROPYTHON'] = os.path.abspath(a.interpreter)
+    if a.min_heap_only:
+        tmp = tempfile.mkdtemp(prefix='bench-mqtt-')
+        try:
+            bm, tm = min_heaps(os.path.join(tmp, 'heap'), a.heap_step)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        print('the smallest heap (%s, %d KiB steps): through the broker %s KiB, over TCP %s KiB'
+              % (a.interpreter or 'micropython', a.heap_step, bm, tm))
+        print(json.dumps({'broker_sync_min_heap_kib': bm, 'tcp_sync_min_heap_kib': tm}, sort_keys=True))
+        return
     tmp = tempfile.mkdtemp(prefix='bench-mqtt-')
     ports = PortReservation()
     bport, sport = ports.take(2)
@@ -142,6 +172,15 @@ def main():
               % (out['wake_to_sleep_ms'], out['unchanged_sync_bytes'], out['new10_sync_bytes'],
                  out['tcp_unchanged_sync_bytes'], out['tcp_new10_sync_bytes'], out['propagation_ms'],
                  out['propagation_ms_max']))
+        c.stop_boards()
+        broker.stop()
+        if not a.no_min_heap:
+            bm, tm = min_heaps(os.path.join(tmp, 'heap'), a.heap_step)
+            out['broker_sync_min_heap_kib'] = bm
+            out['tcp_sync_min_heap_kib'] = tm
+            print('the smallest heap (64-bit unix port, %d KiB steps) of a wake that takes the snapshot and 10 records '
+                  'and puts its own up: through the broker %s KiB, over TCP (the same fleet, board and records) %s KiB'
+                  % (a.heap_step, bm, tm))
     finally:
         c.stop_boards()
         broker.stop()
@@ -151,6 +190,113 @@ def main():
         else:
             shutil.rmtree(tmp, ignore_errors=True)
     print(json.dumps(out, sort_keys=True))
+
+
+def min_heaps(base, step):
+    """(broker, tcp): the smallest heap (KiB) of each wake, by bisection;
+    None when even 512 KiB does not do."""
+    from companion.vboard.board import VBoard
+    os.makedirs(base)
+    ports = PortReservation()
+    bport, sport = ports.take(2)
+    broker = Mosquitto(os.path.join(base, 'broker'), bport).start()
+    c = CLI(os.path.join(base, 'fleet'))
+    fl = lambda b: os.path.join(base, b)
+    url = broker.url
+    try:
+        c('init')
+        vbs = {b: VBoard(fl(b), board_id=b, heap='512K') for b in ('hm', 'ht', 'h2')}
+        paths = {b: v.start() for b, v in vbs.items()}
+        c('deploy', paths['hm'], '--id', 'hm', '--mqtt', url, '-q')
+        c('deploy', paths['h2'], '--id', 'h2', '--mqtt', url, '-q')
+        c('deploy', paths['ht'], '--id', 'ht', '--sync-port', sport, '-q')
+        ports.release()
+        for b in vbs:
+            c('sync', paths[b], '-q')
+        c('add', 'each +1h log a fleet job ; every=1h within=10m')
+        c('sync', url)
+        # hm subscribed (its session is kept), then asleep; ht asleep
+        wait_for(lambda: os.path.exists(os.path.join(fl('hm'), 'mq.sub')), 60, 'hm subscribed')
+        vbs['hm'].stop()
+        vbs['ht'].stop()
+        ones = [c('add', 'one +2s log one%d ; within=1h grace=1s' % i).strip() for i in range(5)]
+        mine = {b: c('add', 'who:%s +1s log mine ; within=1h' % b).strip() for b in ('hm', 'ht')}
+        c('sync', url)
+        # h2 runs the five (the others' ranks pass): 10 records on the broker, queued for hm
+        wait_for(lambda: all(actlog(fl('h2')).get(j + '.0') for j in ones), 60, 'the one jobs on h2')
+
+        def up():
+            c('sync', url)
+            return {r['instance'] for r in c.json('results')} >= {j + '.0' for j in ones}
+        wait_for(up, 60, 'h2\'s 10 records through the broker', every=1)
+        vbs['h2'].stop()
+        broker.stop()
+        os.remove(os.path.join(fl('hm'), 'mq.sub'))     # a new subscription: the whole retained snapshot
+        saved = os.path.join(base, 'saved')
+        for d in ('broker', 'fleet', 'hm', 'ht'):
+            shutil.copytree(fl(d), os.path.join(saved, d))
+
+        def restore(*names):
+            for d in names:
+                shutil.rmtree(fl(d))
+                shutil.copytree(os.path.join(saved, d), fl(d))
+        records = ['%s r h2 0 ' % j for j in ones]
+
+        def broker_wake(k):
+            restore('broker', 'fleet', 'hm')
+            broker.start()
+            vb = VBoard(fl('hm'), board_id='hm', heap='%dK' % k)
+            try:
+                vb.start()
+
+                def done():
+                    if not actlog(fl('hm')).get(mine['hm'] + '.0') or not vb.alive():
+                        return False
+                    c('sync', url)
+                    return any(r['host'] == 'hm' and r['instance'] == mine['hm'] + '.0' for r in c.json('results'))
+                wait_for(done, TRIAL_S, 'hm\'s wake', every=0.5)
+                ok = all(in_files(fl('hm'), r) for r in records) and not any(actlog(fl('hm')).get(j + '.0')
+                                                                            for j in ones)
+            except Exception:
+                ok = False
+            finally:
+                vb.stop()
+                broker.stop()
+            return ok
+
+        def tcp_wake(k):
+            restore('fleet', 'ht')
+            vb = VBoard(fl('ht'), board_id='ht', heap='%dK' % k)
+            where = '127.0.0.1:%d' % sport
+            try:
+                vb.start()
+                wait_for(lambda: c.run('sync', where, '-q', ok=False).returncode == 0 or not vb.alive(), TRIAL_S,
+                         'ht listening', every=0.5)
+                if not (all(in_files(fl('ht'), r) for r in records) and vb.alive()):
+                    return False
+                wait_for(lambda: actlog(fl('ht')).get(mine['ht'] + '.0'), TRIAL_S, 'ht\'s job', every=0.5)
+                c('sync', where, '-q')
+                return any(r['host'] == 'ht' and r['instance'] == mine['ht'] + '.0' for r in c.json('results'))
+            except Exception:
+                return False
+            finally:
+                vb.stop()
+        return smallest(broker_wake, step), smallest(tcp_wake, step)
+    finally:
+        broker.stop()
+        ports.release()
+
+
+def smallest(works, step, lo=8, hi=512):
+    if not works(hi):
+        return None
+    while hi - lo > step:
+        mid = (lo + hi) // 2
+        if works(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 if __name__ == '__main__':

@@ -504,3 +504,82 @@ def test_serve_on_a_broker_publishes_the_fleet_and_takes_what_comes(tmp_path, mo
     assert any(l.startswith('refused from the broker:') and 'ghost' in l for l in lines), p.stdout
     snap = retained(mosquitto.port, pre + '/f/#')
     assert any(j.encode() in v and v.startswith(b'.b ') for v in snap.values()), snap
+
+
+DAY_SCALE = 1200    # board and companion clocks: a simulated day in 72 s
+
+
+@pytest.mark.slow
+def test_a_board_asleep_for_a_simulated_day_gets_what_it_missed(tmp_path, capsys, mosquitto):
+    """b3 powered down (its RTC running: the unix board's clock file) for a
+    day of its own fast clock while the fleet adds a job, cancels one b3
+    holds, and b1/b2 run a `one` job and publish their records; b3 keeps its
+    persistent session. On its next wake it has all of it before it runs
+    anything: the job added meanwhile runs, the cancelled one (its window
+    still open) and the `one` job the others ran (its window open, b3 maybe
+    its first rank) do not."""
+    from companion.demo import DemoClock
+    from companion.vboard.board import VBoard
+    from tests.devutil import InProcessCompanion, actlog, all_records, own_results, wait_for
+    clock = DemoClock(DAY_SCALE)
+    c = InProcessCompanion(str(tmp_path / 'fleet'), capsys, clock)
+    c('init')
+    ids = ['b1', 'b2', 'b3']
+    boards = {}
+
+    def start(b):
+        vb = VBoard(str(tmp_path / b), board_id=b, heap=HEAP, clock_scale=DAY_SCALE)
+        vb.path = vb.start()
+        boards[b] = vb
+        return vb
+    try:
+        for b in ids:
+            start(b)
+            out = c('deploy', boards[b].path, '--id', b, '--mqtt', mosquitto.url, '-q')
+            assert 'syncs through %s' % mosquitto.url in out, out
+        for b in ids:
+            c.sync(boards[b].path)
+        held = lambda b, text: any(text in l for l in all_records(str(tmp_path / b)))
+        # a job b3 holds before it sleeps, cancelled while it sleeps: its window
+        # is open when b3 wakes
+        j_gone = c('add', 'each +20h log cancelled ; within=8h').strip()
+        c('sync', mosquitto.url)
+        wait_for(lambda: all(held(b, j_gone + ' each') for b in ids), 60, 'the job on the three boards')
+
+        boards['b3'].stop()
+        slept = clock.now()
+        c('cancel', j_gone)
+        j_one = c('add', 'one +1h log onlyone ; within=30h grace=3h').strip()
+        j_new = c('add', 'each +20h log missed ; within=8h').strip()
+        c('sync', mosquitto.url)
+        ran = lambda b, j: actlog(str(tmp_path / b)).get(j + '.0', 0)
+
+        def one_up():       # run by b1 or b2 (b3's rank passed), its record in the fleet
+            c('sync', mosquitto.url)
+            return [r for r in c.json('results') if r['instance'] == j_one + '.0']
+        rows = wait_for(one_up, 60, 'the one job run while b3 sleeps', every=1)
+        assert rows[0]['host'] in ('b1', 'b2')
+        wait_for(lambda: clock.now() >= slept + 86400, 90, 'a simulated day', every=0.5)
+        assert ran('b1', j_new) and ran('b2', j_new) and not ran('b1', j_gone) + ran('b2', j_gone)
+
+        start('b3')        # its next wake: a day later on its own clock
+        wait_for(lambda: ran('b3', j_new), 60, 'the job added while b3 slept, on b3')
+        at = [r['at'] for r in own_results(str(tmp_path / 'b3'), 'b3') if r['id'] == j_new]
+        assert at and at[0] >= slept + 86400, (at, slept)
+        assert held('b3', j_gone + ' cancel') and held('b3', j_one + ' r %s ' % rows[0]['host'])
+        # past the cancelled job's window and the one job's next ranks on b3's clock
+        end = max(slept + 28 * 3600, clock.now() + 3 * 3600)
+        wait_for(lambda: clock.now() >= end, 30, 'the windows passed', every=0.5)
+        assert not any(ran(b, j_gone) for b in ids)
+        assert sum(ran(b, j_one) for b in ids) == 1
+        rows = mqtt_results(c, mosquitto.url, j_new + '.0', 3)
+        assert {r['host'] for r in rows} == set(ids) and all(r['verified'] for r in rows)
+        st = c.json('status')
+        assert st['duplicates'] == {}
+        # status: b3's last contact is its newest record through the broker (its
+        # last sync is the serial one before its sleep)
+        row = {r['id']: r for r in st['devices']}['b3']
+        assert row['last_broker_contact'] >= at[0] > row['last_sync'], row
+    finally:
+        for vb in boards.values():
+            vb.stop()

@@ -78,7 +78,7 @@ def cmd_sync(args):
         from companion.sync import mqtt
         args.mqtt = args.port
         known = set(duplicates(f))
-        mqtt.sync(f, mqtt_of(args), log=lambda t: print(t, flush=True))
+        mqtt.sync(f, mqtt_of(args), log=lambda t: print(t, flush=True), now=int(args.clock()))
         for i, d in duplicates(f).items():
             if i not in known:
                 print('duplicate: ' + duplicate_text(i, d))

@@ -182,11 +182,12 @@ def cmd_status(args):
     if insecure:
         c.print('[bold red]INSECURE FLEET: records are not signed; any peer can inject jobs.[/]')
     t = Table(title='devices of %s' % f.meta['name'])
-    for col in ('id', 'last sync', 'drift s', 'clock', 'pending', 'ok', 'failed', 'missed', 'aborted', 'dups',
-                'unverified'):
+    for col in ('id', 'last sync', 'broker', 'drift s', 'clock', 'pending', 'ok', 'failed', 'missed', 'aborted',
+                'dups', 'unverified'):
         t.add_column(col)
     for r in rows:
         t.add_row(r['id'], format_time(r['last_sync']) if r['last_sync'] else 'never',
+                  format_time(r['last_broker_contact']) if r['last_broker_contact'] else '-',
                   '%+.1f' % r['clock_drift_s'] if r['clock_drift_s'] is not None else '-',
                   str(r['clock'] or '-'), str(r['pending'] if r['pending'] is not None else '-'),
                   str(r['ok']), str(r['failed']), str(r['missed']), str(r['aborted']), str(len(r['duplicates'])),

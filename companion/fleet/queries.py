@@ -358,6 +358,7 @@ def status_rows(fleet, now=None, dups=None):
         rows.append({
             'id': d['id'], 'port': d.get('port'), 'board': d.get('board'),
             'last_sync': d.get('last_sync'), 'clock_drift_s': d.get('drift'),
+            'last_broker_contact': d.get('broker_contact'),
             'clock': st.get('clock'),
             'pending': st['pending'] if st.get('pending') is not None else pending_for(fleet, d['id'], now),
             'failed': sum(1 for r in mine if r.outcome == 'err'),
@@ -413,10 +414,11 @@ def attention(row, d, now, actions_at=None):
     [] when none."""
     out = []
     last, every = row['last_sync'], row['usual_interval_s']
-    if last is None:
+    heard = max(last or 0, row.get('last_broker_contact') or 0) or None     # a broker's word counts as contact
+    if heard is None:
         out.append(('late', 'never synced since it was deployed: `companion sync PORT`'))
-    elif every and now - last > OVERDUE_FACTOR * every:
-        out.append(('late', 'not synced for %s, usually every %s' % (duration_text(now - last), duration_text(every))))
+    elif every and now - heard > OVERDUE_FACTOR * every:
+        out.append(('late', 'not synced for %s, usually every %s' % (duration_text(now - heard), duration_text(every))))
     if last is not None and d.get('complete') is False:
         out.append(('late', 'its last sync did not finish (it broke off, or runs now): sync it again'))
     if actions_at is not None and row['deployed'] is not None and actions_at > row['deployed']:

@@ -115,8 +115,9 @@ def _text(payload):
     return payload.decode('utf-8', 'replace')
 
 
-def sync(fleet, cfg, log=None):
-    """One visit to the broker; returns a report dict."""
+def sync(fleet, cfg, log=None, now=None):
+    """One visit to the broker; returns a report dict. now: the
+    companion's clock (a refusal report's contact time)."""
     from companion.link.mqtt import BrokerLink
     fleet.check_files()
     pre = topic_of(fleet, cfg)
@@ -152,6 +153,7 @@ def sync(fleet, cfg, log=None):
         for host in sorted({h for h, _, _ in reports}):
             # what a board refused, in the fleet's quarantine under its name (status shows it)
             fleet.quarantine([(line, why) for h, line, why in reports if h == host], 'reported by ' + host)
+        note_contacts(fleet, lines, refused, {h for h, _, _ in reports}, int(time.time() if now is None else now))
         link.ack(msgs)          # the folder holds them (or quarantined them)
         snap = snapshot(fleet)
         todo = [(name, text) for name, text in snap.items() if retained.get(name) != text.encode()]
@@ -172,6 +174,30 @@ def sync(fleet, cfg, log=None):
         for q in rep['reports']:
             log('reported: %s' % q)
     return rep
+
+
+def note_contacts(fleet, lines, refused, reporters, now):
+    """devices/ID.json broker_contact: the time of the newest record of
+    board ID taken through the broker (its own clock's time, no later than
+    now; a line refused does not count, a replayed one is as old as it
+    was), or now for a refusal report on PRE/q/ID (unsigned: as the report
+    itself, it is the board's word). status shows it (queries.status_rows)."""
+    bad = {l for l, _ in refused}
+    seen = {}
+    for l in lines:
+        f = l.split(None, 5)
+        if len(f) > 4 and f[1] == 'r' and l not in bad and f[4].isdigit():
+            seen[f[2]] = max(seen.get(f[2], 0), min(int(f[4]), now))
+    for h in reporters:
+        seen[h] = now
+    for h, t in sorted(seen.items()):
+        try:
+            d = fleet.device(h)
+        except UserError:
+            continue        # not a host id
+        if d is not None and t > (d.get('broker_contact') or 0):
+            d['broker_contact'] = t
+            fleet.save_device(d)
 
 
 def summary(rep):

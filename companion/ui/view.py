@@ -80,7 +80,7 @@ def snapshot(folder, now, span=86400, plan_for=None):
     out['plan'] = _try(problems, 'plan', lambda: next_per_board(f, now, shown), {})
     out['quarantine'] = _try(problems, 'quarantine', lambda: fleetcmd.quarantine_info(f))
     out['rollouts'] = _try(problems, 'rollouts', lambda: fleetcmd.rollout_states(f, now), {})
-    never = [b['id'] for b in out['boards'] if b.get('last_sync') is None]
+    never = [b['id'] for b in out['boards'] if b.get('last_sync') is None and b.get('last_broker_contact') is None]
     if never:
         problems.append('%s %s deployed but never synced: nothing of %s is known yet (`companion sync PORT`)' % (
             ', '.join(never[:5]) + (' and %d more' % (len(never) - 5) if len(never) > 5 else ''),

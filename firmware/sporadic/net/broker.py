@@ -354,6 +354,11 @@ def loop(rt, bk, node=None, max_ms=None, max_steps=None):
     wake = None
     steps = 0
     changed = False
+    # a wake takes what the fleet wrote while the board slept before its first
+    # step (a cancel, another board's done record decide what is due now);
+    # a broker that is down costs that one slice
+    bk.sync()
+    board.wdt_feed()
     while max_ms is None or ticks_diff(ticks_ms(), t0) < max_ms:
         now = clock.now()
         if node is not None and node.changed:
