@@ -818,3 +818,19 @@ def test_the_broker_link_goes_only_to_a_board_given_a_broker(tmp_path):
                                                           "sporadic/net/broker.py", "sporadic/net/mqtt.py",
                                                           "sporadic/net/node.py"]
     assert "sporadic/core/plan.py" in files.needed_modules("esp8266", {}, str(fw))
+
+
+
+def test_a_picos_own_filesystem_reads_back():
+    """The filesystem of an emulated Pico (the real rp2 firmware) after a sync
+    of 400 jobs and a burst of runs (tests/test_rp2_awake.py), gzipped. Its
+    littlefs caches 4 x max(read, prog) = 1,024 bytes (MicroPython's
+    extmod/vfs_lfsx.c), so it keeps its 306-byte wake.idx inline; read with
+    a 256-byte cache that file was LFS_ERR_CORRUPT."""
+    import gzip
+    g = image.geometry('rp2-pico')
+    with gzip.open(os.path.join(os.path.dirname(__file__), 'data', 'pico-400-jobs-fs.bin.gz')) as f:
+        data = f.read()
+    files = image.read_image(data, g)
+    assert len(files['/wake.idx']) == 306 and files['/wake.idx'].startswith(b'w2 ')
+    assert files['/jobs.txt'].count(b'\n') > 400

@@ -113,6 +113,10 @@ def _lfs(geom, data=None):
         prog_size=geom["prog_size"],
         lookahead_size=geom["lookahead"],
         name_max=geom["name_max"],
+        # MicroPython's own (extmod/vfs_lfsx.c): the cache bounds the inline
+        # files a board writes, and a smaller one reads them as corrupt (an
+        # rp2 board's 306-byte wake.idx: LFS_ERR_CORRUPT with 256)
+        cache_size=min(geom["block_size"], 4 * max(geom["read_size"], geom["prog_size"])),
     )
     # mount=False: littlefs-python would otherwise format what fails to mount
     if data is None:
