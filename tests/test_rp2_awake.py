@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.test_rp2 import BOOTROM, UF2, WHY, flash_snapshot
+from tests.test_rp2 import BOOTROM, UF2, WHY, flash_files, flash_snapshot
 from companion.vboard.rp2 import RP2VBoard
 from tests.devutil import InProcessCompanion
 
@@ -32,15 +32,19 @@ def _wait(cond, timeout, what):
         if got:
             return got
         if time.monotonic() > deadline:
-            raise AssertionError('timed out waiting for ' + what)
+            raise AssertionError('timed out waiting for %s (last: %s)' % (what, LAST_ERROR))
         time.sleep(0.2)   # polling the emulator's counters, not a timing assumption
+
+
+LAST_ERROR = []
 
 
 def _files(vb):
     # the board's files now, or none while littlefs is mid-commit (looked at again)
     try:
-        return flash_snapshot(vb.flash)
-    except AssertionError:
+        return flash_files(vb.flash)
+    except Exception as e:
+        LAST_ERROR[:] = [repr(e)[:300]]
         return {}
 
 
@@ -65,6 +69,9 @@ def idle_hours(tmp, capsys, n):
     vb.start()
     try:
         assert 'synced pico-%d' % n in c.sync(vb.path)
+        # the burst's wait, the runs and the compaction at the chip's own
+        # speed (the idle span's instructions are counted from `since` on)
+        vb.set_unpaced(True)
         # the burst runs; its records pass the log's limit and the loop
         # compacts them into the outbox, then sleeps
         _wait(lambda: any(p.startswith('/out/') for p in _files(vb)), 600, 'a compaction of the runs')
