@@ -69,9 +69,6 @@ def idle_hours(tmp, capsys, n):
     vb.start()
     try:
         assert 'synced pico-%d' % n in c.sync(vb.path)
-        # the burst's wait, the runs and the compaction at the chip's own
-        # speed (the idle span's instructions are counted from `since` on)
-        vb.set_unpaced(True)
         # the burst runs; its records pass the log's limit and the loop
         # compacts them into the outbox, then sleeps
         _wait(lambda: any(p.startswith('/out/') for p in _files(vb)), 600, 'a compaction of the runs')
