@@ -59,6 +59,16 @@ def parse(path):
         return ast.parse(f.read(), path)
 
 
+def from_package(node, module, is_package):
+    """The absolute package a `from ... import` in `module` names (relative
+    imports resolved)."""
+    if not node.level:
+        return node.module
+    base = module.split('.') if is_package else module.split('.')[:-1]
+    base = base[:len(base) - (node.level - 1)]
+    return '.'.join(base + ([node.module] if node.module else []))
+
+
 def imported_names(tree, module, is_package, module_level_only):
     """The absolute names an `import` or `from ... import` in tree reaches
     (for `from P import x`: P.x, and P itself)."""
@@ -70,12 +80,7 @@ def imported_names(tree, module, is_package, module_level_only):
             for a in node.names:
                 yield a.name
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = module.split('.') if is_package else module.split('.')[:-1]
-                base = base[:len(base) - (node.level - 1)]
-                pkg = '.'.join(base + ([node.module] if node.module else []))
-            else:
-                pkg = node.module
+            pkg = from_package(node, module, is_package)
             yield pkg
             for a in node.names:
                 yield pkg + '.' + a.name
@@ -302,12 +307,7 @@ def module_names(tree, module, is_package, known):
                 else:
                     out[a.name.split('.')[0]] = a.name.split('.')[0]
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = module.split('.') if is_package else module.split('.')[:-1]
-                base = base[:len(base) - (node.level - 1)]
-                pkg = '.'.join(base + ([node.module] if node.module else []))
-            else:
-                pkg = node.module
+            pkg = from_package(node, module, is_package)
             for a in node.names:
                 full = pkg + '.' + a.name
                 is_module = full in known
@@ -444,12 +444,7 @@ def private_uses(modules):
         alias = {}     # local name -> a module of `modules`
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = name.split('.') if is_package else name.split('.')[:-1]
-                    base = base[:len(base) - (node.level - 1)]
-                    pkg = '.'.join(base + ([node.module] if node.module else []))
-                else:
-                    pkg = node.module
+                pkg = from_package(node, name, is_package)
                 for a in node.names:
                     full = pkg + '.' + a.name
                     if full in modules:
