@@ -99,14 +99,12 @@ def _when_words(j, dur):
     return 'at "%s" %s' % (at, zone)
 
 
-def next_for(fleet, host, now):
-    """{job id: {'instance', 'at', 'time', 'what'}}: what board `host` does next
-    about each job and when, decided by the core planner (plan.decide) on the
-    fleet's copy of its file, as the board would if it synced now: `run` or
-    `miss` (now), `wait` (at its due time, or its turn for an `any`/`one`);
-    nothing for a job it will never run again."""
+def decisions(fleet, host, now):
+    """[(job id, what, k, at)]: plan.decide for each live job of the fleet's
+    copy of its file, as board `host` would decide now (its own scanner,
+    core/groups.py, and its rank and heard, _standing); `what` IDLE included."""
     rnd = plan.hash_rnd(host)
-    out = {}
+    out = []
     tally = [-1, 0, 0]
 
     def visit(jid, text, cancelled, mine, done_k, asg, hosts):
@@ -115,10 +113,18 @@ def next_for(fleet, host, now):
         j = jobline.parse(text)
         rnk, heard = _standing(j, host, hosts, tally)
         what, k, at = plan.decide(j, host, now, mine, done_k, rnk, rnd, heard=heard)[:3]
-        if what != plan.IDLE and k >= 0:
-            out[jid] = {'instance': '%s.%d' % (jid, k), 'at': at, 'time': format_time(at), 'what': what}
+        out.append((jid, what, k, at))
     groups.scan(fleet.lines(), host, None, visit, tally)
     return out
+
+
+def next_for(fleet, host, now):
+    """{job id: {'instance', 'at', 'time', 'what'}}: what board `host` does next
+    about each job and when (decisions): `run` or `miss` (now), `wait` (at its
+    due time, or its turn for an `any`/`one`); nothing for a job it will
+    never run again."""
+    return {jid: {'instance': '%s.%d' % (jid, k), 'at': at, 'time': format_time(at), 'what': what}
+            for jid, what, k, at in decisions(fleet, host, now) if what != plan.IDLE and k >= 0}
 
 
 def _standing(j, host, hosts, tally):
@@ -300,22 +306,9 @@ def shown_rows(rows):
 
 
 def pending_for(fleet, host, now):
-    """Jobs this host still has an instance of to run, decided by the core
-    planner on the fleet's copy (the same file the board holds after a sync,
-    read by the board's own scanner, core/groups.py)."""
-    rnd = plan.hash_rnd(host)
-    n = [0]
-    tally = [-1, 0, 0]
-
-    def visit(jid, text, cancelled, mine, done_k, asg, hosts):
-        if text is None or cancelled:
-            return
-        j = jobline.parse(text)
-        rnk, heard = _standing(j, host, hosts, tally)
-        if plan.decide(j, host, now, mine, done_k, rnk, rnd, heard=heard)[0] != plan.IDLE:
-            n[0] += 1
-    groups.scan(fleet.lines(), host, None, visit, tally)
-    return n[0]
+    """Jobs this host still has an instance of to run (decisions: the core
+    planner on the fleet's copy, the same file the board holds after a sync)."""
+    return sum(1 for d in decisions(fleet, host, now) if d[1] != plan.IDLE)
 
 
 def quarantine_by_host(fleet):
