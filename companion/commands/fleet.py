@@ -157,12 +157,17 @@ def cmd_results(args):
         c.print('no results%s yet: a board reports what it ran at its next sync (`companion sync PORT`); '
                 '`companion jobs` shows when each board runs each job next'
                 % (' matching' if args.host or args.job or args.since else ''), markup=False)
+    print_duplicates(c, dups, 'duplicates')
+    return 0
+
+
+def print_duplicates(c, dups, head):
+    """Each duplicate of a single-run instance, after `head` (rich markup)."""
     if dups:
-        c.print('duplicates (single-run instances that ran on more than one board):', markup=False)
+        c.print(head + ' (single-run instances that ran on more than one board):')
         for i, d in dups.items():
             c.print('  ' + duplicate_text(i, d), markup=False)
         c.print(DUPLICATE_NOTE, markup=False)
-    return 0
 
 
 def cmd_status(args):
@@ -217,11 +222,7 @@ def cmd_status(args):
                 '(%s: never merged, never sent on); last:' % (q['count'], f.path('quar.txt')))
         for x in q['last']:
             c.print('  ' + x, markup=False)
-    if dups:
-        c.print('[yellow]duplicates detected[/] (single-run instances that ran on more than one board):')
-        for i, d in dups.items():
-            c.print('  ' + duplicate_text(i, d), markup=False)
-        c.print(DUPLICATE_NOTE, markup=False)
+    print_duplicates(c, dups, '[yellow]duplicates detected[/]')
     return 0
 
 
