@@ -41,10 +41,11 @@ def board_time(flash):
         return 0
 
 
-def run_offline(cli, flash, heap, hours, insecure=False):
+def run_offline(cli, flash, heap, hours, insecure=False, holds=lambda names: True):
     """A board deployed and synced with JOBS hourly jobs, then left alone
-    (no sync) until its clock is `hours` past the jobs' first instance.
-    Returns the jobs' ids and their first instance's time."""
+    (no sync) until its clock is `hours` past the jobs' first instance and
+    its outbox's file names satisfy `holds`. Returns the jobs' ids and their
+    first instance's time."""
     cli('init', '--name', 'outbox', *(['--insecure'] if insecure else []))
     vb = cli.vboard('--id', HOST, '--flash', flash, '--heap', heap, '--env', 'SPORADIC_CLOCK=step')
     cli('deploy', vb.path, '--id', HOST)
@@ -54,7 +55,9 @@ def run_offline(cli, flash, heap, hours, insecure=False):
     jobs = [jobline.parse(l) for l in Fleet(cli.dir).lines() if l[:1] != '.' and l.split()[1] == 'each']
     assert len(jobs) == JOBS
     t0 = jobs[0].t0
-    wait_for(lambda: board_time(flash) >= t0 + (hours + 1) * 3600, timeout=600, every=0.5,
+    out = os.path.join(flash, 'out')
+    wait_for(lambda: board_time(flash) >= t0 + (hours + 1) * 3600
+             and holds(os.listdir(out) if os.path.isdir(out) else []), timeout=600, every=0.5,
              what='%d board hours' % hours)
     cli.stop_boards()
     return {j.id for j in jobs}, t0
@@ -251,7 +254,9 @@ def test_the_emulated_pico_hands_its_outbox_over_in_one_sync(tmp_path):
     cli = CLI(str(tmp_path / 'fleet'))
     flash = str(tmp_path / 'flash')
     try:
-        ids, t0 = run_offline(cli, flash, '128K', 2 * 24)
+        # on until both kinds are there: a packing can leave none raw for a while
+        ids, t0 = run_offline(cli, flash, '128K', 2 * 24, holds=lambda names: any(
+            n[0] == 'p' for n in names) and any(n.isdigit() for n in names))
     finally:
         cli.stop_boards()
     out = os.path.join(flash, 'out')
