@@ -38,6 +38,7 @@ from tests.test_mesh import fleet_of  # noqa: F401  (the fixture: boards deploye
 EVERY = 5          # s between a job's instances
 LATE = 4           # s an instance may run after its due time: the slice (2 s), a poll, the clock's second
 FORGET = 6000      # ms: net.forget_ms of the fake peer's test (heartbeats every 0.5 s, a board's wake at most a slice)
+SYNC = 2000        # ms: net.sync_ms of the trickled hello's test
 
 
 class Trickler:
@@ -54,6 +55,7 @@ class Trickler:
         self.every = every
         self.hello = hello
         self.accepted = 0
+        self.times = []       # Unix time of each connection accepted
         self.stop = threading.Event()
         self.conns = []
         threading.Thread(target=self._accept, daemon=True).start()
@@ -66,6 +68,7 @@ class Trickler:
             except OSError:
                 continue
             self.accepted += 1
+            self.times.append(time.time())
             self.conns.append(c)
             threading.Thread(target=self._trickle, args=(c,), daemon=True).start()
 
@@ -131,26 +134,38 @@ def on_time(board, job, since, count):
 
 @pytest.mark.slow
 def test_a_hello_trickled_at_a_stopped_peers_address_costs_a_slice(fleet_of):  # noqa: F811
-    fl = fleet_of(['n1', 'n2'])            # each the other's --peer
+    # each the other's --peer; a sync round every SYNC ms (net.sync_ms; the
+    # product's 5 s): the back-off doubles from it, so tries come sooner
+    fl = fleet_of(['n1', 'n2'], tune={'sync_ms': SYNC})
     n1, n2 = fl['n1'], fl['n2']
-    job = tick_job(fleet_of.cli)
+    job = tick_job(fleet_of.cli, 2)        # due every 2 s
     n1.sync()
     port = n2.port
     n2.stop()
     t = Trickler(port)
     try:
         since = time.time()
-        on_time(n1, job, since, 8)
-        # n1 tries n2's address again after its back-off (on a loaded machine
-        # the second try may come after the 8 instances)
+        # n1 tries n2's address, gives up at its slice, tries again after its back-off
         st = wait_for(lambda: t.accepted >= 2 and (lambda s: s if s['sync']['sync_fail'] >= 2 else None)(n1.net()),
-                      60, 'a second try at the trickling address, given up', every=1)
+                      60, 'a second try at the trickling address, given up', every=0.5)
+        # every instance due from the attack's start to the end of the
+        # second slice (at least 8) ran on time
+        k0, now = 0, time.time()
+        while plan.due(job, k0) < since:
+            k0 += 1
+        count = 0
+        while plan.due(job, k0 + count) <= now:
+            count += 1
+        on_time(n1, job, since, max(count, 8))
         # n1 tried n2's address, gave up each time at its slice, backed off
         assert t.accepted >= 2 and st['sync']['sync_fail'] >= 2, (t.accepted, st['sync'])
         assert 'too slow' in st['last_error'], st['last_error']
         assert any(b.startswith('127.0.0.1:%d ' % port) for b in st['backoff']), st['backoff']
-        # backed off: far fewer tries than one each sync period
-        assert t.accepted <= (time.time() - since) * 1000 / node.SYNC_MS / 2 + 1, t.accepted
+        # backed off: the second try came at least twice a sync period after
+        # the first failed (a slice after it began), not a sync period later
+        assert t.times[1] - t.times[0] >= (2 * SYNC + node.SLICE_MS) / 1000 - 0.5, t.times
+        # far fewer tries than one each sync period
+        assert t.accepted <= (time.time() - since) * 1000 / SYNC / 2 + 1, t.accepted
     finally:
         t.close()
 
