@@ -9,8 +9,8 @@ fourth board built with `companion image` boots from that image and joins.
 The tests look at a board's flash folder only as one looks at a board's
 LED (its action log: what ran); never to drive it. Board clocks are the
 host's (scale 1): the companion sets them at its first visit, as it does
-for a real board. The networked boards sync each other every second
-(`companion vboard --env SPORADIC_NET_TUNE=sync_ms=1000`: cfg.json's
+for a real board. The networked boards sync each other every 2 s
+(`companion vboard --env SPORADIC_NET_TUNE=sync_ms=2000`: cfg.json's
 `net.sync_ms`, the product's 5 s): the jobs are due seconds after they
 are added, once they have spread.
 """
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.slow   # every test starts virtual boards
 
 HEAP = '192K'   # a signed sync over TCP on the 64-bit unix port (docs/wifi.md#budgets-and-limits)
 IDS = ['b1', 'b2', 'b3']
-TUNE = ('--env', 'SPORADIC_NET_TUNE=sync_ms=1000')   # a board-to-board sync every second
+TUNE = ('--env', 'SPORADIC_NET_TUNE=sync_ms=2000')   # a board-to-board sync every 2 s
 
 
 def start(cli, tmp_path, bid, *more):

@@ -69,7 +69,9 @@ class Board:
 
     def link(self):
         from companion.link.tcp import TcpLink
-        return TcpLink('127.0.0.1', self.port, secret=self.secret(), timeout=5)
+        # a board's hello waits for its loop: a board-to-board sync slice, a
+        # merge, on a loaded machine longer than 5 s
+        return TcpLink('127.0.0.1', self.port, secret=self.secret(), timeout=15)
 
     def net(self):
         return self.cli.json('net', '127.0.0.1:%d' % self.port)
@@ -139,9 +141,9 @@ def agreed(boards, who):
 @pytest.mark.slow
 def test_records_spread_one_leader_split_runs_once_per_section_heal_reports(fleet_of):
     ids = ['b1', 'b2', 'b3', 'b4', 'b5']
-    # a board-to-board sync every second (the default 5 s): records spread
-    # in seconds; heartbeats and leases stay the product's
-    fl = fleet_of(ids, tune={'sync_ms': 1000})
+    # a board-to-board sync every 2 s (the default 5 s): records spread in
+    # seconds; heartbeats and leases stay the product's
+    fl = fleet_of(ids, tune={'sync_ms': 2000})
     c = fleet_of.cli
     bs = [fl[i] for i in ids]
     # every record reaches every connected board (the companion brings it to one)
