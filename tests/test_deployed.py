@@ -9,7 +9,10 @@ fourth board built with `companion image` boots from that image and joins.
 The tests look at a board's flash folder only as one looks at a board's
 LED (its action log: what ran); never to drive it. Board clocks are the
 host's (scale 1): the companion sets them at its first visit, as it does
-for a real board.
+for a real board. The networked boards sync each other every 2 s
+(`companion vboard --env SPORADIC_NET_TUNE=sync_ms=2000`: cfg.json's
+`net.sync_ms`, the product's 5 s): the jobs are due seconds after they
+are added, once they have spread.
 """
 import json
 import os
@@ -23,6 +26,7 @@ pytestmark = pytest.mark.slow   # every test starts virtual boards
 
 HEAP = '192K'   # a signed sync over TCP on the 64-bit unix port (docs/wifi.md#budgets-and-limits)
 IDS = ['b1', 'b2', 'b3']
+TUNE = ('--env', 'SPORADIC_NET_TUNE=sync_ms=2000')   # a board-to-board sync every 2 s
 
 
 def start(cli, tmp_path, bid, *more):
@@ -55,7 +59,7 @@ def test_three_deployed_boards_spread_elect_run_once_and_an_imaged_board_joins(f
     assert 'signed' in c('init')
     assert os.path.isfile(os.path.join(c.dir, 'keys', 'peer'))     # the fleet key, made by init
     ports = dict(zip(IDS + ['b4'], reserve_ports(4)))
-    boards = {b: start(c, tmp_path, b) for b in IDS}
+    boards = {b: start(c, tmp_path, b, *TUNE) for b in IDS}
     for b in IDS:
         peers = []
         for o in IDS:
@@ -69,8 +73,8 @@ def test_three_deployed_boards_spread_elect_run_once_and_an_imaged_board_joins(f
     # a leader: the lowest id, seen the same by all three
     wait_for(lambda: all(net(c, ports[b])['leader'] == 'b1' for b in IDS), 30, 'b1 leads all three')
     # two jobs, into b1 only (serial); the companion goes away
-    j_each = c('add', 'each +15s log hello ; within=10m').strip()
-    j_any = c('add', 'any:1 +30s log anyone ; within=10m tick=1m').strip()
+    j_each = c('add', 'each +8s log hello ; within=10m').strip()
+    j_any = c('add', 'any:1 +12s log anyone ; within=10m tick=1m').strip()
     out = c('sync', boards['b1'].path, '-q')
     assert out.startswith('synced b1') and 'sent 0 line(s)' not in out, out
     # the jobs reach b2 and b3 board to board, and run there
@@ -104,7 +108,7 @@ def test_three_deployed_boards_spread_elect_run_once_and_an_imaged_board_joins(f
     with open(os.path.join(boards['b1'].flash, 'cfg.json')) as f:
         deployed = f.read()
     assert cfg_keys(imaged['/cfg.json']) == cfg_keys(deployed)
-    b4 = c.vboard('--id', 'b4', '--image', fs, '--heap', HEAP)
+    b4 = c.vboard('--id', 'b4', '--image', fs, '--heap', HEAP, *TUNE)
     # it syncs over TCP (the companion sets its clock), hears the fleet, follows b1
     tcp_sync(c, 'b4', ports['b4'])
     st = wait_for(lambda: (lambda s: s if s['leader'] == 'b1' else None)(net(c, ports['b4'])), 30,
@@ -112,7 +116,7 @@ def test_three_deployed_boards_spread_elect_run_once_and_an_imaged_board_joins(f
     assert 'b1' in st['alive']
     wait_for(lambda: 'b4' in net(c, ports['b1'])['alive'], 30, 'b1 hears b4')
     # and over serial; the job it got from the image runs and comes back verified
-    j_late = c('add', 'each +10s log late ; within=10m').strip()
+    j_late = c('add', 'each +6s log late ; within=10m').strip()
     assert c('sync', b4.path, '-q').startswith('synced b4')
 
     def late_back():

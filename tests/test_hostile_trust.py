@@ -229,8 +229,9 @@ def test_hostile_leader_with_the_fleet_key_cannot_stop_a_one_or_an_any_job(tmp_p
             # lowest id claiming) and waits for assignments that never come
             who[0] = 'h1'
             devutil.wait_for(lambda: set(led_by().values()) == {'h1'} or None, 20, 'h1 (hostile) leads')
-            one = cli('add', 'one +20s log single ; grace=15s').strip()
-            anyj = cli('add', 'any:0.9 +20s log anyone ; tick=5s within=1m').strip()
+            # due 8 s on: after the three syncs below (about 3 s)
+            one = cli('add', 'one +8s log single ; grace=8s').strip()
+            anyj = cli('add', 'any:0.9 +8s log anyone ; tick=2s within=16s').strip()
             for b in ids:
                 fl[b].sync()
 
@@ -241,9 +242,9 @@ def test_hostile_leader_with_the_fleet_key_cannot_stop_a_one_or_an_any_job(tmp_p
                         if line.startswith(j + ' r ') and f[3] == '0' and f[5].startswith(('ok', 'run')):
                             return f[2]
                 return None
-            # due in 20 s; the ordinary rule one grace (15 s) later: rank 0 at
-            # 35 s, rank 1 at 50 s; for the `any` job half its window (30 s)
-            # later, then a draw (p = 0.9) every 5 s on each board
+            # due in 8 s; the ordinary rule one grace (8 s) later: rank 0 at
+            # 16 s, rank 1 at 24 s; for the `any` job half its window (8 s)
+            # later, then a draw (p = 0.9) every 2 s on each board
             runner = devutil.wait_for(lambda: ran(one), 120, 'the one job ran despite the hostile leader')
             assert runner in ids
             devutil.wait_for(lambda: ran(anyj), 120, 'the any job ran despite the hostile leader')
@@ -277,7 +278,8 @@ def test_forged_results_from_a_hostile_peer_do_not_stop_a_deployed_board(tmp_pat
     h1 = MeshBoard(cli, str(tmp_path), 'h1', p1)
     try:
         h1.start([])
-        job = cli('add', 'one +10s log single ; every=15s within=15s grace=5s').strip()
+        # instance 0 due 10 s on (after the forged push), then one every 8 s
+        job = cli('add', 'one +10s log single ; every=8s within=8s grace=3s').strip()
         h1.sync()
         key = bytes.fromhex(read_fleet_key(Fleet(cli.dir)))   # what a stolen board's cfg.json holds
 

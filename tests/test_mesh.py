@@ -5,8 +5,11 @@ in with `companion add` and `companion sync HOST:PORT`. A network is cut
 apart with drop lists: each board is started with
 `--env SPORADIC_NET_DROP=/drop.txt` (boards/unix/board.py), a file on its
 flash of the ids it neither hears nor talks to. Network timing is the
-product's default (docs/wifi.md); every wait polls a condition with a
-deadline. Plus the pure leader/assignment logic on CPython."""
+product's default (docs/wifi.md) except where a test says otherwise: a
+sync period its claim is not about is shortened with `--env
+SPORADIC_NET_TUNE=sync_ms=...` (boards/unix/board.py: cfg.json's `net`
+tuning keys). Every wait polls a condition with a deadline. Plus the pure
+leader/assignment logic on CPython."""
 import json
 import os
 import socket
@@ -36,9 +39,11 @@ class Board:
         self.dir = os.path.join(root, bid)
         self.vb = None
 
-    def start(self, peers):
-        self.vb = self.cli.vboard('--id', self.id, '--flash', self.dir, '--heap', HEAP,
-                                  '--env', 'SPORADIC_NET_DROP=/drop.txt')
+    def start(self, peers, tune=None):
+        env = ['--env', 'SPORADIC_NET_DROP=/drop.txt']
+        if tune:
+            env += ['--env', 'SPORADIC_NET_TUNE=' + ','.join('%s=%d' % kv for kv in sorted(tune.items()))]
+        self.vb = self.cli.vboard('--id', self.id, '--flash', self.dir, '--heap', HEAP, *env)
         argv = ['deploy', self.vb.path, '--id', self.id, '--sync-port', self.port, '-q']
         for p in peers:
             argv += ['--peer', '127.0.0.1:%d' % p]
@@ -64,7 +69,9 @@ class Board:
 
     def link(self):
         from companion.link.tcp import TcpLink
-        return TcpLink('127.0.0.1', self.port, secret=self.secret(), timeout=5)
+        # a board's hello waits for its loop: a board-to-board sync slice, a
+        # merge, on a loaded machine longer than 5 s
+        return TcpLink('127.0.0.1', self.port, secret=self.secret(), timeout=15)
 
     def net(self):
         return self.cli.json('net', '127.0.0.1:%d' % self.port)
@@ -95,7 +102,8 @@ def fleet_of(tmp_path, fleet_cli, reserve_ports):
     cli = fleet_cli
     cli('init')
 
-    def make(ids, links=None):
+    def make(ids, links=None, tune=None):
+        # tune: {key: ms} of cfg.json's net tuning for every board (SPORADIC_NET_TUNE)
         port = dict(zip(ids, reserve_ports(len(ids))))
         boards = {}
         for b in ids:
@@ -103,7 +111,7 @@ def fleet_of(tmp_path, fleet_cli, reserve_ports):
             made.append(boards[b])
         for b in ids:
             peers = [port[o] for o in ids if o != b and (links is None or o in links.get(b, ()))]
-            boards[b].start(peers)
+            boards[b].start(peers, tune)
         for b in ids:
             boards[b].sync()       # its clock, the host list
         return boards
@@ -133,7 +141,9 @@ def agreed(boards, who):
 @pytest.mark.slow
 def test_records_spread_one_leader_split_runs_once_per_section_heal_reports(fleet_of):
     ids = ['b1', 'b2', 'b3', 'b4', 'b5']
-    fl = fleet_of(ids)
+    # a board-to-board sync every 2 s (the default 5 s): records spread in
+    # seconds; heartbeats and leases stay the product's
+    fl = fleet_of(ids, tune={'sync_ms': 2000})
     c = fleet_of.cli
     bs = [fl[i] for i in ids]
     # every record reaches every connected board (the companion brings it to one)
@@ -152,9 +162,9 @@ def test_records_spread_one_leader_split_runs_once_per_section_heal_reports(flee
     wait_for(agreed([fl[i] for i in B], 'b4'), 20, 'b4 leads the second section')
     assert set(leaders([fl[i] for i in A]).values()) == {'b1'}
     # a single-run job of each kind reaches both sections (one board of each,
-    # through the companion) before it is due
-    job = c('add', 'one +25s log single ; grace=1h').strip()
-    anyjob = c('add', 'any:0.001 +25s log anyone').strip()
+    # through the companion) before it is due (a sync period or two)
+    job = c('add', 'one +12s log single ; grace=1h').strip()
+    anyjob = c('add', 'any:0.001 +12s log anyone').strip()
     for i in ('b2', 'b5'):
         fl[i].sync()
 

@@ -39,10 +39,25 @@ STEP = _env('SPORADIC_CLOCK') == 'step'
 # machine, so a board listens on loopback (its own sync port) and does not
 # broadcast; SPORADIC_NET_DROP names a file on its flash of board ids it
 # neither hears nor talks to (tests cut a network apart with it).
+# SPORADIC_NET_TUNE="sync_ms=1000,forget_ms=6000": cfg.json's `net` tuning
+# keys (docs/wifi.md) for a board whose cfg.json does not set them (tests
+# shorten the intervals their claims are not about).
 HOST_NETWORK = True     # no Wi-Fi to join: a sync port is enough for a network
 NET_BIND = '127.0.0.1'
 NET_BROADCAST = False
 NET_DROP = _env('SPORADIC_NET_DROP')
+
+
+def _tune(text):
+    out = {}
+    for kv in (text or '').split(','):
+        k, _, v = kv.partition('=')
+        if k.strip():
+            out[k.strip()] = int(v)
+    return out
+
+
+NET_TUNE = _tune(_env('SPORADIC_NET_TUNE'))
 SCALE = int(_env('SPORADIC_CLOCK_SCALE', '1'))
 
 _base = None    # virtual Unix time at real time _ref

@@ -41,8 +41,14 @@ class Node:
                  append=None, board=None):
         # board: the board module; its NET_BIND, NET_BROADCAST, NET_DROP are
         # the defaults under cfg's bind, broadcast, net.drop (the unix board:
-        # loopback, no broadcast, several boards on one machine)
+        # loopback, no broadcast, several boards on one machine); its
+        # NET_TUNE, the defaults under cfg's net tuning keys
         n = cfg.get('net') or {}
+        tune = getattr(board, 'NET_TUNE', None)
+        if tune:
+            tune = dict(tune)
+            tune.update(n)
+            n = tune
         self.me = me
         self.cfg = cfg
         self.key = wire.fleet_key(cfg)
