@@ -19,6 +19,8 @@ def add_network_args(p):
     p.add_argument('--wifi', metavar='SSID:KEY', help='the Wi-Fi network the board joins')
     add_mqtt_args(p, 'the MQTT broker the board syncs through (docs/mqtt.md); a board other than '
                      'the unix one needs --wifi too')
+    p.add_argument('--mqtt-every', type=float, metavar='SECONDS',
+                   help='how often the board visits its broker (default 5; cfg mqtt.every_ms)')
 
 
 def add_mqtt_args(p, what):
@@ -36,11 +38,12 @@ def mqtt_of(args):
     from companion.errors import UserError
     from companion.fleet import provision
     if not getattr(args, 'mqtt', None):
-        for o in ('mqtt_user', 'mqtt_password', 'mqtt_ca', 'mqtt_topic'):
+        for o in ('mqtt_user', 'mqtt_password', 'mqtt_ca', 'mqtt_topic', 'mqtt_every'):
             if getattr(args, o, None) is not None:
                 raise UserError('--%s goes with --mqtt URL' % o.replace('_', '-'))
         return None
-    return provision.mqtt_config(args.mqtt, args.mqtt_user, args.mqtt_password, args.mqtt_ca, args.mqtt_topic)
+    return provision.mqtt_config(args.mqtt, args.mqtt_user, args.mqtt_password, args.mqtt_ca, args.mqtt_topic,
+                                 getattr(args, 'mqtt_every', None))
 
 
 def add_position_args(p):

@@ -26,10 +26,12 @@ from companion.errors import UserError
 DEFAULT_SYNC_PORT = 7370
 
 
-def mqtt_config(url, user=None, password=None, ca_file=None, topic=None):
+def mqtt_config(url, user=None, password=None, ca_file=None, topic=None, every=None):
     """cfg['mqtt'] for `--mqtt URL` (docs/mqtt.md): host, port, tls, user,
     password (options or the URL's), the CA a TLS board checks the broker
-    with (PEM text), a topic prefix (default: the fleet's, set by prepare)."""
+    with (PEM text), a topic prefix (default: the fleet's, set by prepare),
+    every_ms (--mqtt-every SECONDS: how often the board visits the broker;
+    default net/broker.py's EVERY_MS)."""
     from sporadic.net import broker
     try:
         m = broker.parse_url(url)
@@ -51,6 +53,10 @@ def mqtt_config(url, user=None, password=None, ca_file=None, topic=None):
         if not topic or '#' in topic or '+' in topic or topic.endswith('/'):
             raise UserError('--mqtt-topic %r: want a topic prefix such as sporadic/home' % topic)
         m['topic'] = topic
+    if every is not None:
+        if not every > 0 or every > 86400:
+            raise UserError('--mqtt-every %g: want a number of seconds above 0 (at most a day)' % every)
+        m['every_ms'] = max(1, int(every * 1000))
     return m
 
 
