@@ -73,9 +73,10 @@ def idle_hours(tmp, capsys, n):
         assert 'synced pico-%d' % n in c.sync(vb.path)
         # from its sync on, the board skips its idle time (unpaced): the
         # burst comes at the emulated clock's pace, not the wall's. Its clock
-        # is the wall's at the sync (an emulator slower than the chip only
-        # makes it trail): the burst is due at most BURST_IN s of emulated
-        # time after this, and all its passes are over SETTLE s later
+        # is the wall's from the sync (an emulator slower than the chip makes
+        # it trail by the seconds the sync's rest took): the burst is due
+        # (burst_at - now) s of emulated time after this, those seconds later
+        # at most; SETTLE s past that its passes and compaction are done
         at = vb.set_unpaced(True)
         over = at['emulated_s'] + max(0.0, burst_at - time.time()) + SETTLE
         _wait(lambda: vb.stats(60)['emulated_s'] >= over, 900, 'the emulated clock %d s past the burst' % SETTLE)
