@@ -1,6 +1,6 @@
 """The calendar core on the real MicroPython rp2 firmware (an emulated Pico, see
-tests/test_rp2.py): a few hundred cron, zone and sun cases in one exec, after
-`companion deploy` put the firmware on it, give CPython's answers (the sun within a
+tests/test_rp2.py): a few hundred cron, zone and sun cases in one exec, on
+the firmware `companion image` put on it (what deploy puts), give CPython's answers (the sun within a
 minute: the rp2 port's floats are 32-bit)."""
 import json
 import random
@@ -16,8 +16,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('rp2'), pytest.mark.skip
 def test_the_rp2_firmware_gives_the_same_calendar_answers(world):
     c = world.companion
     c('init')
-    vb = world.pico()
-    assert 'deployed pico-1' in c('deploy', vb.path, '--id', 'pico-1', '--board', 'rp2-pico', '-q')
+    fs_bin = str(world.tmp / 'fs.bin')
+    c('image', '--board', 'rp2-pico', '--id', 'pico-1', '-o', fs_bin)
+    vb = world.pico(image_file=fs_bin)
     cases = mpy_cases(random.Random(31), 200)
     # the cases ride in the program: one exec, read back line by line
     code = MPY_ANSWER + 'for x in %r:\n    print(json.dumps(answer(json.loads(x))))\n' % [json.dumps(x) for x in cases]

@@ -438,10 +438,11 @@ def test_an_emulated_pico_cut_off_mid_sync_is_back_in_its_loop(fleet_cli, tmp_pa
     from companion.vboard.rp2 import RP2VBoard
     c = fleet_cli
     c('init')
-    vb = RP2VBoard(str(tmp_path / 'pico.flash'), firmware=_rp2.UF2, bootrom=_rp2.BOOTROM)
+    fs_bin = str(tmp_path / 'fs.bin')    # set up from an image (test_rp2.py tests deploy)
+    c('image', '--board', 'rp2-pico', '--id', 'pico-1', '-o', fs_bin)
+    vb = RP2VBoard(str(tmp_path / 'pico.flash'), firmware=_rp2.UF2, bootrom=_rp2.BOOTROM, image=fs_bin)
     vb.start()
     try:
-        c('deploy', vb.path, '--id', 'pico-1', '--board', 'rp2-pico', '-q')
         job = tick_job(c)
         c('sync', vb.path, '-q')
         cut = cut_sync(c, vb.path)

@@ -251,8 +251,9 @@ def test_power_cut_during_a_run_and_during_a_sync(world):
     rnd = random.Random(13)
     c = world.companion
     c('init')
-    vb = world.pico()
-    c('deploy', vb.path, '--id', 'pico-1', '--board', 'rp2-pico', '-q')
+    fs_bin = str(world.tmp / 'fs.bin')     # set up from an image (deploy has its own test)
+    c('image', '--board', 'rp2-pico', '--id', 'pico-1', '-o', fs_bin)
+    vb = world.pico(image_file=fs_bin)
     jobs = [c('add', 'each +%ds log cut%d ; within=10m' % (10 + 2 * i, i)).strip() for i in range(3)]
     c.sync(vb.path)
     flash = vb.flash

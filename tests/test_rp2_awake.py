@@ -23,6 +23,7 @@ HOURS = 2.0
 KINDS = ('each', 'who:pico', 'any:0.5', 'one')
 BURST = 24       # their records pass store.LOG_MAX: the loop compacts
 BURST_IN = 150   # s after the add: the sync and the pass after it are done by then
+SETTLE = 600     # emulated s after the burst is due: its passes and compaction are done
 
 
 def _wait(cond, timeout, what):
@@ -51,14 +52,15 @@ def _files(vb):
 def idle_hours(tmp, capsys, n):
     """A board of n jobs (BURST of them due BURST_IN s after they are
     added, the others a quarter each of each/who/any/one due tomorrow at
-    06:00 UTC), synced; once the burst has run and the loop has compacted,
-    HOURS of its loop unpaced: the
+    06:00 UTC), synced, then unpaced (its idle time skipped); once the
+    burst has run and the loop has compacted, HOURS of its loop: the
     instructions it executed an hour, boots, and its wake index before and
     after the span (a full pass rewrites it: its time of pass)."""
     c = InProcessCompanion(str(tmp / ('fleet%d' % n)), capsys)
     c('init')
     for i in range(BURST):
         c('add', 'each +%ds log r%d ; every=1d' % (BURST_IN, i))
+    burst_at = time.time() + BURST_IN   # (the last of them is due then, the others before)
     day = time.strftime('%Y-%m-%d', time.gmtime(time.time() + 86400))
     for i in range(n - BURST):
         c('add', '%s %sT06:00Z log j%d ; every=1d' % (KINDS[i % 4], day, i))
@@ -69,14 +71,26 @@ def idle_hours(tmp, capsys, n):
     vb.start()
     try:
         assert 'synced pico-%d' % n in c.sync(vb.path)
-        # the burst runs; its records pass the log's limit and the loop
-        # compacts them into the outbox, then sleeps
-        _wait(lambda: any(p.startswith('/out/') for p in _files(vb)), 600, 'a compaction of the runs')
+        # from its sync on, the board skips its idle time (unpaced): the
+        # burst comes at the emulated clock's pace, not the wall's. Its clock
+        # is the wall's from the sync (an emulator slower than the chip makes
+        # it trail by the seconds the sync's rest took): the burst is due
+        # (burst_at - now) s of emulated time after this, those seconds later
+        # at most; SETTLE s past that its passes and compaction are done
+        at = vb.set_unpaced(True)
+        over = at['emulated_s'] + max(0.0, burst_at - time.time()) + SETTLE
+        _wait(lambda: vb.stats(60)['emulated_s'] >= over, 900, 'the emulated clock %d s past the burst' % SETTLE)
+        # the burst ran; its records passed the log's limit and the loop
+        # compacted them into the outbox; it sleeps
+        now = _wait(lambda: _files(vb), 120, 'a readable flash')
+        ran = [l for l in now.get('/actlog.txt', b'').decode().splitlines() if l.strip()]
+        assert len(ran) == BURST, ran
+        assert any(p.startswith('/out/') for p in now), 'no compaction of the runs: %s' % sorted(now)
         end = vb.stats(60)['instructions']
-        _wait(lambda: [m for m in vb.stats(60)['sleep_marks'] if m > end], 600, 'the sleep after the runs')
+        _wait(lambda: [m for m in vb.stats(60)['sleep_marks'] if m > end], 600, 'a sleep after the burst')
         idx = _wait(lambda: _files(vb), 120, 'a readable flash').get('/wake.idx', b'')
         assert idx.startswith(b'w2 '), idx
-        since = vb.set_unpaced(True)
+        since = vb.stats(60)
         last = _wait(lambda: (lambda s: s if s['emulated_s'] - since['emulated_s'] >= HOURS * 3600 else None)(
             vb.stats(60)), 900, '%.0f emulated hours' % HOURS)
         vb.set_unpaced(False)

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tests.test_rp2 import WHY, actlog, flash_files, world  # noqa: F401 (the fixture)
+from tests.test_rp2 import WHY, actlog, flash_files, outcomes_on_flash, world  # noqa: F401 (the fixture)
 from tests.devutil import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('rp2'),
@@ -54,9 +54,13 @@ def test_a_pico_holding_5000_jobs_takes_30_more_and_runs_one(world):
     assert all(j.encode() in held for j in new + [ran])
     assert b' log big%d ' % (HELD - 1) in held and b' log big0 ' in held
     wait_for(lambda: actlog(vb.flash)['%s.0' % ran] == 1, timeout=900, every=2.0, what='the new job to run')
+    # its outcome on the board before a sync asks for it (a sync between the
+    # run's start record and its outcome brings back 'started' alone)
+    wait_for(lambda: '%s.0' % ran in outcomes_on_flash(vb.flash, 'pico-big'), timeout=120, every=1.0,
+             what='its outcome on the board')
 
     def back():
         c.sync(vb.path)
-        return [r for r in c.results() if r['job'] == ran]
+        return [r for r in c.results() if r['job'] == ran and r['outcome'] != 'started']
     got = wait_for(back, timeout=300, every=5.0, what='its result synced back')
     assert got[0]['outcome'] == 'ok' and got[0]['output'] == 'ran-one', got
