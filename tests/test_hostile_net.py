@@ -120,13 +120,19 @@ def on_time(board, job, since, count):
         k0 += 1
     want = range(k0, k0 + count)
 
+    seen = {}
+
     def done():
-        r = runs(board, job)
-        return r if all(k in r for k in want) else None
+        seen.clear()
+        seen.update(runs(board, job))
+        return dict(seen) if all(k in seen for k in want) else None
     # a board whose loop waits on the network runs one instance in minutes:
     # twice the time the instances take is plenty for one that does not
-    r = wait_for(done, 2 * count * job.every + 20, '%s to run instances %d-%d' % (board.id, want[0], want[-1]),
-                 every=0.5)
+    try:
+        r = wait_for(done, 2 * count * job.every + 20, '%s to run instances %d-%d' % (board.id, want[0], want[-1]),
+                     every=0.5)
+    except AssertionError as e:
+        raise AssertionError('%s; ran: %s' % (e, sorted(seen))) from None
     late = {k: r[k] - plan.due(job, k) for k in want}
     assert all(0 <= v <= LATE for v in late.values()), (board.id, late)
     return late
@@ -138,7 +144,7 @@ def test_a_hello_trickled_at_a_stopped_peers_address_costs_a_slice(fleet_of):  #
     # product's 5 s): the back-off doubles from it, so tries come sooner
     fl = fleet_of(['n1', 'n2'], tune={'sync_ms': SYNC})
     n1, n2 = fl['n1'], fl['n2']
-    job = tick_job(fleet_of.cli, 2)        # due every 2 s
+    job = tick_job(fleet_of.cli)           # due every EVERY s: longer than a slice (a 2 s job missed one under load)
     n1.sync()
     port = n2.port
     n2.stop()
@@ -149,14 +155,14 @@ def test_a_hello_trickled_at_a_stopped_peers_address_costs_a_slice(fleet_of):  #
         st = wait_for(lambda: t.accepted >= 2 and (lambda s: s if s['sync']['sync_fail'] >= 2 else None)(n1.net()),
                       60, 'a second try at the trickling address, given up', every=0.5)
         # every instance due from the attack's start to the end of the
-        # second slice (at least 8) ran on time
+        # second slice (at least 4) ran on time
         k0, now = 0, time.time()
         while plan.due(job, k0) < since:
             k0 += 1
         count = 0
         while plan.due(job, k0 + count) <= now:
             count += 1
-        on_time(n1, job, since, max(count, 8))
+        on_time(n1, job, since, max(count, 4))
         # n1 tried n2's address, gave up each time at its slice, backed off
         assert t.accepted >= 2 and st['sync']['sync_fail'] >= 2, (t.accepted, st['sync'])
         assert 'too slow' in st['last_error'], st['last_error']

@@ -15,7 +15,7 @@ except ImportError:  # CPython
     def const(x):
         return x
 import socket
-from sporadic.net.wire import ticks_ms, ticks_diff
+from sporadic.net.wire import ticks_ms, ticks_diff, TIMED_OUT
 
 CONNECT = const(0x10)
 CONNACK = const(0x20)
@@ -96,7 +96,7 @@ class Client:
             try:
                 n = put(mv)
             except OSError as e:
-                if e.args and e.args[0] in (11, 110, 116, 'timed out'):
+                if e.args and e.args[0] in TIMED_OUT:
                     continue        # checked against the deadline above
                 raise
             if n is None:
@@ -117,7 +117,7 @@ class Client:
             try:
                 r = into(mv[got:], k if k < _PIECE else _PIECE)
             except OSError as e:
-                if e.args and e.args[0] in (11, 110, 116, 'timed out'):
+                if e.args and e.args[0] in TIMED_OUT:
                     continue        # checked against the deadline above
                 raise
             if r is None:
@@ -248,7 +248,7 @@ class Client:
                 try:
                     r = into(one, 1)
                 except OSError as e:
-                    if e.args and e.args[0] in (11, 110, 116, 'timed out'):
+                    if e.args and e.args[0] in TIMED_OUT:
                         return      # quiet: done
                     raise
                 if r is None:

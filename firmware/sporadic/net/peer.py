@@ -7,7 +7,7 @@ except ImportError:  # CPython
 import socket
 
 from sporadic.net import wire
-from sporadic.net.wire import ticks_ms, ticks_diff
+from sporadic.net.wire import ticks_ms, ticks_diff, TIMED_OUT
 
 MAX_RESP = const(32768)    # bytes of one response frame
 CALL_MS = const(3000)      # one request's timeout
@@ -32,12 +32,16 @@ class PeerLink:
         self.bytes_sent = 0
         self.bytes_received = 0
         self.buf = b''
+        self.last_wait = False
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         s.settimeout(timeout_ms / 1000)
         self.sock = s
         try:
             self._arm()
-            s.connect(socket.getaddrinfo(host, port)[0][-1])
+            try:
+                s.connect(socket.getaddrinfo(host, port)[0][-1])
+            except OSError as e:
+                raise self._slow(e)
             hello = self._line(wire.HELLO_MAX).decode().split(' ')
             if len(hello) != 3 or hello[0] != 'SPS1':
                 raise OSError('not a sporadic peer: ' + ' '.join(hello)[:60])
@@ -64,16 +68,31 @@ class PeerLink:
         left = ticks_diff(self.deadline, ticks_ms())
         if left <= 0:
             raise OSError('peer too slow (deadline passed)')
-        self.sock.settimeout((left if left < self.timeout_ms else self.timeout_ms) / 1000)
+        self.last_wait = left < self.timeout_ms      # this wait ends at the deadline
+        self.sock.settimeout((left if self.last_wait else self.timeout_ms) / 1000)
+
+    def _slow(self, e):
+        # a wait that timed out says so: at the deadline, the slice's words
+        if e.args and e.args[0] in TIMED_OUT:
+            if self.last_wait:
+                return OSError('peer too slow (deadline passed)')
+            return OSError('peer too slow (nothing in %d ms)' % self.timeout_ms)
+        return e
 
     def _send(self, b):
         self._arm()
-        self.sock.sendall(b) if hasattr(self.sock, 'sendall') else self.sock.write(b)
+        try:
+            self.sock.sendall(b) if hasattr(self.sock, 'sendall') else self.sock.write(b)
+        except OSError as e:
+            raise self._slow(e)
         self.bytes_sent += len(b)
 
     def _fill(self):
         self._arm()
-        b = self.sock.recv(2048)
+        try:
+            b = self.sock.recv(2048)
+        except OSError as e:
+            raise self._slow(e)
         if not b:
             raise OSError('connection closed by peer')
         self.bytes_received += len(b)

@@ -141,6 +141,11 @@ def ticks_diff(a, b):
     return a - b
 
 
+# what a socket's timeout raises (OSError's first argument): EAGAIN (MicroPython's
+# timeout), ETIMEDOUT, ETIMEDOUT (lwip), CPython's 'timed out'
+TIMED_OUT = (11, 110, 116, 'timed out')
+
+
 def wifi_join(cfg, board=None):
     """Join the Wi-Fi in cfg['wifi'] ("SSID:KEY" or {"ssid","key"}); True when
     connected (or no Wi-Fi is needed: the unix port)."""
