@@ -135,14 +135,17 @@ class Client:
             n -= k
 
     def _packet_head(self):
-        t = self._recv(1)[0]
+        return self._recv(1)[0], self._length()
+
+    def _length(self):
+        # the fixed header's remaining length (1 to 4 bytes, 7 bits each)
         n = 0
         sh = 0
         while True:
             d = self._recv(1)[0]
             n |= (d & 0x7f) << sh
             if not d & 0x80:
-                return t, n
+                return n
             sh += 7
             if sh > 21:
                 raise MQTTError('broker: bad packet length')
@@ -255,17 +258,8 @@ class Client:
                     return          # quiet (MicroPython: a timeout without an error)
                 if not r:
                     raise MQTTError('broker closed the connection')
-                first = one
                 self.bytes_in += 1
-                t = first[0]
-                n = 0
-                sh = 0
-                while True:
-                    d = self._recv(1)[0]
-                    n |= (d & 0x7f) << sh
-                    if not d & 0x80:
-                        break
-                    sh += 7
+                t, n = one[0], self._length()
             else:
                 t, n = self._packet_head()
             self._dispatch(t, n, on_msg)
