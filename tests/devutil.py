@@ -183,6 +183,21 @@ def wait_for(cond, timeout=30.0, what='condition', every=0.05):
     raise AssertionError('timed out after %.0f s waiting for %s (last: %r)' % (timeout, what, last))
 
 
+def has_outcome(folder, jid, host, k, outcomes=('ok', 'err')):
+    """The board's flash folder holds an outcome of jid.k by host (its
+    jobs.txt or its logs), as one looks at a board's LED."""
+    import re
+    pat = re.compile(r'^%s r %s %d \d+ (%s)' % (jid, host, k, '|'.join(outcomes)))
+    for name in ('jobs.txt', 'log.txt', 'in.txt', 'out.txt'):
+        try:
+            with open(os.path.join(folder, name)) as fh:
+                if any(pat.match(l) for l in fh):
+                    return True
+        except FileNotFoundError:
+            pass
+    return False
+
+
 def actlog(folder):
     """Instances the `log` action ran: {'ID.K': count}."""
     n = {}

@@ -123,19 +123,6 @@ def test_a_cancelled_single_run_job_keeps_its_duplicates_on_record(tmp_path):
 
 # -- a partition, boards set up with the product's own commands -------------------
 
-def _ran(vb, jid, k):
-    """The board's flash holds an outcome of jid.k (its jobs.txt or its logs)."""
-    import os
-    pat = re.compile(r'^%s r %s %d \d+ (ok|err)' % (jid, vb.board_id, k))
-    for name in ('jobs.txt', 'log.txt', 'in.txt', 'out.txt'):
-        try:
-            with open(os.path.join(vb.flash_dir, name)) as f:
-                if any(pat.match(l) for l in f):
-                    return True
-        except FileNotFoundError:
-            pass
-    return False
-
 
 @pytest.mark.slow
 def test_partition_duplicates_stay_on_record_after_compaction(world):
@@ -144,7 +131,7 @@ def test_partition_duplicates_stay_on_record_after_compaction(world):
     and compact: `status` and `results` name both duplicates with their
     boards, times and last syncs, and go on naming them after every later
     sync, although jobs.txt no longer holds those runs."""
-    from tests.devutil import wait_for
+    from tests.devutil import wait_for, has_outcome
     c = world.companion
     c('init')
     a, b = world.board('pump-1'), world.board('pump-2')
@@ -159,7 +146,8 @@ def test_partition_duplicates_stay_on_record_after_compaction(world):
     # the partition: no sync; each board runs .0 and .1 of both jobs on its own
     for vb in (a, b):
         for j in (j_any, j_one):
-            wait_for(lambda: _ran(vb, j, 1), timeout=60, what='%s to run %s.1' % (vb.board_id, j))
+            wait_for(lambda: has_outcome(vb.flash_dir, j, vb.board_id, 1), timeout=60,
+                     what='%s to run %s.1' % (vb.board_id, j))
     dups0 = {j_any + '.0', j_one + '.0'}
 
     def check():
@@ -194,7 +182,8 @@ def test_partition_duplicates_stay_on_record_after_compaction(world):
     # every later sync: still on record
     for k in (2, 3):
         for vb in (a, b):
-            wait_for(lambda: _ran(vb, j_any, k), timeout=60, what='%s to run %s.%d' % (vb.board_id, j_any, k))
+            wait_for(lambda: has_outcome(vb.flash_dir, j_any, vb.board_id, k), timeout=60,
+                     what='%s to run %s.%d' % (vb.board_id, j_any, k))
             c.sync(vb.path)
             check()
 

@@ -95,6 +95,32 @@ print('RESULT', acc, ref, spliced, st.compactions)
 '''
 
 
+def spliced_and_rewritten(tmp_path, flash, new, heaps):
+    """The board's flash copied twice, `new` received on each (RECEIVE):
+    'spliced' keeps jobs.rx (the compaction splices), 'rewritten' has it
+    removed (a rewrite of the whole file); heaps: {name: heap}. Returns
+    {name: (jobs.txt, jobs.rx)} as each copy holds them after."""
+    outs = {}
+    for name, keep_index in (('spliced', True), ('rewritten', False)):
+        d = str(tmp_path / name)
+        shutil.copytree(flash, d)
+        if not keep_index:
+            os.remove(os.path.join(d, 'jobs.rx'))
+        with open(os.path.join(d, 'new.txt'), 'w') as fh:
+            fh.write(''.join(l + '\n' for l in new))
+        p = boot(d, RECEIVE, heap=heaps[name], check=False)
+        res = [l for l in p.stdout.splitlines() if l.startswith('RESULT')]
+        assert res, p.stdout[-2000:] + p.stderr[-2000:]
+        acc, ref, spliced, comp = res[-1].split()[1:]
+        assert (int(acc), int(ref)) == (len(new), 0), p.stdout
+        assert spliced == ('True' if keep_index else 'False')
+        with open(os.path.join(d, 'jobs.txt'), 'rb') as fh:
+            body = fh.read()
+        with open(os.path.join(d, 'jobs.rx'), 'rb') as fh:
+            outs[name] = (body, fh.read())
+    return outs
+
+
 def test_new_lines_are_spliced_into_the_file_and_its_index(tmp_path):
     """A board imaged with 60 signed jobs takes 6 more and a cancel: the
     compaction splices them (the groups they touch, the rest copied as
@@ -116,24 +142,7 @@ def test_new_lines_are_spliced_into_the_file_and_its_index(tmp_path):
     cli(fleet, 'cancel', victim)
     new = [l for l in fleet_lines(fleet) if l not in had]
     assert len(new) >= 7 + 1        # the jobs, the cancel and their seal records (one slot, #27)
-    outs = {}
-    for name, keep_index in (('spliced', True), ('rewritten', False)):
-        d = str(tmp_path / name)
-        shutil.copytree(flash, d)
-        if not keep_index:
-            os.remove(os.path.join(d, 'jobs.rx'))
-        with open(os.path.join(d, 'new.txt'), 'w') as f:
-            f.write(''.join(l + '\n' for l in new))
-        p = boot(d, RECEIVE, heap=HEAP)
-        res = [l for l in p.stdout.splitlines() if l.startswith('RESULT')]
-        assert res, p.stdout + p.stderr
-        acc, ref, spliced, comp = res[-1].split()[1:]
-        assert (int(acc), int(ref)) == (len(new), 0), p.stdout
-        assert spliced == ('True' if keep_index else 'False')
-        with open(os.path.join(d, 'jobs.txt'), 'rb') as f:
-            body = f.read()
-        with open(os.path.join(d, 'jobs.rx'), 'rb') as f:
-            outs[name] = (body, f.read())
+    outs = spliced_and_rewritten(tmp_path, flash, new, {'spliced': HEAP, 'rewritten': HEAP})
     body, rx = outs['spliced']
     assert outs['spliced'] == outs['rewritten']
     recs, n, x = index_of(body)
@@ -232,28 +241,11 @@ def test_a_splice_rewrites_one_seal_slot_not_every_slot(tmp_path):
     cli(fleet, 'cancel', victim)
     new = [l for l in fleet_lines(fleet) if l not in had]
     assert sum(l.startswith('.b @') for l in new) == 2          # the last slot again, one more
-    outs = {}
-    for name, keep_index in (('spliced', True), ('rewritten', False)):
-        d = str(tmp_path / name)
-        shutil.copytree(flash, d)
-        if not keep_index:
-            os.remove(os.path.join(d, 'jobs.rx'))
-        with open(os.path.join(d, 'new.txt'), 'w') as fh:
-            fh.write(''.join(l + '\n' for l in new))
-        p = boot(d, RECEIVE, heap=SLOTS_HEAP if keep_index else HEAP, check=False)
-        res = [l for l in p.stdout.splitlines() if l.startswith('RESULT')]
-        assert res, p.stdout[-2000:] + p.stderr[-2000:]
-        acc, ref, spliced, comp = res[-1].split()[1:]
-        assert (int(acc), int(ref)) == (len(new), 0), p.stdout
-        assert spliced == ('True' if keep_index else 'False')
-        with open(os.path.join(d, 'jobs.txt'), 'rb') as fh:
-            outs[name] = fh.read()
-    assert outs['spliced'] == outs['rewritten']
-    body = outs['spliced']
+    outs = spliced_and_rewritten(tmp_path, flash, new, {'spliced': SLOTS_HEAP, 'rewritten': HEAP})
+    assert outs['spliced'][0] == outs['rewritten'][0]
+    body, rx = outs['spliced']
     assert sum(l.startswith(b'.b @') for l in body.split(b'\n')) == 48
     assert (victim + ' cancel').encode() in body and b'log n29 ' in body
-    with open(str(tmp_path / 'spliced' / 'jobs.rx'), 'rb') as fh:
-        rx = fh.read()
     recs, n, x = index_of(body)        # the splice's index: every record, its offset moved
     assert rx[:-64] == recs and rx[-64:].split()[:2] == [b'%x' % n, x.encode()]
     # lines delivered alone are checked against the seals the board holds

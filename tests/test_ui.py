@@ -327,18 +327,6 @@ def test_a_bad_folder_is_a_message_in_the_browser(tmp_path, chromium):
         stop(p)
 
 
-def _ran(flash, jid, host, k, outcomes=('ok', 'err')):
-    """The board's flash holds an outcome of jid.k (as one looks at a board's LED)."""
-    pat = re.compile(r'^%s r %s %d \d+ (%s)' % (jid, host, k, '|'.join(outcomes)))
-    for name in ('jobs.txt', 'log.txt', 'in.txt', 'out.txt'):
-        try:
-            with open(os.path.join(flash, name)) as fh:
-                if any(pat.match(l) for l in fh):
-                    return True
-        except FileNotFoundError:
-            pass
-    return False
-
 
 @pytest.mark.slow
 def test_the_page_of_a_fleet_in_a_real_browser(chromium, fleet_cli, tmp_path):
@@ -348,7 +336,7 @@ def test_the_page_of_a_fleet_in_a_real_browser(chromium, fleet_cli, tmp_path):
     headless Chromium: each board's row, the miss with its reason; then
     pump-2 syncs in the background and the duplicate appears marked on the
     page, without a reload."""
-    from tests.devutil import wait_for
+    from tests.devutil import wait_for, has_outcome
     c = fleet_cli
     c('init')
     flash = {h: str(tmp_path / h) for h in ('pump-1', 'pump-2')}
@@ -363,8 +351,8 @@ def test_the_page_of_a_fleet_in_a_real_browser(chromium, fleet_cli, tmp_path):
     for vb in boards.values():
         c('sync', vb.path, '-q')
     for h in flash:
-        wait_for(lambda: _ran(flash[h], j_any, h, 0), timeout=120, what='%s to run %s.0' % (h, j_any))
-        wait_for(lambda: _ran(flash[h], j_late, h, 0, ('miss',)), timeout=60, what='%s to miss %s' % (h, j_late))
+        wait_for(lambda: has_outcome(flash[h], j_any, h, 0), timeout=120, what='%s to run %s.0' % (h, j_any))
+        wait_for(lambda: has_outcome(flash[h], j_late, h, 0, ('miss',)), timeout=60, what='%s to miss %s' % (h, j_late))
     c('sync', boards['pump-1'].path, '-q')
     p, url = start_ui(c.dir)
     try:
