@@ -148,7 +148,7 @@ def board_modules(fw=None):
 NETWORK_ONLY = ("sporadic/net/", "sporadic/core/leader.py")
 # The broker link (#32): its client and its loop, only on a board given a
 # broker (deploy/image --mqtt); the network loop loads them for that only.
-MQTT_ONLY = ("sporadic/net/mqtt.py", "sporadic/net/broker.py")
+MQTT_ONLY = ("sporadic/net/mqtt.py", "sporadic/net/broker.py", "sporadic/net/exchange.py")
 
 
 def networked(board, cfg):

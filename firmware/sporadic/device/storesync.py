@@ -115,6 +115,12 @@ def trust(st):
     return st._tr
 
 
+def let_go(st):
+    """The trust check's code may leave RAM (it loads again at the next
+    delivery): a broker wake between its merges (net/broker.py)."""
+    st._tr = 0
+
+
 def seal(st):
     """Move the current log into the outbox (compacting); returns the
     highest outbox segment number (0 when empty)."""

@@ -15,31 +15,23 @@
 # queues what the fleet publishes while the board sleeps. Its first wake, or
 # one after the broker lost the session (expired, wiped), subscribes again:
 # the retained snapshot then comes whole. What arrives is spooled to flash
-# (mq/NAME) before it is acknowledged, then merged message by message, in
-# name order (batches by SEQ, then the rest) through storesync.receive: the
-# same trust checks as every other link (signed batches, replay marks,
-# device MACs, the signed host list). Refused lines are quarantined, never
-# run, and reported on PRE/q/ID.
+# (mq/NAME, piece by piece: net/exchange.py) before it is acknowledged;
+# after the disconnect it is merged message by message, in name order
+# (batches by SEQ, then the rest) through storesync.receive: the same trust
+# checks as every other link (signed batches, replay marks, device MACs, the
+# signed host list). Refused lines are quarantined, never run, and reported
+# on PRE/q/ID at the next wake (mq.q).
 try:
     from micropython import const
 except ImportError:  # CPython
     def const(x):
         return x
 import os
-from sporadic.net import mqtt
-from sporadic.net.wire import ticks_ms, ticks_diff
+from sporadic.net.ticks import ticks_ms, ticks_diff
 
 SLICE_MS = const(3000)     # connect to disconnect, at most
 EVERY_MS = const(5000)     # a sync each this often (and after the loop wrote records)
-QUIET_MS = const(100)      # nothing more for this long after the PINGRESP: done (what comes later waits in the session)
-PUB_CHARS = const(2048)    # characters of own records in one message
-SPOOL_MAX = const(64)      # messages spooled in one wake (more wait for the next)
-REPORT_MAX = const(8)      # refusals published in one report
-SUBS = '2'                 # the subscriptions' version (mq.sub): f/# and d/+
-
-
-class Full(Exception):
-    pass
+REPORT_MAX = const(8)      # refusals kept for the report of one wake
 
 
 def parse_url(url):
@@ -81,22 +73,6 @@ def topic_of(cfg):
     return 'sporadic/' + hmac.key_id(fk)
 
 
-def _digest(text):
-    import hashlib
-    import binascii
-    return binascii.hexlify(hashlib.sha256(text).digest()[:8]).decode()
-
-
-def _safe(name):
-    # a spool file name from a topic level: short, [0-9a-z.] only
-    if not name or len(name) > 24:
-        return None
-    for c in name:
-        if not ('0' <= c <= '9' or 'a' <= c <= 'z' or c == '.'):
-            return None
-    return name
-
-
 class Broker:
     """The board's broker link (cfg['mqtt']) and its figures (status)."""
 
@@ -109,7 +85,7 @@ class Broker:
         self.pre = m.get('topic') or topic_of(cfg)
         self.slice_ms = m.get('slice_ms', SLICE_MS)
         self.every_ms = m.get('every_ms', EVERY_MS)
-        self.max_msg = m.get('max_msg', mqtt.MAX_MSG)
+        self.max_msg = m.get('max_msg')     # None: the client's bound (mqtt.MAX_MSG)
         self.spool = st.root + 'mq'
         try:
             os.mkdir(self.spool)
@@ -121,59 +97,46 @@ class Broker:
         self.last_err = ''
         self.reasons = []
         self.steps = []          # the last few steps: [ms, bytes, lines in, lines out] (status)
-        self._k = 0
+        self.k = 0               # the last number of a spooled message's name (net/exchange.py)
 
     def due(self, now):
         return ticks_diff(now, self.next) >= 0
 
-    def client(self):
-        m = self.m
-        tls = None
-        if m.get('tls'):
-            tls = {'ca': m.get('ca')}
-        return mqtt.Client('sporadic-' + self.me, m['host'], m.get('port', 1883), m.get('user'),
-                           m.get('password'), m.get('keepalive', 60), tls, self.max_msg, self.ticks)
-
     def sync(self):
         """One broker sync, bounded by slice_ms; returns the lines taken
-        (0 when the broker could not be reached: the loop goes on)."""
+        (0 when the broker could not be reached: the loop goes on). Two
+        phases, each with only its own code in RAM: connect to disconnect
+        (net/exchange.py and the client: what arrives is spooled to flash),
+        then the merge of the spool (the trust checks). What either loaded
+        leaves RAM after it: a small heap holds the loop and one phase."""
+        import sys
+        import sporadic
+        had = list(sys.modules)
         t0 = self.ticks()
         self.next = t0 + self.every_ms
-        c = self.client()
         self.taken = 0
         self.refusals = []
         out0 = self.stats['lines_out']
         try:
-            self._merge()           # what a wake cut short (a reset) left spooled
-            try:
-                present = c.connect(t0 + self.slice_ms, clean=False)
-                mark = self.st.root + 'mq.sub'
-                if not present or _read(mark) != SUBS:
-                    # a new session: subscribe again, the retained snapshot comes whole
-                    _remove(mark)
-                    c.subscribe([self.pre + '/f/#', self.pre + '/d/+'], self._msg)
-                    _put(mark, SUBS)
-                    self.stats['subscribed'] += 1
-                self._publish_own(c)
-                c.ping()
-                c.poll(self._msg, QUIET_MS)
-            except Full:
-                pass        # the rest waits in the session (not acknowledged)
-            self._merge()
-            if self.refusals:
-                c.publish(self.pre + '/q/' + self.me, '\n'.join(self.refusals[:REPORT_MAX]) + '\n')
-                c.wait_acks(self._msg)
-            c.disconnect()
+            from sporadic.net import exchange
+            exchange.run(self, t0 + self.slice_ms)
             self.stats['syncs'] += 1
         except Exception as e:
-            c.close()
-            self.stats['fail'] += 1
-            self.last_err = str(e) or repr(e)
-            try:
-                self._merge()       # what was spooled (acknowledged) is merged all the same
-            except Exception:
-                pass
-        self.stats['bytes_last'] = c.bytes_in + c.bytes_out
+            self._failed(e)
+        exchange = None
+        sporadic.forget_since(had)      # the client's code, the outbox's
+        try:
+            # what was spooled (acknowledged: on flash), this wake's and what a
+            # wake cut short left, through the trust checks
+            self._merge()
+        except Exception as e:
+            self._failed(e)
+        finally:
+            self._keep_report()
+            from sporadic.device import storesync
+            storesync.let_go(self.st)
+            storesync = None
+            sporadic.forget_since(had)  # the trust checks' code
         self.stats['ms_last'] = ticks_diff(self.ticks(), t0)
         self.stats['lines_in'] += self.taken
         self.steps.append([self.stats['ms_last'], self.stats['bytes_last'], self.taken,
@@ -182,111 +145,25 @@ class Broker:
             self.steps.pop(0)
         return self.taken
 
-    # ---- what this board wrote goes up ----
+    def _failed(self, e):
+        self.stats['fail'] += 1
+        self.last_err = str(e) or repr(e)
 
-    def _publish_own(self, c):
-        from sporadic.device import storesync
-        from sporadic.device.store import read_lines
-        st = self.st
-        storesync.seal(st)       # the log into an outbox segment (no-op when empty)
-        seqs = st.out_seqs()
-        if not seqs:
+    def _keep_report(self):
+        # the merge's refusals, kept for the next wake's report (mq.q: the
+        # merge runs after the disconnect), at most REPORT_MAX a wake
+        if not self.refusals:
             return
-        mp = st.root + 'mq.out'
-        start = 0
+        f = open(self.st.root + 'mq.q', 'a')
         try:
-            with open(mp) as f:
-                n, d = f.read().split()
-            n = int(n)
-            if n in seqs and self._first(n) == d:
-                start = n       # segments up to n went up (the same segment, not a new n)
-        except (OSError, ValueError):
-            pass
-        for n in seqs:
-            if n <= start:
-                continue
-            private = self._private(n)
-            bufs = ([], [])         # (what every board needs, what only the companion needs)
-            sizes = [0, 0]
-            for line in read_lines(st._seg(n)):
-                i = 1 if line[8:11] == ' r ' and line[:8] in private else 0
-                bufs[i].append(line)
-                sizes[i] += len(line) + 1
-                if sizes[i] >= PUB_CHARS:
-                    self._put_up(c, i, bufs[i])
-                    sizes[i] = 0
-            for i in (0, 1):
-                if bufs[i]:
-                    self._put_up(c, i, bufs[i])
-            c.wait_acks(self._msg)      # the broker holds segment n: it is not sent again
-            _put(mp, '%d %s' % (n, self._first(n)))
-
-    def _put_up(self, c, i, buf):
-        c.publish(self.pre + ('/r/' if i else '/d/') + self.me, '\n'.join(buf) + '\n')
-        self.stats['lines_out'] += len(buf)
-        del buf[:]
-
-    def _private(self, n):
-        """The job ids of segment n's results that no other board needs:
-        `each`/`who` jobs that are no staged rollout (syncer.board_view's
-        rule). One pass over the store for a segment's few ids; a job not
-        found goes to every board (the safe side)."""
-        from sporadic.device import storesync
-        from sporadic.device.store import read_lines
-        ids = []
-        for line in read_lines(self.st._seg(n)):
-            if line[8:11] == ' r ' and line[:8] not in ids:
-                ids.append(line[:8])
-        out = []
-        if ids:
-            for line in storesync.lines(self.st):
-                if line[:8] in ids and line[8:9] == ' ':
-                    k = line[9:13]
-                    if (k == 'each' or k == 'who:') and 'waves=' not in line:
-                        out.append(line[:8])
-        return out
-
-    def _first(self, n):
-        from sporadic.device.store import read_lines
-        for line in read_lines(self.st._seg(n)):
-            return _digest(line)
-        return '-'
+            f.write('\n'.join(self.refusals[:REPORT_MAX]) + '\n')
+        finally:
+            f.close()
+        self.refusals = []
 
     # ---- what the fleet wrote comes down ----
 
-    def _msg(self, topic, payload):
-        pre = self.pre
-        if topic[:len(pre) + 1] != pre + '/':
-            return
-        rest = topic[len(pre) + 1:]
-        kind = rest[:2]
-        if kind == 'd/' and rest[2:] == self.me or kind not in ('f/', 'd/'):
-            return          # its own records back, or what it did not subscribe to
-        if payload is None:
-            self._refused(topic, 'message longer than %d bytes: skipped' % self.max_msg)
-            return
-        if not payload:
-            return          # a retained message cleared
-        if kind == 'f/':
-            name = _safe(rest[2:])
-            name = 'f' + name if name is not None else 'x%05d' % self._n()
-        else:
-            name = 'r%05d' % self._n()
-        if len(os.listdir(self.spool)) >= SPOOL_MAX:
-            raise Full()
-        f = open(self.spool + '/' + name, 'wb')
-        try:
-            f.write(payload)
-            if payload[-1] != 10:
-                f.write(b'\n')
-        finally:
-            f.close()
-
-    def _n(self):
-        self._k += 1
-        return self._k
-
-    def _refused(self, line, why):
+    def refused(self, line, why):
         self.st.quarantine(line, why, 'mqtt')
         self.stats['refused'] += 1
         if len(self.reasons) >= 4:
@@ -304,15 +181,17 @@ class Broker:
         names.sort()
         for name in names:
             p = self.spool + '/' + name
+            if name == 'tmp':
+                os.remove(p)        # a message cut short: it comes again
+                continue
             # out of memory (a signature check in a full heap): the file
             # stays, merged at the next wake; nothing is refused for it
             gc.collect()
-            lines = list(read_lines(p))
             ref = []
-            acc, _ = storesync.receive(self.st, lines, 'mqtt', ref)
+            acc, _ = storesync.receive(self.st, read_lines(p), 'mqtt', ref)
             self.taken += acc
             for line, why in ref:
-                self._refused(line, why)
+                self.refused(line, why)
             os.remove(p)
 
     def status(self):
@@ -329,11 +208,17 @@ def main(max_ms=None, max_steps=None):
     sync_port or peers: boot.main picks it): the runtime's steps, a broker
     step every every_ms. Never imports net/node.py nor the TCP server. A
     board that cannot join its Wi-Fi says why and runs the plain loop."""
+    import sys
     import board
+    import sporadic
     from sporadic.device import runtime
-    from sporadic.net.wire import wifi_join
     rt = runtime.get()
-    if not wifi_join(rt.cfg, board):
+    had = list(sys.modules)
+    from sporadic.net import wire
+    joined = wire.wifi_join(rt.cfg, board)
+    wire = None
+    sporadic.forget_since(had)      # wire.py and hmac: the loop needs neither
+    if not joined:
         print('sporadic: no network (Wi-Fi not joined): running without it')
         return runtime.main(max_steps=max_steps)
     bk = Broker(rt.id, rt.cfg, rt.store)
@@ -392,26 +277,3 @@ def loop(rt, bk, node=None, max_ms=None, max_steps=None):
         node.close()
         return node
     return bk
-
-
-def _read(p):
-    try:
-        with open(p) as f:
-            return f.read()
-    except OSError:
-        return None
-
-
-def _remove(p):
-    try:
-        os.remove(p)
-    except OSError:
-        pass
-
-
-def _put(p, text):
-    f = open(p, 'w')
-    try:
-        f.write(text)
-    finally:
-        f.close()

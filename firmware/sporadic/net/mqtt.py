@@ -5,7 +5,8 @@
 # wake), PUBACK of what arrives (after the caller kept it), PINGREQ,
 # DISCONNECT. Every read and write has a deadline (a broker that trickles
 # or stops costs the caller its slice, never more); a message longer than
-# max_msg is read away in pieces and reported, never held.
+# max_msg is read away in pieces and reported; a message is handed over in
+# 512-byte pieces (piece()), never held whole.
 # Runs on MicroPython's socket (unix port, ESP32) and on CPython (tests).
 # micropython-lib's umqtt.simple would need the network at deploy time (mip)
 # and blocks without a deadline: this is the project's own.
@@ -15,7 +16,7 @@ except ImportError:  # CPython
     def const(x):
         return x
 import socket
-from sporadic.net.wire import ticks_ms, ticks_diff, TIMED_OUT
+from sporadic.net.ticks import ticks_ms, ticks_diff, TIMED_OUT
 
 CONNECT = const(0x10)
 CONNACK = const(0x20)
@@ -76,6 +77,8 @@ class Client:
         self.unacked = []           # packet ids published at QoS 1, no PUBACK yet
         self.pong = False
         self.skipped = 0            # messages longer than max_msg, read away
+        self.left = 0               # bytes of the message being delivered not read yet (piece)
+        self._pbuf = None           # the one buffer of piece()
         self.bytes_out = 0
         self.bytes_in = 0
 
@@ -105,9 +108,14 @@ class Client:
             mv = mv[n:]
 
     def _recv(self, n):
-        # n bytes into one buffer of n (no piece joined to the next)
+        # n bytes into one new buffer of n (header fields: a few bytes)
         buf = bytearray(n)
-        mv = memoryview(buf)
+        self._fill(memoryview(buf))
+        return buf
+
+    def _fill(self, mv):
+        # len(mv) bytes into mv (no piece joined to the next)
+        n = len(mv)
         got = 0
         s = self.sock
         into = getattr(s, 'recv_into', None) or s.readinto
@@ -126,13 +134,27 @@ class Client:
                 raise MQTTError('broker closed the connection')
             got += r
         self.bytes_in += n
-        return buf
+
+    def piece(self):
+        """The next piece (at most 512 bytes, a memoryview of one buffer
+        reused for every piece: write it away before the next call) of the
+        message being delivered to on_msg, or None at its end."""
+        k = self.left
+        if k <= 0:
+            return None
+        if k > _PIECE:
+            k = _PIECE
+        if self._pbuf is None:
+            self._pbuf = bytearray(_PIECE)
+        mv = memoryview(self._pbuf)[:k]
+        self._fill(mv)
+        self.left -= k
+        return mv
 
     def _skip(self, n):
-        while n > 0:
-            k = n if n < _PIECE else _PIECE
-            self._recv(k)
-            n -= k
+        self.left = n
+        while self.piece() is not None:
+            pass
 
     def _packet_head(self):
         return self._recv(1)[0], self._length()
@@ -235,10 +257,12 @@ class Client:
     def poll(self, on_msg, quiet_ms):
         """Take what the broker sends until it has answered the last PINGREQ
         and then sent nothing for quiet_ms (all it held for this session has
-        come), or the deadline. on_msg(topic, payload) keeps a message
+        come), or the deadline. on_msg keeps a message
         durably before it returns: only then is it acknowledged (PUBACK),
-        so a message cut off is delivered again. payload None: the message
-        was longer than max_msg and was read away."""
+        so a message cut off is delivered again. on_msg(topic, size, piece):
+        piece() gives the payload's next piece (None at its end; what
+        on_msg leaves unread is read away); size and piece None: the
+        message was longer than max_msg and was read away."""
         while True:
             if self.pong:
                 left = ticks_diff(self.deadline, self.ticks())
@@ -280,10 +304,13 @@ class Client:
             if n > self.max_msg:
                 self._skip(n)
                 self.skipped += 1
-                payload = None
+                on_msg(topic, None, None)
             else:
-                payload = self._recv(n) if n else b''
-            on_msg(topic, payload)
+                # the payload in pieces (piece()), never whole: a message
+                # costs the heap one 512-byte buffer whatever its length
+                self.left = n
+                on_msg(topic, n, self.piece)
+                self._skip(self.left)       # what on_msg did not read
             if qos:
                 # QoS 2 is never asked for (SUBSCRIBE at 1): the broker downgrades
                 self._send(bytes((PUBACK, 2, pid >> 8, pid & 0xff)))

@@ -20,6 +20,7 @@ import os
 import time
 
 from sporadic.core import hmac
+from sporadic.net.ticks import ticks_ms, ticks_diff, TIMED_OUT  # noqa: F401 (wire.ticks_ms, wire.TIMED_OUT)
 
 try:
     import binascii
@@ -116,34 +117,6 @@ def ip(addr):
         return '%d.%d.%d.%d' % (b[4], b[5], b[6], b[7])
     except Exception:
         return '127.0.0.1'
-
-
-# the clock of the server's timeouts and the node's timers (its own module would
-# cost a board about 240 bytes of heap)
-try:
-    _raw = time.ticks_ms
-    _PERIOD = time.ticks_add(0, -1) + 1
-    _mono = [0, 0]          # last raw reading, wraps seen x period
-
-    def ticks_ms():
-        """Milliseconds that never wrap (time.ticks_ms wraps after days)."""
-        r = _raw()
-        if r < _mono[0]:
-            _mono[1] += _PERIOD
-        _mono[0] = r
-        return r + _mono[1]
-except AttributeError:  # CPython
-    def ticks_ms():
-        return int(time.monotonic() * 1000)
-
-
-def ticks_diff(a, b):
-    return a - b
-
-
-# what a socket's timeout raises (OSError's first argument): EAGAIN (MicroPython's
-# timeout), ETIMEDOUT, ETIMEDOUT (lwip), CPython's 'timed out'
-TIMED_OUT = (11, 110, 116, 'timed out')
 
 
 def wifi_join(cfg, board=None):
