@@ -117,8 +117,10 @@ def trust(st):
 
 def let_go(st):
     """The trust check's code may leave RAM (it loads again at the next
-    delivery): a broker wake between its merges (net/broker.py)."""
-    st._tr = 0
+    delivery): a broker wake between its merges (net/broker.py). An
+    insecure board's None stays (nothing to load)."""
+    if st._tr:
+        st._tr = 0
 
 
 def seal(st):

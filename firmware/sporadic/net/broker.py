@@ -133,9 +133,10 @@ class Broker:
             self._failed(e)
         finally:
             self._keep_report()
-            from sporadic.device import storesync
-            storesync.let_go(self.st)
-            storesync = None
+            ss = sys.modules.get('sporadic.device.storesync')
+            if ss is not None:
+                ss.let_go(self.st)
+            ss = None
             sporadic.forget_since(had)  # the trust checks' code
         self.stats['ms_last'] = ticks_diff(self.ticks(), t0)
         self.stats['lines_in'] += self.taken
@@ -174,11 +175,13 @@ class Broker:
     def _merge(self):
         """The spooled messages through the store's checks, in name order
         (batches by SEQ first), each file removed once merged."""
+        names = os.listdir(self.spool)
+        if not names:
+            return          # nothing came: the trust checks are not even loaded
+        names.sort()
         import gc
         from sporadic.device import storesync
         from sporadic.device.store import read_lines
-        names = os.listdir(self.spool)
-        names.sort()
         for name in names:
             p = self.spool + '/' + name
             if name == 'tmp':
