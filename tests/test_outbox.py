@@ -93,6 +93,42 @@ def test_a_month_without_sync_arrives_in_one_sync(tmp_path):
         cli.stop_boards()
 
 
+MP32 = os.environ.get('SPORADIC_MICROPYTHON32') or os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'bench', '.mp32', 'micropython')
+
+
+@pytest.mark.slow
+def test_a_64K_board_hands_a_month_over_in_one_sync(tmp_path, monkeypatch):
+    """Issue #27: a month of 10 hourly jobs (7,200 results) in one sync of a
+    board with a 64 KiB heap. The 32-bit build of the unix port (a board's
+    word size: bench/build_micropython32.sh); the 64-bit PyPI port's code
+    does not leave the reconciliation room at 64K (docs/budgets.md#27)."""
+    if not os.path.isfile(MP32):
+        pytest.skip('no 32-bit build at %s: run bench/build_micropython32.sh' % MP32)
+    monkeypatch.setenv('SPORADIC_MICROPYTHON', MP32)
+    cli = CLI(str(tmp_path / 'fleet'))
+    flash = str(tmp_path / 'flash')
+    try:
+        ids, t0 = run_offline(cli, flash, '128K', HOURS)
+        held = outbox_lines(flash)
+        assert len(held) >= JOBS * HOURS
+        vb = cli.vboard('--id', HOST, '--flash', flash, '--heap', '64K')
+        out = cli('sync', vb.path, timeout=600)
+        assert 'new result' in out, out
+        rows = cli.json('results')
+        month = collections.Counter((r['job'], int(r['instance'].split('.')[1]), r['outcome'], r['verified'])
+                                    for r in rows
+                                    if r['job'] in ids and int(r['instance'].split('.')[1]) < HOURS)
+        assert len(month) == JOBS * HOURS == 7200
+        assert set(month.values()) == {1}
+        assert {(k[2], k[3]) for k in month} == {('ok', True)}
+        assert outbox_lines(flash) == []            # freed: the companion confirmed every piece
+        with open(os.path.join(cli.dir, 'results.txt')) as f:
+            assert not unsettled(held, f.read().splitlines())
+    finally:
+        cli.stop_boards()
+
+
 @pytest.mark.slow
 def test_outbox_cut_mid_way_resumes(tmp_path):
     """A board with a few days of results (several `O` pieces on a 96K
