@@ -80,6 +80,7 @@ def recover(st):
             st.notes.append('removed partial ' + p)
     _check_log(st, st.log, 'log', cfg if signed and cfg.get('id') else None)
     _check_log(st, st.inp, 'in')
+    _started(st, cfg)
     st.log_size = size(st.log)
     st.in_size = size(st.inp)
     # the stamps (before anything is compacted: a compaction stamps what it writes)
@@ -122,6 +123,41 @@ def recover(st):
         if exists(p):
             todo.append((p, name))
     return todo, signed
+
+
+def _started(st, cfg):
+    # run.txt (Store.started): an action the board was cut in, or the
+    # outcome written and run.txt not yet removed. The first: its `run`
+    # record into the log, under the board's MAC, as the runtime wrote it
+    # before (the planner then records `err interrupted`: at most once)
+    try:
+        with open(st.run) as g:
+            t = g.read()
+    except OSError:
+        return
+    # ID K AT ATTEMPT[ HOST] and a newline; a torn one: the action never started
+    f = t.split() if t[-1:] == '\n' else []
+    host = f[4] if len(f) > 4 else cfg.get('id')
+    if len(f) > 3 and host and f[1].isdigit() and f[2].isdigit() and f[3].isdigit():
+        jid, k, att = f[0], int(f[1]), int(f[3])
+        done = False
+        for line in read_lines(st.log):
+            r = line.split(' ', 6)
+            if len(r) > 5 and r[0] == jid and r[2] == host and r[3] == f[1] \
+                    and int(r[5].lstrip('abcdefghijklmnopqrstuvwxyz') or 1) == att:
+                done = True
+        if not done:
+            r = jobline.Result(jid, host, k, int(f[2]), 'run', att, '-', '')
+            if cfg.get('secret'):
+                from sporadic.core import hmac
+                r.mac = hmac.mac_result(cfg['secret'], r.line())
+            g = open(st.log, 'a')
+            try:
+                write(g, r.line() + '\n')
+            finally:
+                g.close()
+            st.notes.append('an action was cut: its run record written')
+    remove(st.run)
 
 
 def _check_log(st, path, name, cfg=None):
