@@ -137,7 +137,9 @@ def _started(st, cfg):
         return
     # ID K AT ATTEMPT[ HOST] and a newline; a torn one: the action never started
     f = t.split() if t[-1:] == '\n' else []
-    host = f[4] if len(f) > 4 else cfg.get('id')
+    # the board's id: cfg.json's (a HOST field only where it has none: the
+    # runtime's default id), never a record in another board's name
+    host = cfg.get('id') or (f[4] if len(f) > 4 else None)
     if len(f) > 3 and host and f[1].isdigit() and f[2].isdigit() and f[3].isdigit():
         jid, k, att = f[0], int(f[1]), int(f[3])
         done = False
