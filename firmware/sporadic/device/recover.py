@@ -34,17 +34,19 @@ def _outbox(st):
     # a packing of the outbox cut short (device/outbox.py): a partial pack
     # goes (its raw segments are all there), a complete one (renamed to pN)
     # holds every raw segment <= N, which go
-    names = os.listdir(st.out)
-    if 'p.tmp' in names:
+    # (the folder read a name at a time: a month without a sync is hundreds)
+    if exists(st.out + '/p.tmp'):
         remove(st.out + '/p.tmp')
         st.notes.append('removed partial outbox pack')
     top = 0
-    for name in names:
+    for name in st.out_names():
         if name[:1] == 'p' and name[1:].isdigit():
             top = max(top, int(name[1:]))
-    for name in names:
-        if name.isdigit() and int(name) <= top:
-            remove(st.out + '/' + name)
+    if not top:
+        return
+    gone = [int(name) for name in st.out_names() if name.isdigit() and int(name) <= top]
+    for n in gone:
+        remove(st.out + '/' + str(n))
 
 
 def recover(st):
