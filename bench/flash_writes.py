@@ -7,9 +7,16 @@ rewriting the whole job file at each record.
 Ten jobs (`each`, every 10 minutes, staggered, action `sleep 0`: the action
 itself writes nothing) on a virtual board with the step clock, until 1,000
 completions. Counted: every byte the store writes (log appends, compaction
-output, quarantine), read from store.bytes_written. A completion is the
-`run` record before the action plus the `ok` record after it. The baseline
-rewrites jobs.txt (at its compacted size) for each of those two records.
+output, quarantine, run.txt), read from store.bytes_written. A completion
+is run.txt before the action (`ID K AT ATTEMPT`, about 25 bytes, removed
+after; the `run` record in the log before #31) plus the `ok` record after
+it. The baseline rewrites jobs.txt (at its compacted size) for each of
+those two records. The file system's own metadata (LittleFS's commits) is
+not counted, for an append as for run.txt. The board's interpreter is
+`micropython` on PATH: the 64-bit PyPI port leaves the outbox's packing to
+the sync at this heap, a 32-bit build (bench/.mp32) packed in the loop
+before #31 (213.7 there, 172.6 on the 64-bit port); since #31 neither packs
+while the flash has room.
 """
 import json
 import os

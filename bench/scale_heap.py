@@ -1,6 +1,7 @@
 """The heap a sync of #27's pieces needs on the unix board (64-bit .mpy).
 
-    python bench/scale_heap.py [--jobs 1000] [--hours 720] [--step 8]   # JSON last line
+    python bench/scale_heap.py [--jobs 1000] [--hours 720] [--step 8] [--parts month]
+                               [--interpreter bench/.mp32/micropython]   # JSON last line
     (bench/scale.py runs it with the other bench/scale_*.py modules; keys heap_*)
 
 The smallest `-X heapsize` (KiB, found by bisection, --step apart) at which
@@ -207,10 +208,15 @@ def main(argv=None):
     ap.add_argument('--hours', type=int, default=720)
     ap.add_argument('--step', type=int, default=8)
     ap.add_argument('--parts', default='first,calendar,month')
+    ap.add_argument('--interpreter', help="the board's micropython (default: the PyPI 64-bit port; "
+                    "bench/.mp32/micropython: the 32-bit build of bench/build_micropython32.sh)")
     a = ap.parse_args(argv)
-    print('smallest heap (KiB) in which a unix board passes each sync (bisection %d..%d, step %d)'
-          % (LO, HI, a.step))
+    if a.interpreter:
+        os.environ['SPORADIC_MICROPYTHON'] = os.path.abspath(a.interpreter)   # companion.vboard's
+    print('smallest heap (KiB) in which a unix board passes each sync (bisection %d..%d, step %d; %s)'
+          % (LO, HI, a.step, a.interpreter or '64-bit PyPI micropython'))
     d = measure(None, a.jobs, a.hours, a.step, a.parts.split(','))
+    d['heap_interpreter'] = a.interpreter or '64-bit PyPI micropython'
     print(json.dumps(d))
 
 

@@ -11,10 +11,14 @@ main.py runs it (boot.main) runs HOURS board hours on the step clock (time
 moves only when the board sleeps: the month takes the board's own work) on
 each copy:
 
-  - new: the firmware as it is (the outbox packed: device/outbox.py);
-  - baseline: the same firmware with store.PACK False: the outbox as the
-    code before #27 kept it (log.txt renamed, full lines, a `run` record
-    before each outcome), the same run.
+  - new: the firmware as it is (device/outbox.py: log.txt renamed, one
+    outcome line a result since #31 moved the action's start to run.txt;
+    packed on flash only when the flash runs short, packed on the wire);
+  - baseline: the same firmware with store.PACK False (never packed on
+    flash), the same run: the same bytes while the flash has room. The
+    code before #27 kept full lines with a `run` record before each
+    outcome: 103.7 bytes a result; #27's on-flash packing made it 38.6, at
+    the cost of writing every record twice (#31).
 
 Figures:
 

@@ -154,9 +154,9 @@ def test_edited_and_added_job_lines_are_refused_the_others_run(tmp_path):
 def test_lines_appended_to_the_log_are_refused(tmp_path):
     flash, _, ids = provisioned(tmp_path)
     a, b = ids[JOB_A], ids[JOB_B]
-    run(flash, T0 + 6 * 3600 + 60)                 # A.0 runs: its records are in log.txt
+    run(flash, T0 + 6 * 3600 + 60)                 # A.0 runs: its outcome is in log.txt
     mine = [l for l in lines(flash, 'log.txt') if ' r pump-1 ' in l]
-    assert len(mine) == 2
+    assert len(mine) == 1                          # (its start was run.txt: gone with the outcome)
     secret = cfg(flash)['secret']
     forged = [result(b, 'pump-1', 0, 'ok', '11' * 32),        # "B.0 done": it would never run
               result(b, 'pump-1', 0, 'ok'),                   # the same without a MAC
@@ -175,6 +175,28 @@ def test_lines_appended_to_the_log_are_refused(tmp_path):
     assert set(mine) <= set(rec)                             # its own records stay
     assert all(shmac.check_line(secret, l) for l in rec if ' r pump-1 ' in l)
     assert st['quarantined'] == 4
+
+
+@pytest.mark.slow
+def test_an_action_cut_before_its_outcome_is_on_record_under_its_mac_and_not_run_again(tmp_path):
+    """#31: a completion writes one record to the log, its outcome; the
+    action's start is run.txt (Store.started), gone with the outcome. A
+    board cut during the action (run.txt left on its flash) opens its store
+    with the instance's `run` record under its own MAC (recover.py), then
+    records it `err interrupted` and never runs it: at most once."""
+    flash, _, ids = provisioned(tmp_path)
+    a = ids[JOB_A]
+    with open(os.path.join(flash, 'run.txt'), 'w') as f:
+        f.write('%s 0 %d 1\n' % (a, T0 + 6 * 3600))     # what Store.started wrote before the cut
+    st, _ = run(flash, T0 + D)
+    assert a + '.0' not in actlog(flash)                      # not run again
+    assert ids[JOB_B] + '.0' in actlog(flash)
+    rec = [l for l in held(flash) if l.startswith(a + ' r pump-1 0 ')]
+    assert any(l.split()[5] == 'err' and l.endswith(' interrupted') for l in rec), rec
+    assert all(shmac.check_line(cfg(flash)['secret'], l) for l in rec), rec
+    assert not os.path.exists(os.path.join(flash, 'run.txt'))
+    assert st['quarantined'] == 0
+    assert 'an action was cut: its run record written' in st['store']['recovered']
 
 
 @pytest.mark.slow
@@ -250,7 +272,8 @@ def test_power_cuts_are_not_reported_as_edits(tmp_path):
     a signed delivery: each time it reopens with nothing re-imported and
     nothing quarantined as edited (jobs.nok carries a compaction's stamp
     across its last renames; in.ok is written after each delivery)."""
-    flash0, fleet, ids = provisioned(tmp_path, jobs=(JOB_A, 'each 2026-12-01T00:00Z log tick ; every=10m'))
+    # a tick every 5 minutes: one record a run (#31), several compactions in the 12 hours
+    flash0, fleet, ids = provisioned(tmp_path, jobs=(JOB_A, 'each 2026-12-01T00:00Z log tick ; every=5m'))
     # a delivery signed by the fleet after the image was made
     companion(fleet, 'add', 'each 2026-12-01T03:00Z log later ; every=1h')
     with open(os.path.join(fleet, 'jobs.txt')) as f:

@@ -377,7 +377,7 @@ def test_a_sync_arrives_while_the_board_prints(world):
     c('deploy', vb.path, '--id', 'pico-1', '--board', 'rp2-pico', '-q')   # reads the board's /actions.py
     j_talk = c('add', 'each +8s chatter ; within=10m').strip()
     c.sync(vb.path)
-    marker = ('%s r pico-1 0 ' % j_talk).encode()
+    marker = ('%s 0 ' % j_talk).encode()     # its run.txt (Store.started): the action started
 
     def talking():
         with open(vb.flash, 'rb') as f:

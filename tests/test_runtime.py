@@ -76,7 +76,8 @@ def test_each_repeats_daily(tmp_path):
     st, _ = run(d, 'runtime.main(until=%d)' % (T0 + 5 * D))
     j = jid(job)
     assert actlog(d) == {'%s.%d' % (j, k): 1 for k in range(5)}
-    assert outcomes(d, 'dev-1', j) == {k: ['ok', 'run'] for k in range(5)}
+    # one record a run: the outcome (its start was run.txt, gone with it)
+    assert outcomes(d, 'dev-1', j) == {k: ['ok'] for k in range(5)}
     for r in own_results(d, 'dev-1'):
         assert r['at'] == T0 + 6 * H + r['k'] * D   # on time, to the second
     assert st['clock'] == 'trusted' and st['jobs'] == 1 and st['pending'] == 1
@@ -119,7 +120,7 @@ def test_jump_forward_misses_without_walking(tmp_path):
     n = 100 * 24
     assert actlog(d) == {'%s.0' % j: 1, '%s.%d' % (j, n): 1}
     o = outcomes(d, 'dev-1', j)
-    assert o == {0: ['ok', 'run'], n - 1: ['miss'], n: ['ok', 'run']}
+    assert o == {0: ['ok'], n - 1: ['miss'], n: ['ok']}
 
 
 def test_clock_unknown_runs_nothing_until_set(tmp_path):
@@ -174,7 +175,7 @@ def test_one_ranked_host_first_and_grace(tmp_path):
     for h in order:
         d = make_flash(str(tmp_path / h), host=h, jobs=hosts + [job])
         run(d, 'runtime.main(until=%d)' % (T0 + D))
-        rs = [r for r in own_results(d, h) if r['outcome'] == 'run']
+        rs = [r for r in own_results(d, h) if r['outcome'] == 'ok']     # at: the run's start
         starts[h] = rs[0]['at']
     assert [starts[h] - (T0 + 6 * H) for h in order] == [0, H, 2 * H]
     # rank 1 learns before its grace ends that rank 0 started: it stays idle
@@ -199,7 +200,7 @@ def test_any_fires_once_and_stops_on_news(tmp_path):
     # p = 0.05 per 10 min over 144 ticks a day: fires almost surely, once a day at most
     assert all(v == 1 for v in counts.values())
     assert len(counts) >= 9
-    firsts = [r['at'] - (T0 + r['k'] * D) for r in own_results(d, 'h-a') if r['outcome'] == 'run']
+    firsts = [r['at'] - (T0 + r['k'] * D) for r in own_results(d, 'h-a') if r['outcome'] == 'ok']
     assert all(0 <= x < D and x % 600 == 0 for x in firsts)
     assert len(set(firsts)) > 1          # random instants, not a fixed offset
     # another host that has heard of h-a's runs does not fire those instances
@@ -275,8 +276,8 @@ def flaky():
     job2 = 'each 2026-12-01T06:00Z boom2 ; retry=1'
     d = make_flash(str(tmp_path), jobs=[job, job2], actions=user + 'def boom2():\n    raise OSError("no")\n')
     run(d, 'runtime.main(until=%d)' % (T0 + D))
-    assert outcomes(d, 'dev-1', jid(job)) == {0: ['err', 'err2', 'ok3', 'run', 'run2', 'run3']}
-    assert outcomes(d, 'dev-1', jid(job2)) == {0: ['err', 'err2', 'run', 'run2']}
+    assert outcomes(d, 'dev-1', jid(job)) == {0: ['err', 'err2', 'ok3']}
+    assert outcomes(d, 'dev-1', jid(job2)) == {0: ['err', 'err2']}
 
 
 def test_cancelled_job_never_runs(tmp_path):
@@ -293,10 +294,10 @@ def test_reset_action_records_ok_then_reboots(tmp_path):
     d = make_flash(str(tmp_path), jobs=[job, job2])
     _, p = run(d, 'runtime.main(until=%d)' % (T0 + D))
     assert p.returncode == 0
-    assert outcomes(d, 'dev-1', jid(job)) == {0: ['ok', 'run']}
+    assert outcomes(d, 'dev-1', jid(job)) == {0: ['ok']}
     assert actlog(d) == {}           # the board reset before 07:00
     run(d, 'runtime.main(until=%d)' % (T0 + D))      # boots again
-    assert outcomes(d, 'dev-1', jid(job)) == {0: ['ok', 'run']}
+    assert outcomes(d, 'dev-1', jid(job)) == {0: ['ok']}
     assert actlog(d) == {jid(job2) + '.0': 1}
 
 

@@ -355,13 +355,13 @@ def test_a_day_of_due_wakes_runs_what_a_board_without_the_index_runs(tmp_path):
 
 
 def test_a_compaction_in_the_loop_keeps_the_index_the_next_idle_wake_reads_nothing(tmp_path):
-    # 24 jobs due at 01:10 (more than the agenda holds: a full pass) whose
-    # runs fill the log past LOG_MAX, so that pass ends in a compaction; 30
-    # more due tomorrow. The compaction moves every group but changes no
+    # 40 jobs due at 01:10 (more than the agenda holds: a full pass) whose
+    # runs fill the log past LOG_MAX (one record a run since #31), so that
+    # pass ends in a compaction; 30 more due tomorrow. The compaction moves every group but changes no
     # decision: the index is kept (its offsets looked up again), and the
     # next idle wakes read nothing of jobs.txt. (It was cleared: the next
     # wake after every compaction was a full pass over the whole file.)
-    burst = ['each 2026-12-01T01:10Z log b%d ; every=1d' % i for i in range(24)]
+    burst = ['each 2026-12-01T01:10Z log b%d ; every=1d' % i for i in range(40)]
     later = ['each 2026-12-02T06:00Z log d%d ; every=1d' % i for i in range(30)]
     flash, fleet, ids = provisioned(tmp_path, jobs=burst + later)
     age(flash)

@@ -1,10 +1,12 @@
 # The outbox on flash (docs/device.md#the-outbox): own records the companion
 # has not confirmed yet. A compaction renames log.txt to out/N (a raw
-# segment, full lines: costs no write); once the raw segments pass
-# store.PACK_AT bytes, or sooner when the flash runs short, they are packed
-# together (core/outpack.py: an `each` run is one short line) into out/pN,
-# N the newest segment it holds: written to out/p.tmp, renamed, then the
-# raw segments go (recover.py finishes either step after a power cut).
+# segment, full lines: costs no write). The sync's answer to `O` packs raw
+# segments as it streams them (core/outpack.py: an `each` run is one short
+# line), writing nothing. On flash they are packed only when the flash runs
+# short (packing is a rewrite: a write of every record again, which is what
+# #31 counts per completion): together into out/pN, N the newest segment it
+# holds: written to out/p.tmp, renamed, then the raw segments go
+# (recover.py finishes either step after a power cut).
 # Nothing is dropped while the flash has room; when it has none (less free
 # than the next compaction and packing need), the oldest outbox file goes
 # and its records are counted in out/lost, which the board reports (status,
@@ -17,14 +19,46 @@ from sporadic.device.store import size, read_lines, write, rename, remove, PASS_
 
 
 
+OUT_FILES = 16    # outbox files one `O` answer sends at most
+
+
+def _num(name):
+    if name.isdigit():
+        return int(name)
+    if name[:1] == 'p' and name[1:].isdigit():
+        return int(name[1:])
+    return None
+
+
+def oldest(st, most):
+    """([(N, name)] of the `most` oldest outbox files, oldest first; how
+    many files there are): one pass over the folder, holding `most` names
+    (raw `N`, packed `pN`; a month without a sync is hundreds of files)."""
+    best = []
+    count = 0
+    for name in st.out_names():
+        k = _num(name)
+        if k is None:
+            continue
+        count += 1
+        if len(best) == most and k > best[-1][0]:
+            continue
+        i = len(best)
+        while i and best[i - 1][0] > k:
+            i -= 1
+        best.insert(i, (k, name))
+        if len(best) > most:
+            best.pop()
+    return best, count
+
+
 def files(st):
-    """The outbox files as (N, name), oldest first (raw `N`, packed `pN`)."""
+    """The outbox's raw segments as (N, name), oldest first (packing: the
+    flash is short)."""
     s = []
-    for name in os.listdir(st.out):
+    for name in st.out_names():
         if name.isdigit():
             s.append((int(name), name))
-        elif name[:1] == 'p' and name[1:].isdigit():
-            s.append((int(name[1:]), name))
     s.sort()
     return s
 
@@ -41,7 +75,7 @@ def _host(paths):
 def pack(st):
     """Pack every raw segment into one file (see the top)."""
     from sporadic.core import outpack
-    raw = [(k, st.out + '/' + name) for k, name in files(st) if name[0] != 'p']
+    raw = [(k, st.out + '/' + name) for k, name in files(st)]
     if not raw:
         return
     paths = [p for k, p in raw]
@@ -100,8 +134,8 @@ def make_room(st, need):
         fr = free(st)
         if fr is None or fr[0] >= need + OUT_MARGIN * fr[1]:
             return
-        fs = files(st)
-        if len(fs) < 2:    # the newest stays: it is what the next sync hands over
+        fs, n = oldest(st, 1)
+        if n < 2:    # the newest stays: it is what the next sync hands over
             return
         p = st.out + '/' + fs[0][1]
         n = st.out_lost() + _count(p)
@@ -144,10 +178,12 @@ def _exists(p):
 
 def answer(st, most):
     """The answer to `O MOST`: "UPTO LEFT LOST" then whole outbox files from
-    the oldest while they stay within MOST bytes (at least one), each as it
-    is on flash, a raw segment under a header `@` (core/outpack.py). UPTO:
-    the newest file sent (0: none), LEFT: the files after it. Yields pieces."""
-    fs = files(st)
+    the oldest while their bytes on flash stay within MOST (at least one),
+    packed (core/outpack.py: a packed file as it is on flash, a raw segment
+    packed as it streams; one naming no result of this board under a header
+    `@`, its lines as they are). UPTO: the newest file sent (0: none), LEFT:
+    the files after it. Yields pieces."""
+    fs, count = oldest(st, OUT_FILES)
     n = 0
     i = 0
     while i < len(fs):
@@ -156,9 +192,16 @@ def answer(st, most):
             break
         n += s
         i += 1
-    yield '%d %d %d' % (fs[i - 1][0] if i else 0, len(fs) - i, st.out_lost())
+    yield '%d %d %d' % (fs[i - 1][0] if i else 0, count - i, st.out_lost())
     for k, name in fs[:i]:
+        p = st.out + '/' + name
+        src = read_lines(p)
         if name[0] != 'p':
-            yield '\n@'
-        for line in read_lines(st.out + '/' + name):
+            host = _host((p,))
+            if host:
+                from sporadic.core import outpack
+                src = outpack.pack(src, host)
+            else:
+                yield '\n@'
+        for line in src:
             yield '\n' + line

@@ -34,17 +34,19 @@ def _outbox(st):
     # a packing of the outbox cut short (device/outbox.py): a partial pack
     # goes (its raw segments are all there), a complete one (renamed to pN)
     # holds every raw segment <= N, which go
-    names = os.listdir(st.out)
-    if 'p.tmp' in names:
+    # (the folder read a name at a time: a month without a sync is hundreds)
+    if exists(st.out + '/p.tmp'):
         remove(st.out + '/p.tmp')
         st.notes.append('removed partial outbox pack')
     top = 0
-    for name in names:
+    for name in st.out_names():
         if name[:1] == 'p' and name[1:].isdigit():
             top = max(top, int(name[1:]))
-    for name in names:
-        if name.isdigit() and int(name) <= top:
-            remove(st.out + '/' + name)
+    if not top:
+        return
+    gone = [int(name) for name in st.out_names() if name.isdigit() and int(name) <= top]
+    for n in gone:
+        remove(st.out + '/' + str(n))
 
 
 def recover(st):
@@ -80,6 +82,7 @@ def recover(st):
             st.notes.append('removed partial ' + p)
     _check_log(st, st.log, 'log', cfg if signed and cfg.get('id') else None)
     _check_log(st, st.inp, 'in')
+    _started(st, cfg)
     st.log_size = size(st.log)
     st.in_size = size(st.inp)
     # the stamps (before anything is compacted: a compaction stamps what it writes)
@@ -122,6 +125,43 @@ def recover(st):
         if exists(p):
             todo.append((p, name))
     return todo, signed
+
+
+def _started(st, cfg):
+    # run.txt (Store.started): an action the board was cut in, or the
+    # outcome written and run.txt not yet removed. The first: its `run`
+    # record into the log, under the board's MAC, as the runtime wrote it
+    # before (the planner then records `err interrupted`: at most once)
+    try:
+        with open(st.run) as g:
+            t = g.read()
+    except OSError:
+        return
+    # ID K AT ATTEMPT[ HOST] and a newline; a torn one: the action never started
+    f = t.split() if t[-1:] == '\n' else []
+    # the board's id: cfg.json's (a HOST field only where it has none: the
+    # runtime's default id), never a record in another board's name
+    host = cfg.get('id') or (f[4] if len(f) > 4 else None)
+    if len(f) > 3 and host and f[1].isdigit() and f[2].isdigit() and f[3].isdigit():
+        jid, k, att = f[0], int(f[1]), int(f[3])
+        done = False
+        for line in read_lines(st.log):
+            r = line.split(' ', 6)
+            if len(r) > 5 and r[0] == jid and r[2] == host and r[3] == f[1] \
+                    and int(r[5].lstrip('abcdefghijklmnopqrstuvwxyz') or 1) == att:
+                done = True
+        if not done:
+            r = jobline.Result(jid, host, k, int(f[2]), 'run', att, '-', '')
+            if cfg.get('secret'):
+                from sporadic.core import hmac
+                r.mac = hmac.mac_result(cfg['secret'], r.line())
+            g = open(st.log, 'a')
+            try:
+                write(g, r.line() + '\n')
+            finally:
+                g.close()
+            st.notes.append('an action was cut: its run record written')
+    remove(st.run)
 
 
 def _check_log(st, path, name, cfg=None):

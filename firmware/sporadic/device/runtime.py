@@ -147,8 +147,9 @@ class Runtime:
             elif act == plan.FAIL:
                 self._record(job.id, k, now, 'err', att, 'interrupted')
                 mine = (k, 'err', att)
-            else:  # RUN: record the start first (at most once across a crash)
-                self._record(job.id, k, now, 'run', att)
+            else:  # RUN: record the start first (at most once across a crash:
+                # run.txt, the `run` record if the board is cut before the outcome)
+                self.store.started(job.id, k, now, att, '' if self.id == self.cfg.get('id') else self.id)
                 act = _act()
                 act.context = job.id + '.' + str(k)
                 ok, text = act.run(job.action(), job.args())
@@ -158,6 +159,7 @@ class Runtime:
                     text = 'reset'
                 out = 'ok' if ok else 'err'
                 self._record(job.id, k, now, out, att, text)
+                self.store.ended()
                 mine = (k, out, att)
         else:
             at_next = now   # DECIDE_MAX: more to decide at the next pass (no idle wake before)

@@ -37,7 +37,6 @@ ENOSPC = const(28)
 FEED_LINES = const(64)    # lines read between two calls of `feed`
 WAKE_INDEX = True         # the loop keeps a wake index (wake.py); False: bench/wake.py's baseline
 PACK = True               # the outbox is packed (outbox.py); False: bench/scale_outbox.py's baseline
-PACK_AT = const(12288)    # raw outbox segment bytes packed together (outbox.py)
 OUT_MARGIN = const(4)     # flash blocks kept free beyond what the next compaction needs
 PACK_FREE = const(32768)  # free heap the loop needs to pack the outbox itself (else the sync does)
 # free heap under which a sync lets the code of one part go before the next
@@ -168,6 +167,7 @@ class Store:
         self.inp = r + 'in.txt'
         self.quar = r + 'quar.txt'
         self.out = r + 'out'
+        self.run = r + 'run.txt'
         self.notes = []          # what recovery did at open
         self.quarantined = 0     # lines in quar.txt (and rotated away)
         self.compactions = 0
@@ -234,6 +234,17 @@ class Store:
             f.close()
         self.log_size += len(data)
         self._pend = None
+
+    def started(self, jid, k, at, attempt, host=''):
+        """Before an action, durably: the instance it runs (run.txt: `ID K
+        AT ATTEMPT[ HOST]` and a newline, HOST when it is not cfg.json's id;
+        about 25 bytes). recover.py makes it the `run` record, under the board's MAC,
+        of a board cut before the outcome; ended() once the outcome is in
+        the log. docs/device.md#crash-safety"""
+        put(self.run, '%s %d %d %d%s\n' % (jid, k, at, attempt, host and ' ' + host))
+
+    def ended(self):
+        remove(self.run)
 
     def quarantine(self, line, reason, src=''):
         line = line.rstrip('\n')
@@ -328,8 +339,7 @@ class Store:
         sealed = False
         if exists(self.log):
             if size(self.log):
-                seqs = self.out_seqs()
-                rename(self.log, self._seg(seqs[-1] + 1 if seqs else 1))
+                rename(self.log, self._seg(self.out_top()[1] + 1))
                 sealed = True
             else:
                 remove(self.log)
@@ -366,10 +376,12 @@ class Store:
     def out_due(self):
         """(raw, short): the raw outbox segments' bytes and whether the flash
         has less free than they, the next compaction (jobs.txt and a log)
-        and OUT_MARGIN blocks need; true when outbox.tidy has work: raw past
-        PACK_AT, or the flash short."""
+        and OUT_MARGIN blocks need; not None when outbox.tidy has work: the
+        flash short (packing is a rewrite: while the flash has room the
+        segments stay as the log was, and the sync's answer packs them as
+        it streams, outbox.answer)."""
         raw = 0
-        for name in os.listdir(self.out):
+        for name in self.out_names():
             if name.isdigit():
                 raw += size(self.out + '/' + name)
         short = False
@@ -378,7 +390,7 @@ class Store:
             short = v[0] * v[4] < size(self.jobs) + PASS_LOG_MAX + raw + OUT_MARGIN * v[0]
         except (AttributeError, OSError):
             pass
-        return (raw, short) if raw >= PACK_AT or short else None
+        return (raw, short) if short else None
 
     def out_lost(self):
         """Own records dropped for want of flash the companion has not
@@ -388,6 +400,30 @@ class Store:
                 return int(f.read().strip() or 0)
         except (OSError, ValueError):
             return 0
+
+    def out_names(self):
+        """The outbox folder's names, one at a time (a month without a sync
+        is hundreds of files: never a list of them all on the heap)."""
+        try:
+            it = os.ilistdir(self.out)
+        except AttributeError:      # CPython
+            it = os.listdir(self.out)
+        for e in it:
+            yield e if isinstance(e, str) else e[0]
+
+    def out_top(self):
+        """(files, newest number) of the outbox (0, 0 when empty), in one
+        pass over its folder."""
+        n = top = 0
+        for name in self.out_names():
+            if name[:1] == 'p':
+                name = name[1:]
+            if name.isdigit():
+                n += 1
+                k = int(name)
+                if k > top:
+                    top = k
+        return n, top
 
     def out_seqs(self):
         """The numbers of the outbox files (raw `N`, packed `pN`: outbox.py), oldest first."""

@@ -128,8 +128,7 @@ def seal(st):
     highest outbox segment number (0 when empty)."""
     if st.log_size or size(st.log):
         st.compact()
-    s = st.out_seqs()
-    return s[-1] if s else 0
+    return st.out_top()[1]
 
 
 def outbox(st, upto=None):
@@ -162,9 +161,13 @@ def ack(st, upto, lost_read=0):
     (device/outbox.py make_room): remove them, and take those off the count
     in out/lost. Returns the files removed."""
     k = 0
-    for n in st.out_seqs():
-        if n > upto:
-            break
+    done = []      # the files <= upto: what one `O` answer sent (outbox.OUT_FILES at most)
+    for name in st.out_names():
+        n = name[1:] if name[:1] == 'p' else name
+        if n.isdigit() and int(n) <= upto:
+            done.append(int(n))
+    done.sort()
+    for n in done:
         name = st._seg(n)
         if not store.exists(name):
             name = st.out + '/p' + str(n)
@@ -187,7 +190,7 @@ def _forget(name):
 
 def health(st):
     return {'jobs_bytes': size(st.jobs), 'log_bytes': st.log_size,
-            'in_bytes': st.in_size, 'outbox': len(st.out_seqs()),
+            'in_bytes': st.in_size, 'outbox': st.out_top()[0],
             'outbox_dropped': st.out_lost(), 'compactions': st.compactions,
             'conflicts': st.conflicts, 'quarantined': st.quarantined, 'full': st.full_at > 0,
             'recovered': st.notes, 'ok': True}

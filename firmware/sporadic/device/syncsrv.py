@@ -177,6 +177,24 @@ def _watchdog():
         pass   # a board module without a watchdog: nothing to feed
 
 
+def _set_clock(t):
+    from sporadic.device import clockset
+    clockset.set(t, 'companion')
+
+
+def _once(f, *a):
+    # F and T, once a sync: the code they load (the public key's id, the
+    # fleet key's MAC, the clock setter) goes after them, the reconciliation
+    # and the outbox take its room (a 64K board: docs/budgets.md#27)
+    had = list(sys.modules)
+    try:
+        return f(*a)
+    finally:
+        import sporadic
+        sporadic.forget_since(had)
+        gc.collect()
+
+
 def h(req):
     """Answer one request (str -> str). Never raises: errors are answers."""
     _watchdog()
@@ -186,13 +204,12 @@ def h(req):
             import json
             return json.dumps(status())
         if req == 'F':
-            return fleet_ids()
+            return _once(fleet_ids)
         if c == 'T ':
             if clock.state == 'unknown' and clock.source == '':
                 clock.init()
             before = clock.now()
-            from sporadic.device import clockset
-            clockset.set(int(req[2:]), 'companion')
+            _once(_set_clock, int(req[2:]))
             return '%s %s %d' % (_host_id(), '-' if before is None else before,
                                  gc.mem_alloc() + gc.mem_free())
         if req[:1] == 'O':
