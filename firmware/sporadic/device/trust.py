@@ -87,6 +87,7 @@ class Trust:
         self._v = None
         self._t = None
         self._hosts = None        # the signed host list (_hosts_known), read once
+        self._kd = None           # {key id: (n, e)} of self.keys (batch.key_ids), parsed once
 
     # ---- one delivery ----
 
@@ -113,34 +114,19 @@ class Trust:
         ref = 0
         wait = []     # fleet lines no batch of this delivery covers (yet)
         dev = []      # device records (results, assignments): their hosts checked last
+        # A fleet-authored line is looked up as it came first (raw: its
+        # digest in the batches, no parse): one a verified batch covers is,
+        # byte for byte, a line the fleet's owner sealed, and the companion
+        # seals the canonical text its parser made (companion/fleet/keys.py
+        # sign_lines). Only a line no batch covers as it came is parsed
+        # (_sort): its canonical text may be the one covered, else it is
+        # refused with its parse error or as not signed. The parse was
+        # ~2 M instructions a line on a Pico (docs/budgets.md#27).
         for raw in lines:
-            try:
-                c = jobline.canonical(raw)
-            except MemoryError:
-                raise                 # not the line's fault: nothing is quarantined
-            except Exception as e:
-                self._refuse(st, raw, str(e), src, refused)
-                ref += 1
+            if raw[:1] > ' ' and raw[-1:] > ' ' and raw[:1] != '#' and batch.needs_batch(raw):
+                wait.append(raw)
                 continue
-            if c is None:
-                continue
-            k = c[:3]
-            if k == '.b ' or k == '.k ':
-                recs.append(c)
-            elif batch.needs_batch(c):
-                wait.append(c)
-            elif c[jobline.ID_LEN:jobline.ID_LEN + 3] in (' r ', ' a ') and _mac(c) == '-':
-                self._refuse(st, c, 'no MAC: a device record must be authenticated', src, refused)
-                ref += 1
-            elif self.secret and c[jobline.ID_LEN:jobline.ID_LEN + 3] == ' r ' and not self._mine_ok(c):
-                # a result naming this board that this board did not write
-                self._refuse(st, c, 'bad MAC: a result of %s that %s did not write' % (self.me, self.me),
-                             src, refused)
-                ref += 1
-            elif c[jobline.ID_LEN:jobline.ID_LEN + 3] in (' r ', ' a '):
-                dev.append(c)
-            else:
-                out.append(c)
+            ref += self._sort(st, raw, recs, wait, dev, out, src, refused, None)
         _parsed(had)
         had = None
         if not (recs or wait):
@@ -151,7 +137,11 @@ class Trust:
         held = _Stored() if stored else None
         self._newer = None
         if v is None:
-            v = batch.Verifier(self.keys, self.hwm, held or self._held(st, recs), self.retired)
+            if self._kd is None:
+                # the trusted keys parsed once a boot (a key's parse and id
+                # were ~10 M instructions a delivery on a Pico)
+                self._kd = batch.key_ids(self.keys)
+            v = batch.Verifier(self._kd, self.hwm, held or self._held(st, recs), self.retired)
             self._v = v
         elif recs:
             v.held = held or self._held(st, recs)
@@ -165,24 +155,31 @@ class Trust:
             else:
                 self._refuse(st, c, why, src, refused)
                 ref += 1
-        rest = []
-        for c in wait:
-            if v.check(c) is None:
-                out.append(c)
-            elif len(rest) < BUF_MAX:
-                rest.append(c)
-            else:
-                self._refuse(st, c, 'not signed: no verified batch covers this line', src, refused)
-                ref += 1
-        if rest:
-            ok = _held_cover(st, rest)
+        # twice at most: the lines as they came, then the canonical text of
+        # those no batch covered where it differs (_sort); the first BUF_MAX
+        # uncovered lines are looked up in the batches the store holds
+        late = False
+        while wait:
+            rest = []
+            for c in wait:
+                if v.check(c) is None:
+                    out.append(c)
+                else:
+                    rest.append(c)
+            wait = []
+            ok = _held_cover(st, rest[:BUF_MAX]) if rest else ()
             for i in range(len(rest)):
-                if ok[i]:
+                if i < len(ok) and ok[i]:
                     out.append(rest[i])
+                elif not late:
+                    # as it came it is no line the owner sealed: its parse decides
+                    ref += self._sort(st, rest[i], recs, wait, dev, out, src, refused, rest[i])
                 else:
                     self._refuse(st, rest[i], 'not signed: no verified batch covers this line',
                                  src, refused)
                     ref += 1
+            rest = ok = None
+            late = True
         if dev:
             ref += self._hosts_known(st, dev, out, src, refused)
         for c in out:
@@ -194,6 +191,42 @@ class Trust:
                 if self._t is None or t > self._t:
                     self._t = t
         return out, ref
+
+    def _sort(self, st, raw, recs, wait, dev, out, src, refused, same):
+        # one line parsed (its canonical text) into the list its kind goes
+        # to; the number refused (0 or 1). `same`: a fleet line that no batch
+        # covered as it came: refused as not signed when its canonical text
+        # is that same text (it was looked up already)
+        try:
+            c = jobline.canonical(raw)
+        except MemoryError:
+            raise                 # not the line's fault: nothing is quarantined
+        except Exception as e:
+            self._refuse(st, raw, str(e), src, refused)
+            return 1
+        if c is None:
+            return 0
+        k = c[:3]
+        if k == '.b ' or k == '.k ':
+            recs.append(c)
+        elif batch.needs_batch(c):
+            if c == same:
+                self._refuse(st, c, 'not signed: no verified batch covers this line', src, refused)
+                return 1
+            wait.append(c)
+        elif c[jobline.ID_LEN:jobline.ID_LEN + 3] in (' r ', ' a ') and _mac(c) == '-':
+            self._refuse(st, c, 'no MAC: a device record must be authenticated', src, refused)
+            return 1
+        elif self.secret and c[jobline.ID_LEN:jobline.ID_LEN + 3] == ' r ' and not self._mine_ok(c):
+            # a result naming this board that this board did not write
+            self._refuse(st, c, 'bad MAC: a result of %s that %s did not write' % (self.me, self.me),
+                         src, refused)
+            return 1
+        elif c[jobline.ID_LEN:jobline.ID_LEN + 3] in (' r ', ' a '):
+            dev.append(c)
+        else:
+            out.append(c)
+        return 0
 
     def _hosts_known(self, st, dev, out, src, refused):
         # A device record counts only for a host of the fleet: one whose
@@ -277,10 +310,11 @@ class Trust:
         v = self._v
         self._v = None
         if v is not None:
-            keys = v.keytexts()
-            if v.hwm != self.hwm or keys != self.keys or v.retired != self.retired:
+            if v.hwm != self.hwm or v.rotated or v.retired != self.retired:
                 self.hwm = v.hwm
-                self.keys = keys
+                if v.rotated:
+                    self.keys = v.keytexts()
+                    self._kd = None
                 self.retired = v.retired
                 self.save()
         t = self._t
