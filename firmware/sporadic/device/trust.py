@@ -27,9 +27,10 @@ from sporadic.device import stamp
 batch = None   # sporadic.batch (and rsa), imported by the first signed store
 
 BACK_MAX = const(3600)   # a signed .t more than this behind a trusted clock is refused
-BUF_MAX = const(64)      # uncovered lines of one delivery looked up in held batches
+BUF_MAX = const(64)      # uncovered lines of a delivery looked up in held batches at a time
 REASONS = const(4)       # last refusal reasons reported in status
 SEGS_MAX = const(32)     # batches a re-check looks lines up in at once (covered)
+SEGS_FREE = const(98304)  # free heap from which a sync keeps the held seals' digests (_held_segs)
 
 
 def _load(path):
@@ -88,6 +89,8 @@ class Trust:
         self._t = None
         self._hosts = None        # the signed host list (_hosts_known), read once
         self._kd = None           # {key id: (n, e)} of self.keys (batch.key_ids), parsed once
+        self._segs = None         # (compactions, [digests]) of the seals held (_held_segs)
+        self._took = []           # this delivery's accepted .b records (added to _segs at commit)
 
     # ---- one delivery ----
 
@@ -109,6 +112,7 @@ class Trust:
             batch = b
         import sys
         had = list(sys.modules)
+        self._took = []
         out = []
         recs = []
         ref = 0
@@ -150,14 +154,16 @@ class Trust:
             why = v.take(c)
             if why is None:
                 out.append(c)
+                if c[:3] == '.b ':
+                    self._took.append(c)
             elif self._newer and why[:7] == 'replay:' and batch.rec_id(c) in self._newer:
                 pass    # an older version (it verified) of a slot the store holds newer: nothing new
             else:
                 self._refuse(st, c, why, src, refused)
                 ref += 1
         # twice at most: the lines as they came, then the canonical text of
-        # those no batch covered where it differs (_sort); the first BUF_MAX
-        # uncovered lines are looked up in the batches the store holds
+        # those no batch covered where it differs (_sort); the uncovered
+        # lines are looked up in the batches the store holds BUF_MAX at a time
         late = False
         while wait:
             rest = []
@@ -167,9 +173,11 @@ class Trust:
                 else:
                     rest.append(c)
             wait = []
-            ok = _held_cover(st, rest[:BUF_MAX]) if rest else ()
+            ok = []
+            for i in range(0, len(rest), BUF_MAX):
+                ok.extend(_held_cover(st, rest[i:i + BUF_MAX], self._held_segs(st)))
             for i in range(len(rest)):
-                if i < len(ok) and ok[i]:
+                if ok[i]:
                     out.append(rest[i])
                 elif not late:
                     # as it came it is no line the owner sealed: its parse decides
@@ -191,6 +199,26 @@ class Trust:
                 if self._t is None or t > self._t:
                     self._t = t
         return out, ref
+
+    def _held_segs(self, st):
+        # The digests of the seal records the store holds (seals.held),
+        # kept across one sync's deliveries on a roomy heap (a Pico's: each
+        # P read them from jobs.txt and in.txt again, ~5 M instructions):
+        # valid until the store compacts (a compaction may drop a replaced
+        # slot); what a delivery adds is added as it commits. None: read
+        # them in pieces (a small heap holds no copy of a 1,000-job file's
+        # 16 seals).
+        c = self._segs
+        if c is not None and c[0] == st.compactions:
+            return c[1]
+        self._segs = None
+        import gc
+        if not hasattr(gc, 'mem_free') or gc.mem_free() < SEGS_FREE:
+            return None
+        from sporadic.device import seals
+        c = (st.compactions, [bytes(seg) for seg in seals.held(st)])
+        self._segs = c
+        return c[1]
 
     def _sort(self, st, raw, recs, wait, dev, out, src, refused, same):
         # one line parsed (its canonical text) into the list its kind goes
@@ -309,6 +337,14 @@ class Trust:
         keys) atomically, then apply the newest signed time."""
         v = self._v
         self._v = None
+        if self._took:
+            # this delivery's seals are in in.txt now: held for the next one
+            if self._segs is not None and st is not None and self._segs[0] == st.compactions:
+                for c in self._took:
+                    d = batch.held_digests(c)
+                    if d:
+                        self._segs[1].append(d)
+            self._took = []
         if v is not None:
             if v.hwm != self.hwm or v.rotated or v.retired != self.retired:
                 self.hwm = v.hwm
@@ -393,15 +429,18 @@ def _digests(line):
     return batch.held_digests(line)
 
 
-def _held_cover(st, lines):
+def _held_cover(st, lines, segs=None):
     """[bool]: which lines a .b record held in the store covers (they were
     verified when they arrived; here one sha256 a line, no RSA). The held
-    records are read in pieces (device/seals.py, loaded for this only)."""
+    records are read in pieces (device/seals.py, loaded for this only),
+    unless `segs` (Trust._held_segs) has their digests already."""
     ds = [batch.line_digest(c) for c in lines]
     ok = [False] * len(lines)
     left = len(lines)
-    from sporadic.device import seals
-    for seg in seals.held(st):
+    if segs is None:
+        from sporadic.device import seals
+        segs = seals.held(st)
+    for seg in segs:
         for i in range(len(ds)):
             if not ok[i] and batch.find_digest(seg, ds[i]):
                 ok[i] = True
