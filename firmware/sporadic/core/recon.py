@@ -44,10 +44,7 @@ Lines travel escaped: '%', '!', control and non-ASCII bytes become %XX
 import hashlib
 from array import array
 
-try:
-    import binascii
-except ImportError:  # very old MicroPython
-    import ubinascii as binascii
+import binascii
 
 try:
     from micropython import const
@@ -69,7 +66,6 @@ _HEX = '0123456789abcdef'
 
 class SyncError(Exception):
     pass
-
 
 
 def digest(line):
@@ -177,7 +173,9 @@ class Nodes:
                 groups[L] = t
             t[k] = j
         self.groups = list(groups.items())
-        self.first = _firsts(nodes)
+        self.first = None if 0 in groups else bytearray(256)   # first bytes a record may match
+        for L, k in nodes if self.first else ():
+            _first(self.first, L, k)
         self.n = n
         self.plen = plen
         self.s = mode == 'S'
@@ -239,23 +237,13 @@ class Nodes:
         return self
 
     def run_index(self, idx):
-        # the digests of an index (Responder's `index`), REC bytes a record;
-        # a record whose first byte no node starts with is passed over
-        # without a call (most of them, below the root: on a Pico a call
-        # was ~4,000 instructions a record, 1,000 records a request)
+        # the digests of an index (Responder's `index`), REC bytes a record; one whose first byte
+        # no node starts with gets no call (below the root most do not: ~4,000 instructions a Pico)
         first = self.first
-        add = self.add
         for buf, n in idx.chunks():
-            o = 0
-            if first is None:
-                while o < n:
-                    add(buf, o)
-                    o += REC
-                continue
-            while o < n:
-                if first[buf[o]]:
-                    add(buf, o)
-                o += REC
+            for o in range(0, n, REC):
+                if first is None or first[buf[o]]:
+                    self.add(buf, o)
         return self
 
     def summary(self, j):
@@ -289,24 +277,12 @@ class Nodes:
         return ','.join(out)
 
 
-def _firsts(nodes):
-    """A 256-byte table of the first digest bytes the nodes [(digits, key)]
-    can start with (1), or None when one is the root (every byte can)."""
-    t = bytearray(256)
-    for L, k in nodes:
-        if L == 0:
-            return None
-        if L == 1:
-            for b in range(16):
-                t[(k << 4) | b] = 1
-        else:
-            t[k >> (4 * (L - 2))] = 1
-    return t
-
-
-def _keys(prefixes):
-    """['', '3f', ...] -> [(digits, key)] for Nodes."""
-    return [(len(p), int(p, 16) if p else 0) for p in prefixes]
+def _first(t, L, k):
+    # mark in t (256 bytes) the first digest bytes a prefix of L >= 1 digits, k, starts
+    if L > 1:
+        t[k >> (4 * (L - 2))] = 1
+    for b in range(16 if L == 1 else 0):
+        t[(k << 4) | b] = 1
 
 
 def _scan_nodes(body, maxn):
@@ -430,14 +406,9 @@ class Responder:
             else:
                 if len(w) not in lens:
                     lens.append(len(w))
-                if len(w) == 1:
-                    for b in range(16):
-                        first[(int(w, 16) << 4) | b] = 1
-                else:
-                    first[int(w[:2], 16)] = 1
+                _first(first, min(len(w), 2), int(w[:2], 16))
         words = None
-        if root:
-            first = None
+        first = None if root else first
         pad = ' ' + body + ' '
         idx = None if root else self._idx()
         if idx is not None:
@@ -506,17 +477,6 @@ class Responder:
         for line, why in refused:
             out.append('\t%s %s' % (hexd(digest(line))[:DIGLEN], esc(str(why))))
         return ''.join(out)
-
-
-def summaries(source, prefixes):
-    """[(count, xor16 hex)] of some nodes of a source (one pass)."""
-    a = Nodes(_keys(prefixes), 'S').run(source)
-    return [(a.cnt[j], hexd(a.x[j * 8:j * 8 + 8])) for j in range(len(prefixes))]
-
-
-def parse_summary(w):
-    c, x = w.split('.')
-    return int(c, 16), x
 
 
 def serve_stream(responder, inp, out):

@@ -29,7 +29,6 @@ batch = None   # sporadic.batch (and rsa), imported by the first signed store
 BACK_MAX = const(3600)   # a signed .t more than this behind a trusted clock is refused
 BUF_MAX = const(64)      # uncovered lines of a delivery looked up in held batches at a time
 REASONS = const(4)       # last refusal reasons reported in status
-SEGS_MAX = const(32)     # batches a re-check looks lines up in at once (covered)
 SEGS_FREE = const(98304)  # free heap from which a sync keeps the held seals' digests (_held_segs)
 
 
@@ -423,12 +422,6 @@ def _mac(c):
     return f[6] if len(f) > 6 else '-'
 
 
-def _digests(line):
-    # the DIGESTS of a held .b record, without checking its signature (it
-    # was checked on arrival)
-    return batch.held_digests(line)
-
-
 def _held_cover(st, lines, segs=None):
     """[bool]: which lines a .b record held in the store covers (they were
     verified when they arrived; here one sha256 a line, no RSA). The held
@@ -448,86 +441,6 @@ def _held_cover(st, lines, segs=None):
         if not left:
             break
     return ok
-
-
-def covered(st, path, held):
-    """A bitmap (bytearray, bit i for line i of the file at path): which
-    fleet-authored lines a .b record of the file `held` (batch records
-    verified by this store) covers: the _held_cover rule for a whole file
-    (storesync.reimport), in constant memory: the lines' digests go to
-    jobs.dig (8 bytes a line, one parse a line), then each window of
-    batches (batch.WINDOW digests, at most SEGS_MAX batches) is looked up
-    by one read of that file; a batch record is read once."""
-    global batch
-    if batch is None:
-        from sporadic.core import batch as b
-        batch = b
-    from sporadic.device.store import read_lines, write, remove
-    dig = st.root + 'jobs.dig'
-    zero = bytes(batch.DIGEST)
-    f = open(dig, 'wb')
-    n = 0
-    try:
-        for line in read_lines(path, True):
-            d = zero
-            k = line.lstrip()[:3]
-            if k != '.b ' and k != '.k ' and batch.needs_batch(line):
-                try:
-                    d = batch.line_digest(jobline.canonical(line) or '')
-                except MemoryError:
-                    raise
-                except Exception:
-                    pass         # the store refuses it with the parse error
-            write(f, d)
-            n += 1
-    finally:
-        f.close()
-    bits = bytearray((n + 7) // 8)
-    segs = []
-    used = 0
-    for line in read_lines(held):
-        seg = _digests(line)
-        if seg is None:
-            continue
-        line = None
-        if segs and (used + len(seg) // batch.DIGEST > batch.WINDOW or len(segs) >= SEGS_MAX):
-            _mark(dig, segs, bits, zero)
-            segs = []
-            used = 0
-        segs.append(seg)
-        used += len(seg) // batch.DIGEST
-    if segs:
-        _mark(dig, segs, bits, zero)
-    remove(dig)
-    return bits
-
-
-def _mark(dig, segs, bits, zero):
-    # one read of jobs.dig: the lines these batches cover get their bit
-    from sporadic.device import store
-    w = batch.DIGEST
-    buf = bytearray(64 * w)
-    mv = memoryview(buf)
-    i = 0
-    f = open(dig, 'rb')
-    try:
-        while True:
-            r = f.readinto(buf)
-            if not r:
-                break
-            for o in range(0, r, w):
-                if not bits[i >> 3] & (1 << (i & 7)):
-                    d = bytes(mv[o:o + w])
-                    if d != zero:
-                        for seg in segs:
-                            if batch.find_digest(seg, d):
-                                bits[i >> 3] |= 1 << (i & 7)
-                                break
-                i += 1
-            if store.feed is not None:
-                store.feed()
-    finally:
-        f.close()
 
 
 def last_reasons(root='', n=REASONS):
