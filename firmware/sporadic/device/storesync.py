@@ -26,7 +26,7 @@ def lines(st):
     return merge.compact(st.stream())
 
 
-def receive(st, lines, src='sync', refused=None, stored=False, sink=None):
+def receive(st, lines, src='sync', refused=None, stored=False, sink=None, keep=False):
     """Lines from a peer: each is parsed; a bad one is quarantined with its
     reason (and added to `refused` as (line, reason) when given), a good one
     appended to in.txt in canonical form. Compacts as in.txt fills, so any
@@ -34,13 +34,13 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None):
     sporadic/trust.py checks the delivery first; `stored`: the lines come
     from one of the store's own files that did not match its stamp (its
     batch records may be ones the store already held); `sink`: called with
-    each accepted line instead of appending it to in.txt (reimport). in.txt
-    is stamped after the lines are written (in.ok)."""
+    each accepted line instead of appending it to in.txt (reimport); `keep`:
+    trust.admit's. in.txt is stamped after the lines are written (in.ok)."""
     acc = 0
     ref = 0
     tr = trust(st)
     if tr is not None:
-        lines, ref = tr.admit(st, lines, src, refused, stored)
+        lines, ref = tr.admit(st, lines, src, refused, stored, keep)
     f = None
     # in.txt may grow to 1/16 of the free heap (at least IN_MAX) before this
     # compacts: each compaction copies all of jobs.txt (splice.py; it was a

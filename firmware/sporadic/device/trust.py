@@ -99,12 +99,14 @@ class Trust:
             refused.append((raw, why))
         self.refused += 1
 
-    def admit(self, st, lines, src='sync', refused=None, stored=False):
+    def admit(self, st, lines, src='sync', refused=None, stored=False, keep=False):
         """The lines of one delivery that may be stored (canonical text),
         and the number refused here (unparsable lines with their parse
         error). `stored`: the delivery is one of the
         store's own files found changed (recover.py): its batch records are
-        checked (signature, key) but may be at or below the hwm."""
+        checked (signature, key) but may be at or below the hwm. `keep`: the
+        digests of the seals the store holds may be kept for the next
+        delivery (_held_segs: a session with no loop, which a reset ends)."""
         global batch
         if batch is None:
             from sporadic.core import batch as b   # and rsa: only once lines arrive
@@ -112,6 +114,8 @@ class Trust:
         import sys
         had = list(sys.modules)
         self._took = []
+        if not keep:
+            self._segs = None   # a loop's heap keeps no copy of them
         out = []
         recs = []
         ref = 0
@@ -174,7 +178,7 @@ class Trust:
             wait = []
             ok = []
             for i in range(0, len(rest), BUF_MAX):
-                ok.extend(_held_cover(st, rest[i:i + BUF_MAX], self._held_segs(st)))
+                ok.extend(_held_cover(st, rest[i:i + BUF_MAX], self._held_segs(st) if keep else None))
             for i in range(len(rest)):
                 if ok[i]:
                     out.append(rest[i])
