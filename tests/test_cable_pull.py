@@ -39,7 +39,7 @@ from companion.link.base import PortUnavailable
 from companion.link.serial import SerialLink
 from companion.vboard.board import VBoard
 from tests.devutil import outbox_lines, unsettled, wait_for
-from sporadic.core import jobline, merge, recon
+from sporadic.core import jobline, merge, recondrv
 from sporadic.desktop import merging
 
 pytestmark = pytest.mark.slow   # a virtual board cut off at many points
@@ -222,7 +222,7 @@ def run_point(base, i, budget, mode):
             board_root = link.call('S')
         finally:
             link.close()
-        count, x = recon.summaries(fleet.lines, [''])[0]
+        count, x = recondrv.summaries(fleet.lines, [''])[0]
         assert board_root == '%x.%s' % (count, x), 'point %d: board and fleet differ after the next sync' % i
         assert rep['status']['store']['ok'], rep['status']
         check_fleet(fleet)

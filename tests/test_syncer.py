@@ -28,5 +28,6 @@ def test_push_requests_follow_the_board_heap():
     from sporadic.core import recon
     assert syncer.put_bytes_for(38 * 1024) == 512          # an ESP8266
     assert syncer.put_bytes_for(100 * 1024) == 1024
-    assert syncer.put_bytes_for(2 * 1024 * 1024) == recon.REQ_MAX
+    assert syncer.put_bytes_for(128 * 1024) == recon.REQ_MAX
+    assert syncer.put_bytes_for(2 * 1024 * 1024) == syncer.PUT_ROOMY > recon.REQ_MAX   # a Pico's ~190K too
     assert syncer.put_bytes_for(None) == recon.REQ_MAX    # firmware that does not say

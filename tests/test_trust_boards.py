@@ -401,3 +401,29 @@ def test_key_rotation_then_old_key_refused(tmp_path, fleet, boards):
     assert ref[JOB_C].startswith('not signed')
     assert set(good) <= b.held()
     assert_reported(b, 'retired key')
+
+
+def test_a_delivery_of_many_lines_its_held_seal_covers(fleet, boards, monkeypatch):
+    # A P of 70 lines whose seal the board took in an earlier P: every one is
+    # looked up in the held seals (BUF_MAX at a time; only the first 64 were
+    # before, the rest refused as not signed, so a 4 KB P of a first sync
+    # lost a third of its jobs). A line in another rendition than the one
+    # sealed (two spaces) is parsed, and its canonical text is the sealed
+    # one; a forged line among them is still refused. (A 4 KB P goes to a
+    # board with a 160 KB heap or more: syncer.put_bytes_for.)
+    monkeypatch.setitem(globals(), 'HEAP', '256K')
+    b = boards()
+    jobs = ['%08x each 2026-12-01T06:%02dZ log j%d ; every=1d within=2h' % (0xd0000000 + i, i % 60, i)
+            for i in range(70)]
+    good = sign(fleet, jobs)
+    seals = [l for l in good if l.startswith('.b ')]
+    lines = [l for l in good if not l.startswith('.b ')]
+    assert len(seals) == 1 and len(lines) == 70
+    assert b.push(seals) == {}
+    forged = 'f0000001 each 2026-12-01T06:00Z relay on 1 ; every=1h'
+    spaced = lines[0].replace(' each ', '  each ', 1)
+    ref = b.push([spaced] + lines[1:] + [forged])
+    assert set(ref) == {forged} and ref[forged].startswith('not signed')
+    held = b.held()
+    assert set(lines) <= held
+    assert spaced not in held

@@ -338,11 +338,21 @@ SYNCS_KEPT = 1000  # sync times a devices/ID.json keeps (about 11 KB)
 GET_LINES = 128   # lines in one G answer at most (about 9 KB on the board)
 
 
+PUT_ROOMY = 4096          # characters in one P for a board with ROOMY_HEAP or more
+ROOMY_HEAP = 160 * 1024
+
+
 def put_bytes_for(heap):
     """Characters in one P request for a board with this heap (bytes, as its
     T answer says; None from older firmware). A request arrives as source
     text the board compiles, so it is held about three times over: an
-    ESP8266's 38K heap takes 512 (bench/heap_sync.py)."""
+    ESP8266's 38K heap takes 512 (bench/heap_sync.py). A roomy heap (a
+    Pico's ~190 KB) takes PUT_ROOMY: each P costs the board ~5 M
+    instructions besides its lines (the request's execution, the store's
+    stamp of in.txt, the trust state), a fifth of a 2 KB one's
+    (docs/budgets.md#27)."""
+    if heap is not None and heap >= ROOMY_HEAP:
+        return PUT_ROOMY
     if heap is None or heap >= 128 * 1024:
         return recon.REQ_MAX
     return 512 if heap < files.SMALL_HEAP else 1024

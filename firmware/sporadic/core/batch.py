@@ -31,6 +31,7 @@ Records (one line each; byte order of SEQ = numeric order):
     ingest_key(line)               sort key: .b/.k by SEQ, then the lines
     rec_id(line), rec_seq(line), slot_of(line)   a record's kind+SEQ prefix, SEQ, slot
     held_digests(line)             the digests of a held (verified) .b record
+    key_ids(pubkeys) -> {keyid: (n, e)}   the keys parsed once, for Verifier(pubkeys=)
     Verifier(pubkeys, hwm, held=(), retired=())
         .add_key(line) / .add_batch(line) / .check(line) / .take(line) -> reason or None
         .hwm .keytexts() .retired     state to persist after the ingest is committed
@@ -267,6 +268,19 @@ def find_digest(seg, d):
     return False
 
 
+def key_ids(pubkeys):
+    """{keyid: (n, e)} of key texts or (n, e) tuples: what a Verifier
+    trusts (a board parses its keys once, not at every delivery)."""
+    d = {}
+    for k in pubkeys:
+        if isinstance(k, tuple):
+            n, e = k
+        else:
+            n, e = rsa.parse_pubkey(k)
+        d[rsa.keyid((n, e))] = (n, e)
+    return d
+
+
 class Verifier:
     """Streaming check of one ingest (a sync, a file).
 
@@ -285,13 +299,9 @@ class Verifier:
     """
 
     def __init__(self, pubkeys, hwm, held=(), retired=(), window=WINDOW):
-        self.keys = {}
-        for k in pubkeys:
-            if isinstance(k, tuple):
-                n, e = k
-            else:
-                n, e = rsa.parse_pubkey(k)
-            self.keys[rsa.keyid((n, e))] = (n, e)
+        # pubkeys: a dict of key_ids() is taken as it is (copied)
+        self.keys = dict(pubkeys) if isinstance(pubkeys, dict) else key_ids(pubkeys)
+        self.rotated = False   # a .k of this ingest changed the keys (keytexts() to persist)
         self.base = hwm
         self.hwm = hwm
         self.held = held
@@ -344,6 +354,7 @@ class Verifier:
         del self.keys[kid]
         self.retired.append(kid)
         self.keys[newid] = (n2, e2)
+        self.rotated = True
         self.seen.append(seq)
         if seq > self.hwm:
             self.hwm = seq

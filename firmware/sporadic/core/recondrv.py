@@ -3,7 +3,19 @@
 # sync (syncsrv) holds only recon.Responder and never loads this module.
 from array import array
 from sporadic.core.recon import (MAXQ, MAXD, MAXG, REQ_MAX, LEAF, DIGLEN, SyncError, Nodes, clean,
-                            parse_summary, digest, hexd, esc, unesc, summaries)
+                            digest, hexd, esc, unesc)
+
+
+def summaries(source, prefixes):
+    """[(count, xor16 hex)] of some nodes of a source (one pass)."""
+    # prefixes ['', '3f', ...] as Nodes takes them: [(digits, key)]
+    a = Nodes([(len(p), int(p, 16) if p else 0) for p in prefixes], 'S').run(source)
+    return [(a.cnt[j], hexd(a.x[j * 8:j * 8 + 8])) for j in range(len(prefixes))]
+
+
+def parse_summary(w):
+    c, x = w.split('.')
+    return int(c, 16), x
 
 
 def _pfx(L, k):

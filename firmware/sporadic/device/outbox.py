@@ -147,8 +147,8 @@ def make_room(st, need):
 
 def tidy(st):
     """After a compaction that sealed a segment (or a sync's `O`): the raw
-    segments packed once they pass PACK_AT, or sooner when the flash runs
-    short (packing frees about 2/3 of them), then room for the next
+    segments packed when the flash runs short (packing frees about 2/3 of
+    them; an `O` answer packs as it streams), then room for the next
     compaction (a copy of jobs.txt and a log): Store.out_due says when."""
     import gc
     gc.collect()

@@ -10,13 +10,14 @@ from sporadic.device.storesync import receive
 
 CHUNK_LINES = 32     # lines of a re-checked file in one delivery (reimport)
 CHUNK_CHARS = 2048
+SEGS_MAX = 32        # batches a re-check looks lines up in at once (covered)
 
 
 def reimport(st, path, name, signed):
     """The lines of a store file that was not as this store wrote it
     (recover.py), then the file goes. Signed: as an untrusted delivery
     (receive, stored=True): the batch records first, then each fleet line
-    must be covered by one of them that verified (trust.covered: a bitmap,
+    must be covered by one of them that verified (covered: a bitmap,
     one lookup pass a window of batches), the others go through receive
     as they come (MACs). Accepted lines in byte order go to jobs.chk and
     are merged in one pass at the end; the few out of order (a line added
@@ -57,7 +58,7 @@ def reimport(st, path, name, signed):
                 _take(st, chunk, src, sink)
             out.close()         # the verified batch records, for the look-ups
             from sporadic.device import trust as tm
-            bits = tm.covered(st, path, side)
+            bits = covered(st, path, side)
             out = open(side, 'a')
             batch = tm.batch
         chunk = []
@@ -119,3 +120,78 @@ def _take(st, chunk, src, sink=None):
     gc.collect()
     receive(st, chunk, src, None, True, sink)
     return []
+
+
+def covered(st, path, held):
+    """A bitmap (bytearray, bit i for line i of the file at path): which
+    fleet-authored lines a .b record of the file `held` (batch records
+    verified by this store) covers: trust.admit's held look-up for a whole file
+    (reimport), in constant memory: the lines' digests go to
+    jobs.dig (8 bytes a line, one parse a line), then each window of
+    batches (batch.WINDOW digests, at most SEGS_MAX batches) is looked up
+    by one read of that file; a batch record is read once."""
+    from sporadic.core import batch
+    dig = st.root + 'jobs.dig'
+    zero = bytes(batch.DIGEST)
+    f = open(dig, 'wb')
+    n = 0
+    try:
+        for line in read_lines(path, True):
+            d = zero
+            k = line.lstrip()[:3]
+            if k != '.b ' and k != '.k ' and batch.needs_batch(line):
+                try:
+                    d = batch.line_digest(jobline.canonical(line) or '')
+                except MemoryError:
+                    raise
+                except Exception:
+                    pass         # the store refuses it with the parse error
+            write(f, d)
+            n += 1
+    finally:
+        f.close()
+    bits = bytearray((n + 7) // 8)
+    segs = []
+    used = 0
+    for line in read_lines(held):
+        seg = batch.held_digests(line)   # (its signature was checked on arrival)
+        if seg is None:
+            continue
+        line = None
+        if segs and (used + len(seg) // batch.DIGEST > batch.WINDOW or len(segs) >= SEGS_MAX):
+            _mark(batch, dig, segs, bits, zero)
+            segs = []
+            used = 0
+        segs.append(seg)
+        used += len(seg) // batch.DIGEST
+    if segs:
+        _mark(batch, dig, segs, bits, zero)
+    remove(dig)
+    return bits
+
+
+def _mark(batch, dig, segs, bits, zero):
+    # one read of jobs.dig: the lines these batches cover get their bit
+    w = batch.DIGEST
+    buf = bytearray(64 * w)
+    mv = memoryview(buf)
+    i = 0
+    f = open(dig, 'rb')
+    try:
+        while True:
+            r = f.readinto(buf)
+            if not r:
+                break
+            for o in range(0, r, w):
+                if not bits[i >> 3] & (1 << (i & 7)):
+                    d = bytes(mv[o:o + w])
+                    if d != zero:
+                        for seg in segs:
+                            if batch.find_digest(seg, d):
+                                bits[i >> 3] |= 1 << (i & 7)
+                                break
+                i += 1
+            if store.feed is not None:
+                store.feed()
+    finally:
+        f.close()

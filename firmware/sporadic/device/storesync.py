@@ -8,6 +8,15 @@ from sporadic.core import jobline, merge
 from sporadic.device import store
 from sporadic.device.store import IN_MAX, size, read_lines, write, remove
 
+try:
+    from micropython import const
+except ImportError:  # CPython (tools that read a board's flash)
+    def const(x):
+        return x
+
+WRITE_MAX = const(1024)    # bytes of accepted lines gathered for one write to in.txt
+IN_ROOMY = const(131072)   # free heap from which in.txt may grow to 1/8 of it (else 1/16)
+
 def lines(st):
     """The compacted view of everything the device holds (for sync).
     With nothing pending it is jobs.txt itself (compacted when written):
@@ -17,7 +26,7 @@ def lines(st):
     return merge.compact(st.stream())
 
 
-def receive(st, lines, src='sync', refused=None, stored=False, sink=None):
+def receive(st, lines, src='sync', refused=None, stored=False, sink=None, keep=False):
     """Lines from a peer: each is parsed; a bad one is quarantined with its
     reason (and added to `refused` as (line, reason) when given), a good one
     appended to in.txt in canonical form. Compacts as in.txt fills, so any
@@ -25,13 +34,13 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None):
     sporadic/trust.py checks the delivery first; `stored`: the lines come
     from one of the store's own files that did not match its stamp (its
     batch records may be ones the store already held); `sink`: called with
-    each accepted line instead of appending it to in.txt (reimport). in.txt
-    is stamped after the lines are written (in.ok)."""
+    each accepted line instead of appending it to in.txt (reimport); `keep`:
+    trust.admit's. in.txt is stamped after the lines are written (in.ok)."""
     acc = 0
     ref = 0
     tr = trust(st)
     if tr is not None:
-        lines, ref = tr.admit(st, lines, src, refused, stored)
+        lines, ref = tr.admit(st, lines, src, refused, stored, keep)
     f = None
     # in.txt may grow to 1/16 of the free heap (at least IN_MAX) before this
     # compacts: each compaction copies all of jobs.txt (splice.py; it was a
@@ -39,10 +48,18 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None):
     # Pico took 140 of them for 140 KB received (docs/sync.md, rp2). The
     # in-RAM sort of pending() holds about in.txt's size: an ESP8266 stays
     # at IN_MAX. (gc.collect: the requests' garbage is not used memory.)
+    # A roomy heap (a Pico's: 128 KB free or more) lets in.txt grow to 1/8
+    # of it: a first sync of 300 jobs (27 KB) compacts once in its P
+    # requests, not twice (the seals a P's lines are looked up in are kept
+    # across the sync, trust._held_segs: a longer in.txt is not read again
+    # for them at each P).
     limit = IN_MAX
     if hasattr(gc, 'mem_free'):
         gc.collect()
-        limit = max(limit, gc.mem_free() >> 4)
+        free = gc.mem_free()
+        limit = max(limit, free >> (3 if free >= IN_ROOMY else 4))
+    buf = []      # accepted lines not yet written: one write a WRITE_MAX bytes
+    n = 0
     try:
         for raw in lines:
             try:
@@ -65,9 +82,23 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None):
                 continue
             if f is None:
                 f = open(st.inp, 'a')
-            data = c + '\n'
-            write(f, data)
-            st.in_size += len(data)
+            st.in_size += len(c) + 1
+            if len(c) >= WRITE_MAX:
+                # a seal record (~1-2.4 KB) is written as it is: no joined copy of it
+                if buf:
+                    write(f, ''.join(buf))
+                    buf = []
+                    n = 0
+                write(f, c)
+                write(f, '\n')
+            else:
+                buf.append(c)
+                buf.append('\n')
+                n += len(c) + 1
+                if n >= WRITE_MAX or st.in_size > limit:
+                    write(f, ''.join(buf))
+                    buf = []
+                    n = 0
             if st.in_size > limit:
                 f.close()
                 f = None
@@ -76,6 +107,8 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None):
                 st.compact()
     finally:
         if f is not None:
+            if buf:
+                write(f, ''.join(buf))
             f.close()
             _stamp_in(st)
 

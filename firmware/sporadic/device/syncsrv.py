@@ -66,7 +66,9 @@ def _refusals(lines):
         gc.collect()
     from sporadic.device import storesync
     refused = []
-    storesync.receive(store(), lines, 'sync', refused)
+    # a session with no loop (serial, after the soft reset; a reset ends
+    # it) keeps the held seals' digests for its next P; a loop's heap does not
+    storesync.receive(store(), lines, 'sync', refused, keep='sporadic.device.runtime' not in sys.modules)
     return refused
 
 

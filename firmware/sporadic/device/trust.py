@@ -27,9 +27,9 @@ from sporadic.device import stamp
 batch = None   # sporadic.batch (and rsa), imported by the first signed store
 
 BACK_MAX = const(3600)   # a signed .t more than this behind a trusted clock is refused
-BUF_MAX = const(64)      # uncovered lines of one delivery looked up in held batches
+BUF_MAX = const(64)      # uncovered lines of a delivery looked up in held batches at a time
 REASONS = const(4)       # last refusal reasons reported in status
-SEGS_MAX = const(32)     # batches a re-check looks lines up in at once (covered)
+SEGS_FREE = const(98304)  # free heap from which a sync keeps the held seals' digests (_held_segs)
 
 
 def _load(path):
@@ -87,6 +87,9 @@ class Trust:
         self._v = None
         self._t = None
         self._hosts = None        # the signed host list (_hosts_known), read once
+        self._kd = None           # {key id: (n, e)} of self.keys (batch.key_ids), parsed once
+        self._segs = None         # (compactions, [digests]) of the seals held (_held_segs)
+        self._took = []           # this delivery's accepted .b records (added to _segs at commit)
 
     # ---- one delivery ----
 
@@ -96,51 +99,41 @@ class Trust:
             refused.append((raw, why))
         self.refused += 1
 
-    def admit(self, st, lines, src='sync', refused=None, stored=False):
+    def admit(self, st, lines, src='sync', refused=None, stored=False, keep=False):
         """The lines of one delivery that may be stored (canonical text),
         and the number refused here (unparsable lines with their parse
         error). `stored`: the delivery is one of the
         store's own files found changed (recover.py): its batch records are
-        checked (signature, key) but may be at or below the hwm."""
+        checked (signature, key) but may be at or below the hwm. `keep`: the
+        digests of the seals the store holds may be kept for the next
+        delivery (_held_segs: a session with no loop, which a reset ends)."""
         global batch
         if batch is None:
             from sporadic.core import batch as b   # and rsa: only once lines arrive
             batch = b
         import sys
         had = list(sys.modules)
+        self._took = []
+        if not keep:
+            self._segs = None   # a loop's heap keeps no copy of them
         out = []
         recs = []
         ref = 0
         wait = []     # fleet lines no batch of this delivery covers (yet)
         dev = []      # device records (results, assignments): their hosts checked last
+        # A fleet-authored line is looked up as it came first (raw: its
+        # digest in the batches, no parse): one a verified batch covers is,
+        # byte for byte, a line the fleet's owner sealed, and the companion
+        # seals the canonical text its parser made (companion/fleet/keys.py
+        # sign_lines). Only a line no batch covers as it came is parsed
+        # (_sort): its canonical text may be the one covered, else it is
+        # refused with its parse error or as not signed. The parse was
+        # ~2 M instructions a line on a Pico (docs/budgets.md#27).
         for raw in lines:
-            try:
-                c = jobline.canonical(raw)
-            except MemoryError:
-                raise                 # not the line's fault: nothing is quarantined
-            except Exception as e:
-                self._refuse(st, raw, str(e), src, refused)
-                ref += 1
+            if raw[:1] > ' ' and raw[-1:] > ' ' and raw[:1] != '#' and batch.needs_batch(raw):
+                wait.append(raw)
                 continue
-            if c is None:
-                continue
-            k = c[:3]
-            if k == '.b ' or k == '.k ':
-                recs.append(c)
-            elif batch.needs_batch(c):
-                wait.append(c)
-            elif c[jobline.ID_LEN:jobline.ID_LEN + 3] in (' r ', ' a ') and _mac(c) == '-':
-                self._refuse(st, c, 'no MAC: a device record must be authenticated', src, refused)
-                ref += 1
-            elif self.secret and c[jobline.ID_LEN:jobline.ID_LEN + 3] == ' r ' and not self._mine_ok(c):
-                # a result naming this board that this board did not write
-                self._refuse(st, c, 'bad MAC: a result of %s that %s did not write' % (self.me, self.me),
-                             src, refused)
-                ref += 1
-            elif c[jobline.ID_LEN:jobline.ID_LEN + 3] in (' r ', ' a '):
-                dev.append(c)
-            else:
-                out.append(c)
+            ref += self._sort(st, raw, recs, wait, dev, out, src, refused, None)
         _parsed(had)
         had = None
         if not (recs or wait):
@@ -151,7 +144,11 @@ class Trust:
         held = _Stored() if stored else None
         self._newer = None
         if v is None:
-            v = batch.Verifier(self.keys, self.hwm, held or self._held(st, recs), self.retired)
+            if self._kd is None:
+                # the trusted keys parsed once a boot (a key's parse and id
+                # were ~10 M instructions a delivery on a Pico)
+                self._kd = batch.key_ids(self.keys)
+            v = batch.Verifier(self._kd, self.hwm, held or self._held(st, recs), self.retired)
             self._v = v
         elif recs:
             v.held = held or self._held(st, recs)
@@ -160,29 +157,40 @@ class Trust:
             why = v.take(c)
             if why is None:
                 out.append(c)
+                if c[:3] == '.b ':
+                    self._took.append(c)
             elif self._newer and why[:7] == 'replay:' and batch.rec_id(c) in self._newer:
                 pass    # an older version (it verified) of a slot the store holds newer: nothing new
             else:
                 self._refuse(st, c, why, src, refused)
                 ref += 1
-        rest = []
-        for c in wait:
-            if v.check(c) is None:
-                out.append(c)
-            elif len(rest) < BUF_MAX:
-                rest.append(c)
-            else:
-                self._refuse(st, c, 'not signed: no verified batch covers this line', src, refused)
-                ref += 1
-        if rest:
-            ok = _held_cover(st, rest)
+        # twice at most: the lines as they came, then the canonical text of
+        # those no batch covered where it differs (_sort); the uncovered
+        # lines are looked up in the batches the store holds BUF_MAX at a time
+        late = False
+        while wait:
+            rest = []
+            for c in wait:
+                if v.check(c) is None:
+                    out.append(c)
+                else:
+                    rest.append(c)
+            wait = []
+            ok = []
+            for i in range(0, len(rest), BUF_MAX):
+                ok.extend(_held_cover(st, rest[i:i + BUF_MAX], self._held_segs(st) if keep else None))
             for i in range(len(rest)):
                 if ok[i]:
                     out.append(rest[i])
+                elif not late:
+                    # as it came it is no line the owner sealed: its parse decides
+                    ref += self._sort(st, rest[i], recs, wait, dev, out, src, refused, rest[i])
                 else:
                     self._refuse(st, rest[i], 'not signed: no verified batch covers this line',
                                  src, refused)
                     ref += 1
+            rest = ok = None
+            late = True
         if dev:
             ref += self._hosts_known(st, dev, out, src, refused)
         for c in out:
@@ -194,6 +202,62 @@ class Trust:
                 if self._t is None or t > self._t:
                     self._t = t
         return out, ref
+
+    def _held_segs(self, st):
+        # The digests of the seal records the store holds (seals.held),
+        # kept across one sync's deliveries on a roomy heap (a Pico's: each
+        # P read them from jobs.txt and in.txt again, ~5 M instructions):
+        # valid until the store compacts (a compaction may drop a replaced
+        # slot); what a delivery adds is added as it commits. None: read
+        # them in pieces (a small heap holds no copy of a 1,000-job file's
+        # 16 seals).
+        c = self._segs
+        if c is not None and c[0] == st.compactions:
+            return c[1]
+        self._segs = None
+        import gc
+        if not hasattr(gc, 'mem_free') or gc.mem_free() < SEGS_FREE:
+            return None
+        from sporadic.device import seals
+        c = (st.compactions, [bytes(seg) for seg in seals.held(st)])
+        self._segs = c
+        return c[1]
+
+    def _sort(self, st, raw, recs, wait, dev, out, src, refused, same):
+        # one line parsed (its canonical text) into the list its kind goes
+        # to; the number refused (0 or 1). `same`: a fleet line that no batch
+        # covered as it came: refused as not signed when its canonical text
+        # is that same text (it was looked up already)
+        try:
+            c = jobline.canonical(raw)
+        except MemoryError:
+            raise                 # not the line's fault: nothing is quarantined
+        except Exception as e:
+            self._refuse(st, raw, str(e), src, refused)
+            return 1
+        if c is None:
+            return 0
+        k = c[:3]
+        if k == '.b ' or k == '.k ':
+            recs.append(c)
+        elif batch.needs_batch(c):
+            if c == same:
+                self._refuse(st, c, 'not signed: no verified batch covers this line', src, refused)
+                return 1
+            wait.append(c)
+        elif c[jobline.ID_LEN:jobline.ID_LEN + 3] in (' r ', ' a ') and _mac(c) == '-':
+            self._refuse(st, c, 'no MAC: a device record must be authenticated', src, refused)
+            return 1
+        elif self.secret and c[jobline.ID_LEN:jobline.ID_LEN + 3] == ' r ' and not self._mine_ok(c):
+            # a result naming this board that this board did not write
+            self._refuse(st, c, 'bad MAC: a result of %s that %s did not write' % (self.me, self.me),
+                         src, refused)
+            return 1
+        elif c[jobline.ID_LEN:jobline.ID_LEN + 3] in (' r ', ' a '):
+            dev.append(c)
+        else:
+            out.append(c)
+        return 0
 
     def _hosts_known(self, st, dev, out, src, refused):
         # A device record counts only for a host of the fleet: one whose
@@ -276,11 +340,20 @@ class Trust:
         keys) atomically, then apply the newest signed time."""
         v = self._v
         self._v = None
+        if self._took:
+            # this delivery's seals are in in.txt now: held for the next one
+            if self._segs is not None and st is not None and self._segs[0] == st.compactions:
+                for c in self._took:
+                    d = batch.held_digests(c)
+                    if d:
+                        self._segs[1].append(d)
+            self._took = []
         if v is not None:
-            keys = v.keytexts()
-            if v.hwm != self.hwm or keys != self.keys or v.retired != self.retired:
+            if v.hwm != self.hwm or v.rotated or v.retired != self.retired:
                 self.hwm = v.hwm
-                self.keys = keys
+                if v.rotated:
+                    self.keys = v.keytexts()
+                    self._kd = None
                 self.retired = v.retired
                 self.save()
         t = self._t
@@ -353,21 +426,18 @@ def _mac(c):
     return f[6] if len(f) > 6 else '-'
 
 
-def _digests(line):
-    # the DIGESTS of a held .b record, without checking its signature (it
-    # was checked on arrival)
-    return batch.held_digests(line)
-
-
-def _held_cover(st, lines):
+def _held_cover(st, lines, segs=None):
     """[bool]: which lines a .b record held in the store covers (they were
     verified when they arrived; here one sha256 a line, no RSA). The held
-    records are read in pieces (device/seals.py, loaded for this only)."""
+    records are read in pieces (device/seals.py, loaded for this only),
+    unless `segs` (Trust._held_segs) has their digests already."""
     ds = [batch.line_digest(c) for c in lines]
     ok = [False] * len(lines)
     left = len(lines)
-    from sporadic.device import seals
-    for seg in seals.held(st):
+    if segs is None:
+        from sporadic.device import seals
+        segs = seals.held(st)
+    for seg in segs:
         for i in range(len(ds)):
             if not ok[i] and batch.find_digest(seg, ds[i]):
                 ok[i] = True
@@ -375,86 +445,6 @@ def _held_cover(st, lines):
         if not left:
             break
     return ok
-
-
-def covered(st, path, held):
-    """A bitmap (bytearray, bit i for line i of the file at path): which
-    fleet-authored lines a .b record of the file `held` (batch records
-    verified by this store) covers: the _held_cover rule for a whole file
-    (storesync.reimport), in constant memory: the lines' digests go to
-    jobs.dig (8 bytes a line, one parse a line), then each window of
-    batches (batch.WINDOW digests, at most SEGS_MAX batches) is looked up
-    by one read of that file; a batch record is read once."""
-    global batch
-    if batch is None:
-        from sporadic.core import batch as b
-        batch = b
-    from sporadic.device.store import read_lines, write, remove
-    dig = st.root + 'jobs.dig'
-    zero = bytes(batch.DIGEST)
-    f = open(dig, 'wb')
-    n = 0
-    try:
-        for line in read_lines(path, True):
-            d = zero
-            k = line.lstrip()[:3]
-            if k != '.b ' and k != '.k ' and batch.needs_batch(line):
-                try:
-                    d = batch.line_digest(jobline.canonical(line) or '')
-                except MemoryError:
-                    raise
-                except Exception:
-                    pass         # the store refuses it with the parse error
-            write(f, d)
-            n += 1
-    finally:
-        f.close()
-    bits = bytearray((n + 7) // 8)
-    segs = []
-    used = 0
-    for line in read_lines(held):
-        seg = _digests(line)
-        if seg is None:
-            continue
-        line = None
-        if segs and (used + len(seg) // batch.DIGEST > batch.WINDOW or len(segs) >= SEGS_MAX):
-            _mark(dig, segs, bits, zero)
-            segs = []
-            used = 0
-        segs.append(seg)
-        used += len(seg) // batch.DIGEST
-    if segs:
-        _mark(dig, segs, bits, zero)
-    remove(dig)
-    return bits
-
-
-def _mark(dig, segs, bits, zero):
-    # one read of jobs.dig: the lines these batches cover get their bit
-    from sporadic.device import store
-    w = batch.DIGEST
-    buf = bytearray(64 * w)
-    mv = memoryview(buf)
-    i = 0
-    f = open(dig, 'rb')
-    try:
-        while True:
-            r = f.readinto(buf)
-            if not r:
-                break
-            for o in range(0, r, w):
-                if not bits[i >> 3] & (1 << (i & 7)):
-                    d = bytes(mv[o:o + w])
-                    if d != zero:
-                        for seg in segs:
-                            if batch.find_digest(seg, d):
-                                bits[i >> 3] |= 1 << (i & 7)
-                                break
-                i += 1
-            if store.feed is not None:
-                store.feed()
-    finally:
-        f.close()
 
 
 def last_reasons(root='', n=REASONS):
