@@ -3,8 +3,6 @@
 # record, act, and sleep until the next thing to do.
 from micropython import const
 import gc
-import json
-import os
 import board
 import sporadic
 from sporadic.device import clock, store
@@ -15,7 +13,6 @@ from sporadic.core import jobline, plan
 # (_drop_pass_code), so that the wake index's work after the pass has their room
 actions = None
 
-CFG = '/cfg.json'
 MAX_SLEEP = const(3600)       # never sleep longer than this (s): syncs, jumps
 UNKNOWN_SLEEP = const(60)     # clock unknown: look again after this (s)
 HOSTS_MAX = const(128)        # host records held in RAM; beyond, ranks stream
@@ -34,72 +31,19 @@ AGENDA = AGENDA_SMALL if 0 < getattr(board, 'RTC_MEM', 492) < 2048 else AGENDA_L
 _rt = None
 
 
-def _load_cfg():
-    try:
-        with open(CFG) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return {}
-
-
-def _save_cfg(cfg):
-    with open(CFG + '.tmp', 'w') as f:
-        json.dump(cfg, f)
-    os.rename(CFG + '.tmp', CFG[1:] if CFG[0] == '/' else CFG)
-
-
-def default_id():
-    uid = board.unique_id()
-    return board.NAME + '-' + uid[-8:]
-
-
 class Runtime:
     _due = None       # the jobs a wake decides alone, as wake.plan found them
 
     def __init__(self, root='', cfg=None):
-        self.cfg = _load_cfg() if cfg is None else cfg
-        hid = self.cfg.get('id') or default_id()
-        self.id = jobline.check_host(hid)
-        seed = self.cfg.get('seed') or self.cfg.get('secret')
-        if not seed:
-            import binascii
-            seed = binascii.hexlify(os.urandom(8)).decode()
-            self.cfg['seed'] = seed
-            if cfg is None:
-                try:
-                    _save_cfg(self.cfg)
-                except OSError:
-                    pass
-        self.rnd = plan.hash_rnd(seed)
-        store.feed = board.wdt_feed   # long reads feed the watchdog (store.FEED_LINES)
-        # Open the store (recovery may re-import a hand-written jobs.txt, the
-        # heaviest moment of a boot) before the actions are loaded, then let
-        # the parser's rare parts go again.
-        self.store = store.open_store(root)
-        jobline.unload()
-        gc.collect()
-        if self.cfg.get('mode') == 'insecure' or not (self.cfg.get('mode') or self.cfg.get('pubkey')):
-            self.store._tr = None     # nothing to check (trust.load's rule): never load it
+        # the set-up of a boot (device/rtinit.py: the config, the id, the
+        # store opened, the clock read), its code in RAM for it only
+        from sporadic.device import rtinit
+        rtinit.init(self, root, cfg)
+        rtinit = None
+        sporadic.forget('sporadic.device.rtinit')
         gc.collect()
         _act().user()   # compile /actions.py now, while the heap is least fragmented (it stays)
         _drop_pass_code()
-        if clock.state == 'unknown' and clock.source == '':
-            clock.init()
-        self.last = []            # newest own result lines (this boot)
-        self.jobs = 0
-        self.pending = 0
-        self.bad_jobs = 0
-        self.next_wake = None
-        self.last_now = None
-        self.steps = 0
-        self.unknown_since_boot = not clock.trusted()
-        self.reset_wanted = False
-        self.error = ''
-        self._asg = None          # (k, host) of the job being decided (leader.py)
-        self._tally = [-1, 0, 0]  # a rollout's outcomes heard, for the job being decided (groups.scan)
-        self._lease = None        # this step's lease check (step's `lease`)
-        self._pj = None           # (text, job) _cap parsed for _visit
-        self.mac = bool(self.cfg.get('secret'))   # records carry hmac.mac_result (docs/security.md)
 
     # ---- recording ----
 
@@ -236,6 +180,7 @@ class Runtime:
         self.next_wake = due[0][0] if due else self._limit   # the earliest WAIT
         due = None
         self._asg = None
+        _drop_pass_code()   # the compaction's code (fold.py) gets the pass code's room
         if self.store.needs_compaction():
             # the heaviest moment of a pass gets its room: the agenda waits
             # as text meanwhile. A compaction folds the same lines (no job's
@@ -478,10 +423,12 @@ def _act():
 def _drop_pass_code():
     # on a small heap, the code only a pass uses leaves RAM once it is done:
     # the actions (the user's /actions.py stays imported, its state with it),
-    # the group scanner, the MAC (wake.save loads it again if it signs)
+    # the group scanner, the MAC (wake.save loads it again if it signs), the
+    # compaction (device/fold.py)
     global actions
     if _drop_index:
         actions = None
         sporadic.forget('sporadic.device.actions')
         sporadic.forget('sporadic.core.groups')
         sporadic.forget('sporadic.core.hmac')
+        sporadic.forget('sporadic.device.fold')
