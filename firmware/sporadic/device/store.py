@@ -20,7 +20,7 @@ except ImportError:  # CPython (tools that read a board's flash)
 import binascii
 import os
 import sys
-from sporadic.core import jobline, merge
+from sporadic.core import jobline, order
 
 LOG_MAX = const(2048)     # own log bytes that trigger a compaction
 # own log bytes past which the loop's pass leaves its other due jobs to the
@@ -219,7 +219,7 @@ class Store:
 
     def stream(self):
         """All lines, sorted, not compacted: jobs.txt merged with the logs."""
-        return merge.merge_sorted(self.jobs_lines(), self.pending())
+        return order.merge_sorted(self.jobs_lines(), self.pending())
 
     # ---- writing ----
 
@@ -266,9 +266,18 @@ class Store:
     def compact(self, extra=None):
         """Fold the logs (and `extra`, a sorted stream of canonical lines)
         into jobs.txt (see the top of this file): device/fold.py, loaded
-        for a compaction only (the loop lets it go after one on a small heap)."""
+        for a compaction only and let go after it on a tight heap (a sync's
+        `O` seals the log with one, then wants a 640-byte run for the outbox)."""
         from sporadic.device import fold
-        return fold.compact(self, extra)
+        try:
+            return fold.compact(self, extra)
+        finally:
+            fold = None
+            if tight():
+                import gc
+                import sporadic
+                sporadic.forget('sporadic.device.fold')
+                gc.collect()
 
     def finish(self):
         # jobs.new is complete: fold.finish (recovery's last step too)
