@@ -66,10 +66,17 @@ class Runtime:
         rnk = None
         heard = None
         if job.kind == 'one':
-            rnk = self._rank(job.id, hosts)
+            if hosts is not None:
+                rnk = plan.rank(job.id, self.id, hosts)
+            else:   # too many hosts to hold, or a due pass: the .h records streamed
+                from sporadic.device import hostscan
+                rnk = hostscan.rank(self.store, job.id, self.id)
         elif job.roll is not None:   # a staged rollout: this board's wave, what it heard
             from sporadic.core import rollout
-            rnk = rollout.wave(job, self.id, self._hosts() if hosts is None else hosts)
+            if hosts is None:
+                from sporadic.device import hostscan
+                hosts = hostscan.hosts(self.store)
+            rnk = rollout.wave(job, self.id, hosts)
             heard = self._tally
         at_next = None
         for _ in range(plan.DECIDE_MAX):
@@ -106,36 +113,6 @@ class Runtime:
         else:
             at_next = now   # DECIDE_MAX: more to decide at the next pass (no idle wake before)
         return at_next
-
-    def _hosts(self):
-        # the '.h' hosts streamed from the store (more than HOSTS_MAX, or a due pass)
-        for line in self.store.stream():
-            if line[0] != '.':
-                break
-            if line[:3] == '.h ':
-                yield jobline.host_of(line)
-
-    def _rank(self, jid, hosts):
-        if hosts is not None:
-            return plan.rank(jid, self.id, hosts)
-        # too many hosts to hold: stream the .h records (sorted first)
-        mine = plan.score(jid, self.id)
-        r = 0
-        found = False
-        last = None
-        for line in self.store.stream():
-            if line[0] != '.':
-                break
-            if line[:3] == '.h ':
-                h = jobline.host_of(line)
-                if h == last:
-                    continue   # the same host's next record (groups.scan)
-                last = h
-                if h == self.id:
-                    found = True
-                elif plan.score(jid, h) > mine:
-                    r += 1
-        return r if found else None
 
     # ---- one pass ----
 
@@ -182,25 +159,11 @@ class Runtime:
         self._asg = None
         _drop_pass_code()   # the compaction's code (fold.py) gets the pass code's room
         if self.store.needs_compaction():
-            # the heaviest moment of a pass gets its room: the agenda waits
-            # as text meanwhile. A compaction folds the same lines (no job's
-            # decision changes), so the agenda and _limit still hold; only
-            # its jobs' groups move (agenda.finish looks them up again, as
-            # for a due pass's compaction). Without it every compaction cost
-            # the next idle wake a full pass over the whole file.
-            kept = self._agenda_text()
-            self._agenda = None
-            gc.collect()
-            try:
-                self.store.compact()
-            except OSError as e:   # the flash is full: keep running on what it holds
-                if e.args[0] != store.ENOSPC:
-                    raise
-                self.error = str(e)
-            self._agenda = _agenda_list(kept)
-            if self._agenda is None and self._due is not None:   # no room kept it: the index is cleared
-                self.jobs = self._due[1]   # the index's count (the due pass counted its own)
-                self._due = None
+            # the compaction, the agenda kept across it (agenda.py, loaded
+            # again by _index after it)
+            from sporadic.device import agenda
+            agenda.compact(self)
+            agenda = None
         self.store.release()
         _drop_pass_code()
         if store.WAKE_INDEX:
@@ -249,16 +212,6 @@ class Runtime:
             gc.collect()   # their code goes before the pass (or a sync's status) asks for room
         return due
 
-    def _agenda_text(self):
-        # the agenda as 'DUE:JID,...' (None: none to keep): a third of its lists' room
-        a = self._agenda
-        if a is None:
-            return None
-        try:
-            return ','.join(['%d:%s' % (e[0], e[1]) for e in a])
-        except MemoryError:
-            return None   # no index after this pass: the next wake's full pass
-
     def _note(self, w, jid):
         # a job's next decision at w: the agenda keeps the AGENDA earliest,
         # sorted; _limit bounds all the others from below
@@ -296,7 +249,7 @@ class Runtime:
         if jtext is None or cancelled:
             return
         if self._due is not None:
-            hosts = None   # wake.plan read no '.h' record: _rank streams them
+            hosts = None   # wake.plan read no '.h' record: hostscan.py streams them
         self._asg = asg
         now = self.last_now   # this pass's time (step)
         self.jobs += 1
@@ -335,23 +288,6 @@ class Runtime:
         if w is not None:
             self._note(w, jid)
 
-
-
-def _agenda_list(text):
-    # Runtime._agenda_text back to entries [due, jid, None] (None: their
-    # offsets to look up); None when there is nothing, or no room for it
-    if text is None:
-        return None
-    out = []
-    if not text:
-        return out
-    try:
-        for e in text.split(','):
-            i = e.index(':')
-            out.append([int(e[:i]), e[i + 1:], None])
-    except MemoryError:
-        return None
-    return out
 
 
 def get():
@@ -432,3 +368,4 @@ def _drop_pass_code():
         sporadic.forget('sporadic.core.groups')
         sporadic.forget('sporadic.core.hmac')
         sporadic.forget('sporadic.device.fold')
+        sporadic.forget('sporadic.device.hostscan')
