@@ -360,7 +360,7 @@ def _drop_pass_code():
     # on a small heap, the code only a pass uses leaves RAM once it is done:
     # the actions (the user's /actions.py stays imported, its state with it),
     # the group scanner, the MAC (wake.save loads it again if it signs), the
-    # compaction (device/fold.py)
+    # compaction (device/fold.py, core/merge.py)
     global actions
     if _drop_index:
         actions = None
@@ -368,4 +368,5 @@ def _drop_pass_code():
         sporadic.forget('sporadic.core.groups')
         sporadic.forget('sporadic.core.hmac')
         sporadic.forget('sporadic.device.fold')
+        sporadic.forget('sporadic.core.merge')   # the compaction's rules (fold.py loads them)
         sporadic.forget('sporadic.device.hostscan')

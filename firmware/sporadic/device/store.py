@@ -267,7 +267,9 @@ class Store:
         """Fold the logs (and `extra`, a sorted stream of canonical lines)
         into jobs.txt (see the top of this file): device/fold.py, loaded
         for a compaction only and let go after it on a tight heap (a sync's
-        `O` seals the log with one, then wants a 640-byte run for the outbox)."""
+        `O` seals the log with one, then wants a 640-byte run for the outbox),
+        with what it loaded (merge.py's rules)"""
+        had = list(sys.modules)
         from sporadic.device import fold
         try:
             return fold.compact(self, extra)
@@ -276,7 +278,7 @@ class Store:
             if tight():
                 import gc
                 import sporadic
-                sporadic.forget('sporadic.device.fold')
+                sporadic.forget_since(had)
                 gc.collect()
 
     def finish(self):
