@@ -267,9 +267,7 @@ class Store:
         """Fold the logs (and `extra`, a sorted stream of canonical lines)
         into jobs.txt (see the top of this file): device/fold.py, loaded
         for a compaction only and let go after it on a tight heap (a sync's
-        `O` seals the log with one, then wants a 640-byte run for the outbox),
-        with what it loaded (merge.py's rules)"""
-        had = list(sys.modules)
+        `O` seals the log with one, then wants a 640-byte run for the outbox)."""
         from sporadic.device import fold
         try:
             return fold.compact(self, extra)
@@ -278,7 +276,7 @@ class Store:
             if tight():
                 import gc
                 import sporadic
-                sporadic.forget_since(had)
+                sporadic.forget('sporadic.device.fold')
                 gc.collect()
 
     def finish(self):
