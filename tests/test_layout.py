@@ -405,21 +405,19 @@ def all_modules(top, package):
 HEAP_SPLITS = {
     ('sporadic.core.jobline', 'sporadic.core.jobtext'):
         "jobline.py: the parser a board's loop holds; jobtext.py: its rare half "
-        "(error messages, job text written back, ids, assignments), loaded on first use",
+        "(error messages, job text written back, ids, results and assignments parsed), "
+        "loaded on first use",
     ('sporadic.device.store', 'sporadic.device.recover'):
         "the store's recovery at open: loaded for the open only, then dropped",
-    ('sporadic.device.store', 'sporadic.device.outbox'):
-        "the outbox on flash (packing, room when the flash is full): loaded by a "
-        "compaction that sealed a log segment, dropped after it",
     ('sporadic.device.store', 'sporadic.device.reimport'):
         "re-checking a file changed behind the store's back: loaded at an open "
         "that found one, in the emptiest heap",
-    ('sporadic.device.store', 'sporadic.device.splice'):
-        "a sync's compaction (the digest index and the splice): loaded by a sync's "
-        "store only, the loop's own compactions never load it",
-    ('sporadic.device.store', 'sporadic.device.stamp'):
-        "hashing the store's files: compact() loads it only to check a jobs.txt "
-        "the open took on the wake index's word",
+    ('sporadic.device.store', 'sporadic.device.fold'):
+        "the compaction (logs folded into jobs.txt, and finish): loaded for a compaction "
+        "only, a small heap's loop lets it go after one. It loads in turn what only some "
+        "compactions need: the outbox's packing (a sealed segment), splice (a sync's "
+        "store: the digest index; the loop's own compactions never load it), stamp (to "
+        "check a jobs.txt the open took on the wake index's word)",
 }
 
 
@@ -557,7 +555,7 @@ def _enclosing(tree, target):
 # Strict: an entry that is gone fails.
 FIRMWARE_ASSIGNMENTS = {
     ('sporadic.device.boot', 'store.feed'): 'a re-import at open feeds a watchdog started before a soft reset',
-    ('sporadic.device.runtime', 'store.feed'): "the loop's long reads feed board.wdt_feed",
+    ('sporadic.device.rtinit', 'store.feed'): "the loop's long reads feed board.wdt_feed (set as the runtime starts)",
     ('sporadic.device.syncsrv', 's.feed'): "a sync's long answers feed the watchdog its request started",
 }
 

@@ -340,6 +340,28 @@ print('ACK', storesync.ack(rt.store, top), rt.store.out_seqs())
     assert len(lines(d, 'jobs.txt')) == 2
 
 
+def test_a_small_heaps_loop_holds_no_compaction_setup_or_record_parser_between_passes(tmp_path):
+    # #31: the compaction (device/fold.py and core/merge.py's rules), the
+    # boot's set-up (device/rtinit.py), the host records' scan and the
+    # parser's rare half (jobtext: a result parsed) are in RAM only while
+    # used: after a day of passes with compactions, the loop holds none
+    # of them, and what a pass needs (core/order.py) stays
+    jobs = ['each 2026-12-01T06:00Z log x ; every=10m']
+    d = make_flash(str(tmp_path), jobs=jobs)
+    body = '''runtime.main(until=%d)
+import sys
+print('LOADED', ' '.join(m for m in ('sporadic.device.fold', 'sporadic.core.merge', 'sporadic.device.rtinit',
+                                      'sporadic.device.hostscan', 'sporadic.core.jobtext',
+                                      'sporadic.core.order') if m in sys.modules))
+''' % (T0 + D)
+    st, p = run(d, body)
+    loaded = [l for l in p.stdout.splitlines() if l.startswith('LOADED')][0].split()[1:]
+    assert st['store']['compactions'] >= 2
+    assert loaded == ['sporadic.core.order']
+    acts = actlog(d)   # every instance from 06:00 to the day's end ran, once
+    assert len(acts) == 18 * 6 and set(acts.values()) == {1}
+
+
 def test_torn_log_line_is_dropped_and_quarantined(tmp_path):
     job = 'each 2026-12-01T06:00Z log x ; every=1d'
     d = make_flash(str(tmp_path), jobs=[job])

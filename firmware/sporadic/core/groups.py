@@ -32,13 +32,13 @@
 #
 # A callback, not a generator: a board's loop keeps the state in one frame
 # and allocates nothing per group.
-from sporadic.core import jobline, merge
+from sporadic.core import jobline, order
 
-_OUTCOMES = ('run', 'err', 'miss', 'ok')   # merge.result_key's outcome ranks
+_OUTCOMES = ('run', 'err', 'miss', 'ok')   # order.result_key's outcome ranks
 
 
 def _key(f):
-    # merge.result_key's (k, attempt, outcome rank) from a result's split fields
+    # order.result_key's (k, attempt, outcome rank) from a result's split fields
     tok = f[5]
     c = tok[0]
     n = 2 if c == 'o' else 3 if c != 'm' else 4
@@ -112,7 +112,7 @@ def scan(lines, me, hosts_max, visit, tally=None, cap=None):
             if len(f) < 6:
                 continue
             if f[2] == me:
-                key = merge.result_key(line)
+                key = order.result_key(line)
                 if mkey is None or key > mkey:
                     mkey = key
                     mine = (key[0], _OUTCOMES[key[2]], key[1])

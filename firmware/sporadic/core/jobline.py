@@ -18,7 +18,7 @@ HOST_MAX = const(32)
 B32 = '0123456789abcdefghijklmnopqrstuv'
 _HOST_CHARS = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:-'
 _OPTS = ' every within on tick grace retry at tz tzr waves wave abort need '
-_OUTCOMES = ('run', 'err', 'miss', 'ok')  # rank order: a later one settles more
+OUTCOMES = ('run', 'err', 'miss', 'ok')  # rank order: a later one settles more
 FLEET_KINDS = 'htbk'
 DEFAULT_WITHIN_ONCE = const(86400)
 DEFAULT_TICK = const(60)
@@ -235,7 +235,7 @@ class Result:
         return s
 
     def rank(self):
-        return (self.k, self.attempt, _OUTCOMES.index(self.outcome))
+        return (self.k, self.attempt, OUTCOMES.index(self.outcome))
 
     def instance(self):
         return self.id + '.' + str(self.k)
@@ -274,36 +274,11 @@ def clean_output(s):
     return s
 
 
-def _parse_outcome(tok):
-    for o in _OUTCOMES:
-        if tok.startswith(o):
-            rest = tok[len(o):]
-            if not rest:
-                return o, 1
-            if rest.isdigit() and int(rest) > 1:
-                return o, int(rest)
-    raise _err(_E_OUTCOME, repr(tok))
-
-
 def parse_int(s, what):
     # what: 0 instance number, 1 time, 2 retry count (jobx.msg 8)
     if not s.isdigit():
         raise _err(_E_NUMBER, (what, repr(s)))
     return int(s)
-
-
-def parse_result(jid, rest):
-    f = rest.split(None, 5)
-    if len(f) < 5:
-        raise _err(_E_RESULT_FIELDS)
-    host = check_host(f[0])
-    k = parse_int(f[1], 0)
-    at = parse_int(f[2], 1)
-    outcome, attempt = _parse_outcome(f[3])
-    mac = f[4]
-    if mac != '-' and (len(mac) != 16 or not is_hex(mac)):
-        raise _err(_E_MAC, repr(mac))
-    return Result(jid, host, k, at, outcome, attempt, mac, f[5] if len(f) > 5 else '')
 
 
 def is_hex(s):
@@ -456,8 +431,8 @@ def parse(line, salt=None, zone_rule=None):
             if rest2:
                 raise _err(_E_CANCEL_ARGS)
             return Cancel(first)
-        if kind == 'r':
-            return parse_result(first, rest2)
+        if kind == 'r':   # a result: the loop writes them, never parses one (jobtext.py)
+            return _jx().parse_result(first, rest2)
         if kind == 'a':
             return _jx().parse_assign(first, rest2)
         if not kind:

@@ -1,12 +1,13 @@
 # The rarely used part of jobline.py, loaded on first use: error messages,
-# canonical job text, ids, assignment records and, on CPython only, the
-# fast_canonical accelerator.
-# A board running its loop never loads this module unless a line is bad or
-# a job's text must be written; callers import it where they need it.
+# canonical job text, ids, result and assignment records parsed and, on
+# CPython only, the fast_canonical accelerator.
+# A board running its loop never loads this module unless a line is bad, a
+# job's text must be written or a result is parsed (a sync, a re-import):
+# callers import it where they need it.
 import hashlib
 
-from sporadic.core.jobline import (ParseError, ID_LEN, DEFAULT_TICK, DEFAULT_GRACE, B32,
-                              check_host, default_within, parse_int, is_hex)
+from sporadic.core.jobline import (ParseError, ID_LEN, DEFAULT_TICK, DEFAULT_GRACE, B32, OUTCOMES,
+                              Result, check_host, default_within, parse_int, is_hex)
 from sporadic.core.timefmt import format_time, format_duration
 
 # jobline's error messages, one a line, in the order of jobline's _E_ names
@@ -103,6 +104,33 @@ class Assign:
 
     def line(self):
         return self.body() + ' ' + self.mac
+
+
+def _parse_outcome(tok):
+    for o in OUTCOMES:
+        if tok.startswith(o):
+            rest = tok[len(o):]
+            if not rest:
+                return o, 1
+            if rest.isdigit() and int(rest) > 1:
+                return o, int(rest)
+    raise ParseError(msg(7, repr(tok)))
+
+
+def parse_result(jid, rest):
+    # jobline.parse's result record (ID r HOST K AT OUTCOME MAC [OUTPUT]):
+    # here, as a board's loop writes results and never parses one
+    f = rest.split(None, 5)
+    if len(f) < 5:
+        raise ParseError(msg(9))
+    host = check_host(f[0])
+    k = parse_int(f[1], 0)
+    at = parse_int(f[2], 1)
+    outcome, attempt = _parse_outcome(f[3])
+    mac = f[4]
+    if mac != '-' and (len(mac) != 16 or not is_hex(mac)):
+        raise ParseError(msg(10, repr(mac)))
+    return Result(jid, host, k, at, outcome, attempt, mac, f[5] if len(f) > 5 else '')
 
 
 def parse_assign(jid, rest):

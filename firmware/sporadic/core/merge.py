@@ -3,22 +3,9 @@
 # holding at most one pending job line and one result line: constant memory,
 # so the device runs the same code over a file larger than its heap.
 from sporadic.core.jobline import ID_LEN
-
-
-
-# A result's rank, read straight from its canonical text:
-#   ID r HOST K AT OUTCOME MAC [OUTPUT]
-_OUT_RANK = {'run': 0, 'err': 1, 'miss': 2, 'ok': 3}
-
-
-def result_key(line):
-    f = line.split(None, 7)
-    tok = f[5]
-    i = 0
-    while i < len(tok) and not tok[i].isdigit():
-        i += 1
-    attempt = int(tok[i:]) if i < len(tok) else 1
-    return (int(f[3]), attempt, _OUT_RANK.get(tok[:i], 0), line)
+# result_key and merge_sorted: the part a loop's pass needs (core/order.py),
+# merge.result_key and merge.merge_sorted to every caller of the compaction
+from sporadic.core.order import result_key, merge_sorted  # noqa: F401
 
 
 def assign_key(line):
@@ -151,22 +138,3 @@ def compact(lines, conflicts=None, signed=None):
         yield job
     if best is not None and not cancelled:
         yield best
-
-
-def merge_sorted(a, b):
-    """Two sorted line iterators -> one sorted iterator without duplicates."""
-    a = iter(a)
-    b = iter(b)
-    x = next(a, None)
-    y = next(b, None)
-    last = None
-    while x is not None or y is not None:
-        if y is None or (x is not None and x <= y):
-            v = x
-            x = next(a, None)
-        else:
-            v = y
-            y = next(b, None)
-        if v != last:
-            yield v
-            last = v

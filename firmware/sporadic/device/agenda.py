@@ -94,6 +94,58 @@ def _groups(st, due):
     return [l for i, l in enumerate(out) if not i or l != out[i - 1]]   # once each, as store.stream
 
 
+def compact(rt):
+    """The store's compaction after a pass (runtime.step), the agenda kept
+    across it. The heaviest moment of a pass gets its room: the agenda
+    waits as text meanwhile. A compaction folds the same lines (no job's
+    decision changes), so the agenda and _limit still hold; only its jobs'
+    groups move (finish looks them up again, as for a due pass's
+    compaction). Without it every compaction cost the next idle wake a
+    full pass over the whole file."""
+    import gc
+    from sporadic.device import store
+    kept = _text(rt._agenda)
+    rt._agenda = None
+    gc.collect()
+    try:
+        rt.store.compact()
+    except OSError as e:   # the flash is full: keep running on what it holds
+        if e.args[0] != store.ENOSPC:
+            raise
+        rt.error = str(e)
+    rt._agenda = _entries(kept)
+    if rt._agenda is None and rt._due is not None:   # no room kept it: the index is cleared
+        rt.jobs = rt._due[1]   # the index's count (the due pass counted its own)
+        rt._due = None
+
+
+def _text(a):
+    # the agenda as 'DUE:JID,...' (None: none to keep): a third of its lists' room
+    if a is None:
+        return None
+    try:
+        return ','.join(['%d:%s' % (e[0], e[1]) for e in a])
+    except MemoryError:
+        return None   # no index after this pass: the next wake's full pass
+
+
+def _entries(text):
+    # _text back to entries [due, jid, None] (None: their offsets to look
+    # up); None when there is nothing, or no room for it
+    if text is None:
+        return None
+    out = []
+    if not text:
+        return out
+    try:
+        for e in text.split(','):
+            i = e.index(':')
+            out.append([int(e[:i]), e[i + 1:], None])
+    except MemoryError:
+        return None
+    return out
+
+
 def finish(rt):
     """After a pass: end a pass over the due jobs alone (each must have been
     decided, else the index is cleared; their offsets carried unless a

@@ -3,8 +3,6 @@
 # record, act, and sleep until the next thing to do.
 from micropython import const
 import gc
-import json
-import os
 import board
 import sporadic
 from sporadic.device import clock, store
@@ -15,7 +13,6 @@ from sporadic.core import jobline, plan
 # (_drop_pass_code), so that the wake index's work after the pass has their room
 actions = None
 
-CFG = '/cfg.json'
 MAX_SLEEP = const(3600)       # never sleep longer than this (s): syncs, jumps
 UNKNOWN_SLEEP = const(60)     # clock unknown: look again after this (s)
 HOSTS_MAX = const(128)        # host records held in RAM; beyond, ranks stream
@@ -34,72 +31,19 @@ AGENDA = AGENDA_SMALL if 0 < getattr(board, 'RTC_MEM', 492) < 2048 else AGENDA_L
 _rt = None
 
 
-def _load_cfg():
-    try:
-        with open(CFG) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return {}
-
-
-def _save_cfg(cfg):
-    with open(CFG + '.tmp', 'w') as f:
-        json.dump(cfg, f)
-    os.rename(CFG + '.tmp', CFG[1:] if CFG[0] == '/' else CFG)
-
-
-def default_id():
-    uid = board.unique_id()
-    return board.NAME + '-' + uid[-8:]
-
-
 class Runtime:
     _due = None       # the jobs a wake decides alone, as wake.plan found them
 
     def __init__(self, root='', cfg=None):
-        self.cfg = _load_cfg() if cfg is None else cfg
-        hid = self.cfg.get('id') or default_id()
-        self.id = jobline.check_host(hid)
-        seed = self.cfg.get('seed') or self.cfg.get('secret')
-        if not seed:
-            import binascii
-            seed = binascii.hexlify(os.urandom(8)).decode()
-            self.cfg['seed'] = seed
-            if cfg is None:
-                try:
-                    _save_cfg(self.cfg)
-                except OSError:
-                    pass
-        self.rnd = plan.hash_rnd(seed)
-        store.feed = board.wdt_feed   # long reads feed the watchdog (store.FEED_LINES)
-        # Open the store (recovery may re-import a hand-written jobs.txt, the
-        # heaviest moment of a boot) before the actions are loaded, then let
-        # the parser's rare parts go again.
-        self.store = store.open_store(root)
-        jobline.unload()
-        gc.collect()
-        if self.cfg.get('mode') == 'insecure' or not (self.cfg.get('mode') or self.cfg.get('pubkey')):
-            self.store._tr = None     # nothing to check (trust.load's rule): never load it
+        # the set-up of a boot (device/rtinit.py: the config, the id, the
+        # store opened, the clock read), its code in RAM for it only
+        from sporadic.device import rtinit
+        rtinit.init(self, root, cfg)
+        rtinit = None
+        sporadic.forget('sporadic.device.rtinit')
         gc.collect()
         _act().user()   # compile /actions.py now, while the heap is least fragmented (it stays)
         _drop_pass_code()
-        if clock.state == 'unknown' and clock.source == '':
-            clock.init()
-        self.last = []            # newest own result lines (this boot)
-        self.jobs = 0
-        self.pending = 0
-        self.bad_jobs = 0
-        self.next_wake = None
-        self.last_now = None
-        self.steps = 0
-        self.unknown_since_boot = not clock.trusted()
-        self.reset_wanted = False
-        self.error = ''
-        self._asg = None          # (k, host) of the job being decided (leader.py)
-        self._tally = [-1, 0, 0]  # a rollout's outcomes heard, for the job being decided (groups.scan)
-        self._lease = None        # this step's lease check (step's `lease`)
-        self._pj = None           # (text, job) _cap parsed for _visit
-        self.mac = bool(self.cfg.get('secret'))   # records carry hmac.mac_result (docs/security.md)
 
     # ---- recording ----
 
@@ -122,10 +66,17 @@ class Runtime:
         rnk = None
         heard = None
         if job.kind == 'one':
-            rnk = self._rank(job.id, hosts)
+            if hosts is not None:
+                rnk = plan.rank(job.id, self.id, hosts)
+            else:   # too many hosts to hold, or a due pass: the .h records streamed
+                from sporadic.device import hostscan
+                rnk = hostscan.rank(self.store, job.id, self.id)
         elif job.roll is not None:   # a staged rollout: this board's wave, what it heard
             from sporadic.core import rollout
-            rnk = rollout.wave(job, self.id, self._hosts() if hosts is None else hosts)
+            if hosts is None:
+                from sporadic.device import hostscan
+                hosts = hostscan.hosts(self.store)
+            rnk = rollout.wave(job, self.id, hosts)
             heard = self._tally
         at_next = None
         for _ in range(plan.DECIDE_MAX):
@@ -164,36 +115,6 @@ class Runtime:
         else:
             at_next = now   # DECIDE_MAX: more to decide at the next pass (no idle wake before)
         return at_next
-
-    def _hosts(self):
-        # the '.h' hosts streamed from the store (more than HOSTS_MAX, or a due pass)
-        for line in self.store.stream():
-            if line[0] != '.':
-                break
-            if line[:3] == '.h ':
-                yield jobline.host_of(line)
-
-    def _rank(self, jid, hosts):
-        if hosts is not None:
-            return plan.rank(jid, self.id, hosts)
-        # too many hosts to hold: stream the .h records (sorted first)
-        mine = plan.score(jid, self.id)
-        r = 0
-        found = False
-        last = None
-        for line in self.store.stream():
-            if line[0] != '.':
-                break
-            if line[:3] == '.h ':
-                h = jobline.host_of(line)
-                if h == last:
-                    continue   # the same host's next record (groups.scan)
-                last = h
-                if h == self.id:
-                    found = True
-                elif plan.score(jid, h) > mine:
-                    r += 1
-        return r if found else None
 
     # ---- one pass ----
 
@@ -238,26 +159,13 @@ class Runtime:
         self.next_wake = due[0][0] if due else self._limit   # the earliest WAIT
         due = None
         self._asg = None
+        _drop_pass_code()   # the compaction's code (fold.py) gets the pass code's room
         if self.store.needs_compaction():
-            # the heaviest moment of a pass gets its room: the agenda waits
-            # as text meanwhile. A compaction folds the same lines (no job's
-            # decision changes), so the agenda and _limit still hold; only
-            # its jobs' groups move (agenda.finish looks them up again, as
-            # for a due pass's compaction). Without it every compaction cost
-            # the next idle wake a full pass over the whole file.
-            kept = self._agenda_text()
-            self._agenda = None
-            gc.collect()
-            try:
-                self.store.compact()
-            except OSError as e:   # the flash is full: keep running on what it holds
-                if e.args[0] != store.ENOSPC:
-                    raise
-                self.error = str(e)
-            self._agenda = _agenda_list(kept)
-            if self._agenda is None and self._due is not None:   # no room kept it: the index is cleared
-                self.jobs = self._due[1]   # the index's count (the due pass counted its own)
-                self._due = None
+            # the compaction, the agenda kept across it (agenda.py, loaded
+            # again by _index after it)
+            from sporadic.device import agenda
+            agenda.compact(self)
+            agenda = None
         self.store.release()
         _drop_pass_code()
         if store.WAKE_INDEX:
@@ -306,16 +214,6 @@ class Runtime:
             gc.collect()   # their code goes before the pass (or a sync's status) asks for room
         return due
 
-    def _agenda_text(self):
-        # the agenda as 'DUE:JID,...' (None: none to keep): a third of its lists' room
-        a = self._agenda
-        if a is None:
-            return None
-        try:
-            return ','.join(['%d:%s' % (e[0], e[1]) for e in a])
-        except MemoryError:
-            return None   # no index after this pass: the next wake's full pass
-
     def _note(self, w, jid):
         # a job's next decision at w: the agenda keeps the AGENDA earliest,
         # sorted; _limit bounds all the others from below
@@ -353,7 +251,7 @@ class Runtime:
         if jtext is None or cancelled:
             return
         if self._due is not None:
-            hosts = None   # wake.plan read no '.h' record: _rank streams them
+            hosts = None   # wake.plan read no '.h' record: hostscan.py streams them
         self._asg = asg
         now = self.last_now   # this pass's time (step)
         self.jobs += 1
@@ -392,23 +290,6 @@ class Runtime:
         if w is not None:
             self._note(w, jid)
 
-
-
-def _agenda_list(text):
-    # Runtime._agenda_text back to entries [due, jid, None] (None: their
-    # offsets to look up); None when there is nothing, or no room for it
-    if text is None:
-        return None
-    out = []
-    if not text:
-        return out
-    try:
-        for e in text.split(','):
-            i = e.index(':')
-            out.append([int(e[:i]), e[i + 1:], None])
-    except MemoryError:
-        return None
-    return out
 
 
 def get():
@@ -480,10 +361,14 @@ def _act():
 def _drop_pass_code():
     # on a small heap, the code only a pass uses leaves RAM once it is done:
     # the actions (the user's /actions.py stays imported, its state with it),
-    # the group scanner, the MAC (wake.save loads it again if it signs)
+    # the group scanner, the MAC (wake.save loads it again if it signs), the
+    # compaction (device/fold.py, core/merge.py)
     global actions
     if _drop_index:
         actions = None
         sporadic.forget('sporadic.device.actions')
         sporadic.forget('sporadic.core.groups')
         sporadic.forget('sporadic.core.hmac')
+        sporadic.forget('sporadic.device.fold')
+        sporadic.forget('sporadic.core.merge')   # the compaction's rules (fold.py loads them)
+        sporadic.forget('sporadic.device.hostscan')

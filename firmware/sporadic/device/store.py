@@ -3,7 +3,7 @@
 # + quar.txt (refused lines with reasons) + out/N, out/pN (outbox: own
 # records the companion has not acknowledged yet, device/outbox.py).
 #
-# Compaction: the small logs are sorted in RAM and stream-merged with
+# Compaction (device/fold.py): the small logs are sorted in RAM and stream-merged with
 # jobs.txt (merge.merge_sorted + merge.compact) into jobs.tmp, whose stamp
 # (size and sha256, taken as it is written) goes to jobs.nok; jobs.tmp is
 # renamed to jobs.new (its existence means "complete"); log.txt is renamed
@@ -18,10 +18,9 @@ except ImportError:  # CPython (tools that read a board's flash)
     def const(x):
         return x
 import binascii
-import hashlib
 import os
 import sys
-from sporadic.core import jobline, merge
+from sporadic.core import jobline, order
 
 LOG_MAX = const(2048)     # own log bytes that trigger a compaction
 # own log bytes past which the loop's pass leaves its other due jobs to the
@@ -220,7 +219,7 @@ class Store:
 
     def stream(self):
         """All lines, sorted, not compacted: jobs.txt merged with the logs."""
-        return merge.merge_sorted(self.jobs_lines(), self.pending())
+        return order.merge_sorted(self.jobs_lines(), self.pending())
 
     # ---- writing ----
 
@@ -277,96 +276,24 @@ class Store:
 
     def compact(self, extra=None):
         """Fold the logs (and `extra`, a sorted stream of canonical lines)
-        into jobs.txt (see the top of this file)."""
-        pend = self.pending()
-        if not pend and extra is None:
-            return False
-        if self.unverified:   # stamp.verify: the open took jobs.txt's stamp on the wake index's word
-            from sporadic.device import stamp
-            stamp.verify(self)
-        conf = []
-        if self.rx:
-            # a sync's store: the index too, and a splice when it is valid;
-            # a full flash leaves everything as it was (splice.compact)
-            # (its code goes again after it unless a request had it loaded:
-            # a P's compaction on a 128K unix board, docs/budgets.md#27)
-            had = list(sys.modules) if tight() else None
-            from sporadic.device import splice
-            try:
-                splice.compact(self, pend, extra, conf)
-            finally:
-                splice = None
-                if had is not None:
-                    _drop(had)
-        else:
-            f = open(self.tmp, 'w')
-            try:
-                h = hashlib.sha256()
-                buf = []
-                n = 0
-                src = merge.merge_sorted(self.jobs_lines(), pend)
-                if extra is not None:
-                    src = merge.merge_sorted(src, extra)
-                for line in merge.compact(src, conf):
-                    buf.append(line)
-                    n += len(line) + 1
-                    if n >= CHUNK:
-                        buf.append('')
-                        write(f, '\n'.join(buf), h)
-                        buf = []
-                        n = 0
-                if buf:
-                    buf.append('')
-                    write(f, '\n'.join(buf), h)
-            except OSError:
-                # a full flash: the old file and the logs stay (the next try
-                # after another LOG_MAX of the logs: needs_compaction)
-                f.close()
-                remove(self.tmp)
-                self.full_at = self.log_size + self.in_size
-                raise
-            f.close()
-            put(self.root + 'jobs.nok', stamp_text(size(self.tmp), h))
-        self.conflicts = len(conf)
-        self.full_at = 0
-        rename(self.tmp, self.new)
-        self.finish()
-        self.compactions += 1
-        return True
+        into jobs.txt (see the top of this file): device/fold.py, loaded
+        for a compaction only and let go after it on a tight heap (a sync's
+        `O` seals the log with one, then wants a 640-byte run for the outbox)."""
+        from sporadic.device import fold
+        try:
+            return fold.compact(self, extra)
+        finally:
+            fold = None
+            if tight():
+                import gc
+                import sporadic
+                sporadic.forget('sporadic.device.fold')
+                gc.collect()
 
     def finish(self):
-        # jobs.new is complete: each step below is idempotent
-        sealed = False
-        if exists(self.log):
-            if size(self.log):
-                rename(self.log, self._seg(self.out_top()[1] + 1))
-                sealed = True
-            else:
-                remove(self.log)
-        if exists(self.inp):
-            remove(self.inp)
-        rename(self.new, self.jobs)
-        nok = self.root + 'jobs.nok'     # the stamp of jobs.new, of jobs.txt once renamed
-        if exists(nok):
-            rename(nok, self.root + 'jobs.ok')
-        self.log_size = 0
-        self.in_size = 0
-        self._pend = None
-        due = self.out_due() if sealed and PACK else None
-        if due is not None and (due[1] or _roomy()):
-            # raw segments packed, room for the next compaction (outbox.py,
-            # loaded for this only). Packing waits for the sync's fresh heap
-            # on a board whose loop has little to spare: loading and letting
-            # go of the code at every pack scatters a small heap (a 72K unix
-            # board then failed its next import); room is made whatever the heap
-            had = list(sys.modules)
-            try:
-                from sporadic.device import outbox
-                outbox.tidy(self)
-            except MemoryError:
-                pass
-            outbox = None
-            _drop(had)
+        # jobs.new is complete: fold.finish (recovery's last step too)
+        from sporadic.device import fold
+        fold.finish(self)
 
     # ---- outbox: own records until the companion acknowledges them ----
 
@@ -442,14 +369,6 @@ def tight():
     collection for the question): a sync lets go of what one part loaded."""
     import gc
     return hasattr(gc, 'mem_free') and gc.mem_free() < SYNC_TIGHT
-
-
-def _roomy():
-    # the loop's heap has PACK_FREE bytes free: packing in it costs nothing
-    # the loop needs (a Pico: ~200 KB; a 64-72K board packs at its syncs)
-    import gc
-    gc.collect()
-    return not hasattr(gc, 'mem_free') or gc.mem_free() >= PACK_FREE
 
 
 def _drop(had):

@@ -1,0 +1,39 @@
+# The store order's two pieces a board's loop needs (docs/jobline.md#the-store-order):
+# a result's rank read from its canonical text (result_key: groups.scan
+# picks the newest) and the merge of two sorted line streams (merge_sorted:
+# jobs.txt and the logs, store.stream). merge.py (the compaction) builds on
+# them; a loop's pass loads only this module, the compaction's code stays on
+# the flash until a compaction (device/fold.py).
+
+# A result's rank, read straight from its canonical text:
+#   ID r HOST K AT OUTCOME MAC [OUTPUT]
+_OUT_RANK = {'run': 0, 'err': 1, 'miss': 2, 'ok': 3}
+
+
+def result_key(line):
+    f = line.split(None, 7)
+    tok = f[5]
+    i = 0
+    while i < len(tok) and not tok[i].isdigit():
+        i += 1
+    attempt = int(tok[i:]) if i < len(tok) else 1
+    return (int(f[3]), attempt, _OUT_RANK.get(tok[:i], 0), line)
+
+
+def merge_sorted(a, b):
+    """Two sorted line iterators -> one sorted iterator without duplicates."""
+    a = iter(a)
+    b = iter(b)
+    x = next(a, None)
+    y = next(b, None)
+    last = None
+    while x is not None or y is not None:
+        if y is None or (x is not None and x <= y):
+            v = x
+            x = next(a, None)
+        else:
+            v = y
+            y = next(b, None)
+        if v != last:
+            yield v
+            last = v

@@ -1,0 +1,74 @@
+# The runtime's set-up at boot (runtime.Runtime() calls init): /cfg.json
+# read, the host id and the planner's seed, the store opened, the clock
+# read, the counters of the loop. Its code is in RAM for that only
+# (runtime.py lets it go at once): a small heap's loop never holds it.
+import gc
+import json
+import os
+import board
+from sporadic.device import clock, store
+from sporadic.core import jobline, plan
+
+CFG = '/cfg.json'
+
+
+def load_cfg():
+    try:
+        with open(CFG) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def _save_cfg(cfg):
+    with open(CFG + '.tmp', 'w') as f:
+        json.dump(cfg, f)
+    os.rename(CFG + '.tmp', CFG[1:] if CFG[0] == '/' else CFG)
+
+
+def default_id():
+    uid = board.unique_id()
+    return board.NAME + '-' + uid[-8:]
+
+
+def init(rt, root='', cfg=None):
+    rt.cfg = load_cfg() if cfg is None else cfg
+    hid = rt.cfg.get('id') or default_id()
+    rt.id = jobline.check_host(hid)
+    seed = rt.cfg.get('seed') or rt.cfg.get('secret')
+    if not seed:
+        import binascii
+        seed = binascii.hexlify(os.urandom(8)).decode()
+        rt.cfg['seed'] = seed
+        if cfg is None:
+            try:
+                _save_cfg(rt.cfg)
+            except OSError:
+                pass
+    rt.rnd = plan.hash_rnd(seed)
+    store.feed = board.wdt_feed   # long reads feed the watchdog (store.FEED_LINES)
+    # Open the store (recovery may re-import a hand-written jobs.txt, the
+    # heaviest moment of a boot) before the actions are loaded, then let
+    # the parser's rare parts go again.
+    rt.store = store.open_store(root)
+    jobline.unload()
+    gc.collect()
+    if rt.cfg.get('mode') == 'insecure' or not (rt.cfg.get('mode') or rt.cfg.get('pubkey')):
+        rt.store._tr = None     # nothing to check (trust.load's rule): never load it
+    if clock.state == 'unknown' and clock.source == '':
+        clock.init()
+    rt.last = []            # newest own result lines (this boot)
+    rt.jobs = 0
+    rt.pending = 0
+    rt.bad_jobs = 0
+    rt.next_wake = None
+    rt.last_now = None
+    rt.steps = 0
+    rt.unknown_since_boot = not clock.trusted()
+    rt.reset_wanted = False
+    rt.error = ''
+    rt._asg = None          # (k, host) of the job being decided (leader.py)
+    rt._tally = [-1, 0, 0]  # a rollout's outcomes heard, for the job being decided (groups.scan)
+    rt._lease = None        # this step's lease check (step's `lease`)
+    rt._pj = None           # (text, job) _cap parsed for _visit
+    rt.mac = bool(rt.cfg.get('secret'))   # records carry hmac.mac_result (docs/security.md)
