@@ -404,3 +404,33 @@ def test_an_outbox_answer_cut_by_the_board_frees_nothing(tmp_path):
         outbox.outbox(fleet, HOST, lambda req: answer, acks.append, None, [])
     assert acks == [] and fleet.results() == []
     assert sorted(os.listdir(os.path.join(d, 'out'))) == ['1', '2']
+
+
+def test_an_outbox_answer_out_of_memory_is_asked_again_on_a_fresh_heap(tmp_path):
+    """A board whose `O` answer runs out of memory (its heap scattered by
+    the reconciliation before it: a 96K unix board after a cut sync) is
+    given a fresh heap once and asked again: every record arrives, is
+    acknowledged once, and nothing is taken from the refused answer."""
+    from companion import cli
+    from tests.devutil import make_flash, boot
+    d = make_flash(str(tmp_path / 'flash'), host=HOST)
+    os.makedirs(os.path.join(d, 'out'), exist_ok=True)
+    for n in (1, 2):
+        with open(os.path.join(d, 'out', str(n)), 'w') as f:
+            for k in range(20):
+                f.write('aaaaaaaa r %s %d %d ok 0123456789abcdef n%d\n' % (HOST, n * 100 + k, 1796083200 + k, k))
+
+    def answer_of(script):
+        out = boot(d, script, heap='256K').stdout
+        return out[out.rindex('\x02') + 1:out.index('\x03', out.rindex('\x02'))].replace('\x06', '')
+    cut = answer_of(CUT_O)
+    whole = answer_of('from sporadic.device import syncsrv\nsyncsrv.w("O 8192")\n')
+    assert cut.splitlines()[-1].startswith('!error MemoryError') and '!error' not in whole
+    fleet = Fleet(str(tmp_path / 'fleet'))
+    assert cli.main(['--fleet', fleet.dir, 'init', '--insecure']) == 0
+    answers = [cut, whole]
+    fresh, acks = [], []
+    got = outbox.outbox(fleet, HOST, lambda req: answers.pop(0), lambda req: acks.append(req) or '1',
+                        None, [], fresh=lambda: fresh.append(1))
+    assert fresh == [1] and answers == [] and acks == ['A 2 0']
+    assert got['records'] == 40 and len(fleet.results()) == 40

@@ -25,27 +25,40 @@ def outbox_bytes_for(heap):
     return 8 * 1024
 
 
-def outbox(fleet, dev_id, call, plain_call, heap, flagged):
+def _out_of_memory(answer):
+    return answer.startswith('!error MemoryError')
+
+
+def outbox(fleet, dev_id, call, plain_call, heap, flagged, fresh=None):
     """The board's own records history (its outbox), piece by piece: each
     piece's results are in results.txt before the board is told to free
     them (`A UPTO LOST`), so a cut sync loses nothing and the next one
     starts where this one stopped. The board packs them
     (sporadic.core.outpack: the companion unpacks with the same code).
     Returns {'new': new result lines, 'upto': newest file acknowledged,
-    'pieces', 'records', 'lost': records the board dropped for want of flash}."""
+    'pieces', 'records', 'lost': records the board dropped for want of flash}.
+    A board that runs out of memory in an answer (its heap scattered by the
+    reconciliation before it) is asked again once on a fresh heap (`fresh`:
+    Link.soft_reset, where only the outbox's code is then loaded); the
+    refused answer's records were not acknowledged, so they come again."""
     from sporadic.core import outpack
     most = outbox_bytes_for(heap)
     new = []
     upto = pieces = records = lost = 0
     while True:
-        out = board_answer(call('O %d' % most), 'the outbox').replace('\r\n', '\n')
+        out = call('O %d' % most).replace('\r\n', '\n')
         lines = out.split('\n')
+        bad = [l for l in lines if l.startswith('!error')]
+        if bad and fresh is not None and _out_of_memory(bad[0]):
+            fresh()
+            fresh = None
+            continue
+        out = board_answer(out, 'the outbox')
         head = lines[0].split()
         if len(head) != 3 or not all(h.isdigit() for h in head):
             raise UserError('board refused the outbox: %s' % lines[0][:80])
-        for l in lines:
-            if l.startswith('!error'):
-                raise UserError('board refused the outbox: %s' % l[7:])
+        if bad:
+            raise UserError('board refused the outbox: %s' % bad[0][7:])
         top, left, gone = int(head[0]), int(head[1]), int(head[2])
         res = []
         u = outpack.Unpacker()

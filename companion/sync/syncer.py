@@ -417,7 +417,7 @@ def _sync(fleet, port, link, now, base=0, seen=None):
         # unchanged pair costs T and S only.
         # O and C may compact (a rewrite of the board's whole job file): as
         # streamed answers, the board's keep-alives hold the link open
-        got = outbox(fleet, dev_id, call, link.call, heap, flagged)
+        got = outbox(fleet, dev_id, call, link.call, heap, flagged, fresh=lambda: fresh_heap(link))
         new_results = got['new'] + fleet.add_results([l for l in received if merging.is_result(l)])
         seg = got['upto']
         if stats['lines_out'] or seg:    # the board received lines or sealed its log
