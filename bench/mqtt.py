@@ -45,7 +45,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from tests.broker import Mosquitto, mosquitto_path  # noqa: E402
+from tests.broker import Mosquitto, mosquitto_path, ones_run_while_asleep  # noqa: E402
 from tests.devutil import CLI, PortReservation, actlog, wait_for  # noqa: E402
 
 TRIAL_S = 30        # a heap trial's time for its outcome (a board whose heap is too small never gets there)
@@ -215,21 +215,8 @@ def min_heaps(base, step):
             c('sync', paths[b], '-q')
         c('add', 'each +1h log a fleet job ; every=1h within=10m')
         c('sync', url)
-        # hm subscribed (its session is kept), then asleep; ht asleep
-        wait_for(lambda: os.path.exists(os.path.join(fl('hm'), 'mq.sub')), 60, 'hm subscribed')
-        vbs['hm'].stop()
-        vbs['ht'].stop()
-        ones = [c('add', 'one +2s log one%d ; within=1h grace=1s' % i).strip() for i in range(5)]
-        mine = {b: c('add', 'who:%s +1s log mine ; within=1h' % b).strip() for b in ('hm', 'ht')}
-        c('sync', url)
-        # h2 runs the five (the others' ranks pass): 10 records on the broker, queued for hm
-        wait_for(lambda: all(actlog(fl('h2')).get(j + '.0') for j in ones), 60, 'the one jobs on h2')
-
-        def up():
-            c('sync', url)
-            return {r['instance'] for r in c.json('results')} >= {j + '.0' for j in ones}
-        wait_for(up, 60, 'h2\'s 10 records through the broker', every=1)
-        vbs['h2'].stop()
+        # hm subscribed (its session is kept), then asleep; ht asleep; h2 runs five `one` jobs
+        ones, mine = ones_run_while_asleep(c, url, fl, vbs, ('hm', 'ht'))
         broker.stop()
         os.remove(os.path.join(fl('hm'), 'mq.sub'))     # a new subscription: the whole retained snapshot
         saved = os.path.join(base, 'saved')

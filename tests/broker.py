@@ -89,3 +89,29 @@ class Mosquitto:
             self.proc.wait()
         self.proc.stderr.close()
         self.proc = None
+
+
+def ones_run_while_asleep(c, url, fl, vbs, asleep):
+    """The scenario of a board that sleeps through other boards' work (the
+    small-heap test of tests/test_mqtt.py, bench/mqtt.py's smallest heaps):
+    once `hm` has subscribed, the boards in `asleep` stop; the fleet adds
+    five `one` jobs and a `who:` job of each sleeper; `h2` runs the five
+    and its records reach the companion through the broker; `h2` stops.
+    c: a devutil.CLI, fl(board) its folder. Returns (the `one` jobs' ids,
+    {sleeper: its own job's id})."""
+    from tests.devutil import actlog
+    wait_for(lambda: os.path.exists(os.path.join(fl('hm'), 'mq.sub')), 60, 'hm subscribed')
+    for b in asleep:
+        vbs[b].stop()
+    ones = [c('add', 'one +2s log one%d ; within=1h grace=1s' % i).strip() for i in range(5)]
+    mine = {b: c('add', 'who:%s +1s log mine ; within=1h' % b).strip() for b in asleep}
+    c('sync', url)
+    # h2 runs the five (the others' ranks pass): 10 records on the broker, queued for the sleepers
+    wait_for(lambda: all(actlog(fl('h2')).get(j + '.0') for j in ones), 60, 'the one jobs on h2')
+
+    def up():
+        c('sync', url)
+        return {r['instance'] for r in c.json('results')} >= {j + '.0' for j in ones}
+    wait_for(up, 60, 'h2\'s 10 records through the broker', every=1)
+    vbs['h2'].stop()
+    return ones, mine

@@ -656,6 +656,7 @@ def test_a_board_with_a_small_heap_wakes_takes_the_snapshot_and_the_records_and_
     broker (the scenario of bench/mqtt.py's broker_sync_min_heap_kib)."""
     import os
     from companion.vboard.board import VBoard
+    from tests.broker import ones_run_while_asleep
     from tests.devutil import CLI, actlog, all_records, wait_for
     c = CLI(str(tmp_path / 'fleet'))
     fl = lambda b: str(tmp_path / b)
@@ -670,18 +671,8 @@ def test_a_board_with_a_small_heap_wakes_takes_the_snapshot_and_the_records_and_
             c('sync', paths[b], '-q')
         c('add', 'each +1h log a fleet job ; every=1h within=10m')
         c('sync', url)
-        wait_for(lambda: os.path.exists(os.path.join(fl('hm'), 'mq.sub')), 60, 'hm subscribed')
-        vbs['hm'].stop()
-        ones = [c('add', 'one +2s log one%d ; within=1h grace=1s' % i).strip() for i in range(5)]
-        mine = c('add', 'who:hm +1s log mine ; within=1h').strip()
-        c('sync', url)
-        wait_for(lambda: all(actlog(fl('h2')).get(j + '.0') for j in ones), 60, 'the one jobs on h2')
-
-        def up():
-            c('sync', url)
-            return {r['instance'] for r in c.json('results')} >= {j + '.0' for j in ones}
-        wait_for(up, 60, 'h2\'s records through the broker', every=1)
-        vbs['h2'].stop()
+        ones, mine = ones_run_while_asleep(c, url, fl, vbs, ('hm',))
+        mine = mine['hm']
         os.remove(os.path.join(fl('hm'), 'mq.sub'))     # a new subscription: the whole retained snapshot
         small = VBoard(fl('hm'), board_id='hm', heap='%dK' % SMALL_HEAP_KIB)
         vbs['hm'] = small

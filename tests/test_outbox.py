@@ -377,6 +377,26 @@ syncsrv.w('O 8192')
 '''
 
 
+def _flash_of_two_outbox_files(tmp_path):
+    """A board's flash with two raw outbox files of 20 results each."""
+    from tests.devutil import make_flash
+    d = make_flash(str(tmp_path / 'flash'), host=HOST)
+    os.makedirs(os.path.join(d, 'out'), exist_ok=True)
+    for n in (1, 2):
+        with open(os.path.join(d, 'out', str(n)), 'w') as f:
+            for k in range(20):
+                f.write('aaaaaaaa r %s %d %d ok 0123456789abcdef n%d\n' % (HOST, n * 100 + k, 1796083200 + k, k))
+    return d
+
+
+def _o_answer(d, script):
+    """What the board of flash d answers between STX and ETX when it runs
+    script (a `syncsrv.w('O ...')`)."""
+    from tests.devutil import boot
+    out = boot(d, script, heap='256K').stdout
+    return out[out.rindex('\x02') + 1:out.index('\x03', out.rindex('\x02'))].replace('\x06', '')
+
+
 def test_an_outbox_answer_cut_by_the_board_frees_nothing(tmp_path):
     """A board that fails in the middle of its `O` answer (a MemoryError
     while it reads its outbox, streamed by syncsrv.w) says so on a line of
@@ -386,16 +406,8 @@ def test_an_outbox_answer_cut_by_the_board_frees_nothing(tmp_path):
     records after it were lost)."""
     from companion import cli
     from companion.errors import UserError
-    from tests.devutil import make_flash, boot
-    d = make_flash(str(tmp_path / 'flash'), host=HOST)
-    os.makedirs(os.path.join(d, 'out'), exist_ok=True)
-    for n in (1, 2):
-        with open(os.path.join(d, 'out', str(n)), 'w') as f:
-            for k in range(20):
-                f.write('aaaaaaaa r %s %d %d ok 0123456789abcdef n%d\n' % (HOST, n * 100 + k, 1796083200 + k, k))
-    p = boot(d, CUT_O, heap='256K')
-    out = p.stdout
-    answer = out[out.rindex('\x02') + 1:out.index('\x03', out.rindex('\x02'))].replace('\x06', '')
+    d = _flash_of_two_outbox_files(tmp_path)
+    answer = _o_answer(d, CUT_O)
     assert answer.splitlines()[-1].startswith('!error MemoryError'), answer[-200:]
     fleet = Fleet(str(tmp_path / 'fleet'))
     assert cli.main(['--fleet', fleet.dir, 'init', '--insecure']) == 0
@@ -412,19 +424,9 @@ def test_an_outbox_answer_out_of_memory_is_asked_again_on_a_fresh_heap(tmp_path)
     given a fresh heap once and asked again: every record arrives, is
     acknowledged once, and nothing is taken from the refused answer."""
     from companion import cli
-    from tests.devutil import make_flash, boot
-    d = make_flash(str(tmp_path / 'flash'), host=HOST)
-    os.makedirs(os.path.join(d, 'out'), exist_ok=True)
-    for n in (1, 2):
-        with open(os.path.join(d, 'out', str(n)), 'w') as f:
-            for k in range(20):
-                f.write('aaaaaaaa r %s %d %d ok 0123456789abcdef n%d\n' % (HOST, n * 100 + k, 1796083200 + k, k))
-
-    def answer_of(script):
-        out = boot(d, script, heap='256K').stdout
-        return out[out.rindex('\x02') + 1:out.index('\x03', out.rindex('\x02'))].replace('\x06', '')
-    cut = answer_of(CUT_O)
-    whole = answer_of('from sporadic.device import syncsrv\nsyncsrv.w("O 8192")\n')
+    d = _flash_of_two_outbox_files(tmp_path)
+    cut = _o_answer(d, CUT_O)
+    whole = _o_answer(d, 'from sporadic.device import syncsrv\nsyncsrv.w("O 8192")\n')
     assert cut.splitlines()[-1].startswith('!error MemoryError') and '!error' not in whole
     fleet = Fleet(str(tmp_path / 'fleet'))
     assert cli.main(['--fleet', fleet.dir, 'init', '--insecure']) == 0
