@@ -84,15 +84,23 @@ def score(jid, host):
 
 
 def rank(jid, host, hosts):
-    """Rendezvous rank of host among hosts for job jid (0 = first), or None."""
-    if host not in hosts:
-        return None
+    """Rendezvous rank of host among hosts for job jid (0 = first), or None
+    when host is not one of them. One pass: hosts may be a stream (a board's
+    '.h' records, device/hostscan.py), where a host with several records
+    comes several times in a row and counts once."""
     mine = score(jid, host)
     r = 0
+    found = False
+    last = None
     for h in hosts:
-        if h != host and score(jid, h) > mine:
+        if h == last:
+            continue
+        last = h
+        if h == host:
+            found = True
+        elif score(jid, h) > mine:
             r += 1
-    return r
+    return r if found else None
 
 
 def draw(rnd, job, k, host, i):

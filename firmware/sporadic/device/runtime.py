@@ -70,7 +70,7 @@ class Runtime:
                 rnk = plan.rank(job.id, self.id, hosts)
             else:   # too many hosts to hold, or a due pass: the .h records streamed
                 from sporadic.device import hostscan
-                rnk = hostscan.rank(self.store, job.id, self.id)
+                rnk = plan.rank(job.id, self.id, hostscan.hosts(self.store))
         elif job.roll is not None:   # a staged rollout: this board's wave, what it heard
             from sporadic.core import rollout
             if hosts is None:
