@@ -352,14 +352,18 @@ class Store:
                     top = k
         return n, top
 
-    def out_seqs(self):
-        """The numbers of the outbox files (raw `N`, packed `pN`: outbox.py), oldest first."""
+    def out_seqs(self, upto=None):
+        """The numbers of the outbox files (raw `N`, packed `pN`: outbox.py),
+        oldest first; those <= upto when given (what one `O` answer sent:
+        never a list of a month's hundreds)."""
         s = []
-        for name in os.listdir(self.out):
+        for name in self.out_names():
             if name[:1] == 'p':
                 name = name[1:]
             if name.isdigit():
-                s.append(int(name))
+                n = int(name)
+                if upto is None or n <= upto:
+                    s.append(n)
         s.sort()
         return s
 

@@ -168,9 +168,7 @@ def outbox(st, upto=None):
     """Own records not yet acknowledged, oldest first, as full lines (the
     outbox's packed files unpacked: core/outpack.py, loaded only for one)."""
     u = None
-    for n in st.out_seqs():
-        if upto is not None and n > upto:
-            break
+    for n in st.out_seqs(upto):
         name = st._seg(n)
         if store.exists(name):
             for line in read_lines(name):
@@ -194,13 +192,7 @@ def ack(st, upto, lost_read=0):
     (device/outbox.py make_room): remove them, and take those off the count
     in out/lost. Returns the files removed."""
     k = 0
-    done = []      # the files <= upto: what one `O` answer sent (outbox.OUT_FILES at most)
-    for name in st.out_names():
-        n = name[1:] if name[:1] == 'p' else name
-        if n.isdigit() and int(n) <= upto:
-            done.append(int(n))
-    done.sort()
-    for n in done:
+    for n in st.out_seqs(upto):
         name = st._seg(n)
         if not store.exists(name):
             name = st.out + '/p' + str(n)
