@@ -11,6 +11,8 @@ except ImportError:  # CPython
         return x
 import os
 
+from sporadic.device import store
+
 QUIET_MS = const(100)      # nothing more for this long after the PINGRESP: done (what comes later waits in the session)
 PUB_CHARS = const(2048)    # characters of own records in one message
 SPOOL_MAX = const(64)      # messages spooled in one wake (more wait for the next)
@@ -50,7 +52,7 @@ def run(bk, deadline):
                 # a new session: subscribe again, the retained snapshot comes whole
                 _remove(mark)
                 c.subscribe([bk.pre + '/f/#', bk.pre + '/d/+'], take)
-                _put(mark, SUBS)
+                store.put(mark, SUBS)
                 bk.stats['subscribed'] += 1
             _report(bk, c, take)
             _publish_own(bk, c, take)
@@ -114,7 +116,7 @@ def _publish_own(bk, c, take):
             if bufs[i]:
                 _put_up(bk, c, i, bufs[i])
         c.wait_acks(take)      # the broker holds segment n: it is not sent again
-        _put(mp, '%d %s' % (n, _first(bk, n)))
+        store.put(mp, '%d %s' % (n, _first(bk, n)))
 
 
 def _put_up(bk, c, i, buf):
@@ -227,10 +229,3 @@ def _remove(p):
     except OSError:
         pass
 
-
-def _put(p, text):
-    f = open(p, 'w')
-    try:
-        f.write(text)
-    finally:
-        f.close()
