@@ -234,8 +234,6 @@ class Sim(Fleet, LogModel, Verify, Report, Meetings):
                 nxt = None
                 break
             if act == RUN:
-                if verify:
-                    self.lit[x].add(jobline.Result(job.id, name, k, now, 'run', att).line())
                 out = 'err' if fails else 'ok'
                 i = self._write_result(x, j, k, now, ERR_C if fails else OK_C, out, att, '')
                 mine = (k, out, att)
