@@ -439,3 +439,14 @@ def test_raw_paste_window_large_executions_arrive_intact(world):
     assert back == files
     on_flash = flash_files(vb.flash)
     assert {path: on_flash.get(path) for path in files} == files
+
+
+def test_the_emulators_counters_answer_every_request_of_a_quick_succession(world):
+    """Benches read the emulator's counters before and after each step, often
+    within a few ms. Each stats() must return the answer to its own request:
+    an earlier one told answers apart by the file's mtime, and two answers
+    within one tick of the kernel's clock share one (it waited out its
+    timeout, "the emulator did not write its stats")."""
+    vb = world.pico('counters')
+    seen = [vb.stats(timeout=5)['instructions'] for _ in range(40)]
+    assert seen == sorted(seen) and seen[-1] > seen[0], seen

@@ -332,11 +332,17 @@ class RP2VBoard(BoardProcess):
 
         if not self.stats_file or not self.alive():
             raise RP2VBoardError("no stats file, or the board is not running")
-        before = os.stat(self.stats_file).st_mtime_ns if os.path.exists(self.stats_file) else 0
+        # the answer is the file the emulator renames into place after this
+        # request: the old one goes first (an mtime cannot tell two answers
+        # written within one tick of the kernel's clock apart)
+        try:
+            os.remove(self.stats_file)
+        except FileNotFoundError:
+            pass
         self.proc.send_signal(signal.SIGUSR2)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if os.path.exists(self.stats_file) and os.stat(self.stats_file).st_mtime_ns != before:
+            if os.path.exists(self.stats_file):
                 with open(self.stats_file) as f:
                     text = f.read()
                 if text.endswith("\n"):
