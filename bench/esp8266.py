@@ -101,10 +101,12 @@ def measure(tree, tag, skip_sync, step):
         if not have32:
             row["sync_mpy_k_64bit"] = h.get("64-bit .mpy", {}).get("signed")
     if have32:
-        # the firmware in a ROMFS partition (bench/heap_romfs.py, this tree's
-        # script, run on the tree's own firmware and companion)
+        # the firmware in a ROMFS partition: this tree's bench/heap_romfs.py
+        # run on each tree's own firmware and companion, so both columns
+        # subtract the ROMFS image's heap the same way (its GC tables'
+        # share too since 2026-12-06; an older script subtracted its length)
         script = os.path.join(tree, "bench", "heap_romfs.py")
-        if not os.path.exists(script):
+        if os.path.abspath(tree) != ROOT:
             shutil.copyfile(os.path.join(ROOT, "bench", "heap_romfs.py"), script)
         r = run(tree, ["bench/heap_romfs.py", "esp8266"], env)
         row["run_romfs_k"] = (r or {}).get("romfs", {}).get("32-bit", {}).get("heap_k")
