@@ -119,7 +119,15 @@ def _companion():
 
 def rom_image(board, tmp):
     """The ROMFS image of the package files the board's image leaves out
-    with --frozen (companion.fleet.files), .mpy for its architecture."""
+    with --frozen (companion.fleet.files), .mpy for its architecture: the
+    tree's own `companion image --romfs` builder (companion/make/romfs.py)
+    where it has one."""
+    try:
+        from companion.make.romfs import romfs_image
+    except ImportError:
+        pass
+    else:
+        return romfs_image(board)
     files = _companion()[0]
     from mpremote import romfs
     src = os.path.join(tmp, "romsrc")
