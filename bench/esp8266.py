@@ -16,7 +16,9 @@ commit, in one run:
    (bench/flash_writes.py).
 
 Each tree runs its own bench scripts (PYTHONPATH = the tree and its
-firmware/), so the base column is what the base commit measured of itself.
+firmware/), so the base column is what the base commit measured of itself,
+but for bench/heap_romfs.py: this tree's runs on both (on each tree's own
+firmware and companion), so that both subtract a ROMFS image's heap alike.
 The base tree is a `git worktree` of REV (default: scale-base, the commit the
 #31 work started from), removed afterwards. The 32-bit interpreters come
 from bench/build_micropython32.sh (bench/.mp32/); without them the rows say
