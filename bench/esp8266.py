@@ -16,7 +16,9 @@ commit, in one run:
    (bench/flash_writes.py).
 
 Each tree runs its own bench scripts (PYTHONPATH = the tree and its
-firmware/), so the base column is what the base commit measured of itself.
+firmware/), so the base column is what the base commit measured of itself,
+but for bench/heap_romfs.py: this tree's runs on both (on each tree's own
+firmware and companion), so that both subtract a ROMFS image's heap alike.
 The base tree is a `git worktree` of REV (default: scale-base, the commit the
 #31 work started from), removed afterwards. The 32-bit interpreters come
 from bench/build_micropython32.sh (bench/.mp32/); without them the rows say
@@ -101,10 +103,12 @@ def measure(tree, tag, skip_sync, step):
         if not have32:
             row["sync_mpy_k_64bit"] = h.get("64-bit .mpy", {}).get("signed")
     if have32:
-        # the firmware in a ROMFS partition (bench/heap_romfs.py, this tree's
-        # script, run on the tree's own firmware and companion)
+        # the firmware in a ROMFS partition: this tree's bench/heap_romfs.py
+        # run on each tree's own firmware and companion, so both columns
+        # subtract the ROMFS image's heap the same way (its GC tables'
+        # share too since 2026-12-06; an older script subtracted its length)
         script = os.path.join(tree, "bench", "heap_romfs.py")
-        if not os.path.exists(script):
+        if os.path.abspath(tree) != ROOT:
             shutil.copyfile(os.path.join(ROOT, "bench", "heap_romfs.py"), script)
         r = run(tree, ["bench/heap_romfs.py", "esp8266"], env)
         row["run_romfs_k"] = (r or {}).get("romfs", {}).get("32-bit", {}).get("heap_k")

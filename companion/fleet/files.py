@@ -173,13 +173,16 @@ def needed_modules(board, cfg, fw=None):
     return mods
 
 
-def firmware_files(board, compile=True, frozen=False, cfg=None):
+def firmware_files(board, compile=True, frozen=False, cfg=None, under=""):
     """frozen: the MicroPython firmware already holds the sporadic package
     (built with boards/<name>/manifest.py), so /lib/sporadic is left out.
     cfg: the board's /cfg.json settings (network...): only the modules they
     use go (needed_modules); None: every module (board_modules).
     The board module always goes; where the manifest froze it too, the
-    frozen one is imported first ('.frozen' precedes '/lib')."""
+    frozen one is imported first ('.frozen' precedes '/lib').
+    under: where the board's firmware mounts these files ('/rom' for a
+    ROMFS image, companion/make/romfs.py): each .mpy's source name is the
+    path the board imports it from, which its __file__ then shares."""
     data = board_data(board)
     fw = firmware_dir()
     files = []
@@ -194,7 +197,9 @@ def firmware_files(board, compile=True, frozen=False, cfg=None):
             dest = "/lib/" + rel[:-3] + ".mpy"
             # the source name a traceback shows is the file's own path: one
             # qstr with the module's __file__ instead of two on the board
-            files.append((dest, compile_mpy(src, arch, dest)))
+            # (in a ROMFS image, /rom/lib/...: a third long qstr a module
+            # loaded from it held, 25 of them in a sync, docs/budgets.md#31)
+            files.append((dest, compile_mpy(src, arch, under + dest)))
         else:
             files.append(("/lib/" + rel, _read(src)))
     board_py = boards().board_py(data["name"])

@@ -42,7 +42,7 @@ def _build(board, cfg, compile):
     from mpremote import romfs
     held = {p for p, _ in _files.firmware_files(board, compile, frozen=True, cfg=cfg)}
     with tempfile.TemporaryDirectory() as tmp:
-        for path, body in _files.firmware_files(board, compile, cfg=cfg):
+        for path, body in _files.firmware_files(board, compile, cfg=cfg, under="/rom"):
             if path in held:
                 continue
             dest = os.path.join(tmp, path.lstrip("/"))
