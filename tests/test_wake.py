@@ -225,10 +225,13 @@ def test_a_sync_invalidates_the_index(board, tmp_path):
     assert any(l.endswith(' later') for l in lines(flash, 'actlog.txt')), lines(flash, 'actlog.txt')
 
 
-def test_a_sync_carries_the_index_the_next_wake_decides_what_it_brought(board, tmp_path):
+@pytest.mark.parametrize('compacted', [False, True])
+def test_a_sync_carries_the_index_the_next_wake_decides_what_it_brought(board, tmp_path, compacted):
     # a roomy heap's delivery (device/carry.py): the index is written again
     # for the store it leaves, the new job due at once; the next wake decides
-    # that job alone, reads no line of jobs.txt, counts it, runs it
+    # that job alone, reads no line of jobs.txt, counts it, runs it. Then
+    # compacted as a sync's G request does (the digest index on): every
+    # offset looked up again
     flash, ids = board
     assert wake(flash, T0 + H)['next'] == T0 + H + 30 * 60
     from tests.test_integrity import companion
@@ -238,8 +241,11 @@ def test_a_sync_carries_the_index_the_next_wake_decides_what_it_brought(board, t
         held = set(lines(flash, 'jobs.txt'))
         brought = [l for l in f.read().splitlines() if l not in held]
     assert any(l.startswith(new + ' ') for l in brought), brought
-    code = 'from sporadic.device import store, storesync\nstoresync.receive(store.open_store(), %r, "peer")\n'
-    boot(flash, code % brought, start=T0, heap='256K')
+    code = ('from sporadic.device import store, storesync\nst = store.open_store()\n'
+            'storesync.receive(st, %r, "peer")\n' % brought)
+    if compacted:
+        code += 'st.rx = True\nassert st.compact()\n'
+    boot(flash, code, start=T0, heap='256K')
     w = wake(flash, T0 + H + 15 * 60)
     assert w['decided'] == [new] and w['lines'] == 0, w
     assert w['jobs'] == 4 and w['next'] == T0 + H + 30 * 60, w
