@@ -209,8 +209,9 @@ def sync_onto(kind, tmp, held, new, log):
                'sectors_erased': s1.get('erased_sectors', 0) - s0.get('erased_sectors', 0) if s1 else None,
                'per_request': [(r['verb'], r['req'], r['ans'], round(r.get('s', 0), 2), r.get('instr'), r.get('erased'))
                                for r in rows]}
-        log('%d new onto %d: %.1f s, %d rounds, %s sectors erased, %s instructions' % (
-            new, held, out['s'], out['rounds'], out['sectors_erased'], out['instructions']))
+        log('%d new onto %d: %.1f s, %d rounds, %s sectors erased, %s instructions; per request %s' % (
+            new, held, out['s'], out['rounds'], out['sectors_erased'], out['instructions'],
+            json.dumps(out['per_request'])))
         if b.vb is not None:
             # the loop's step after that sync (main.py after the soft reset:
             # the store's open, the step, the index written), to its sleep

@@ -144,7 +144,7 @@ def _head(f, x):
     p = x - 1 if x else 0
     f.seek(p)
     while x:
-        b = f.read(32)
+        b = f.read(128)
         if not b:
             return None
         i = b.find(b'\n')
