@@ -435,6 +435,8 @@ def parse(line, salt=None, zone_rule=None):
                 check_host(rest)
         return Fleet(first[1], rest)
     if is_id(first):
+        if rest[:1] in 'eow' and rest:   # each, one, who: a job (the loop's pass: no second split)
+            return parse_job(rest, first, None, zone_rule)
         kind, rest2 = _split1(rest)
         if kind == 'cancel':
             if rest2:
