@@ -25,7 +25,8 @@
 # than MAX entries. A compaction changes no decision (merge.compact keeps
 # what every job's group says), only the groups' offsets.
 #
-# A sync on a tight heap (store.tight: a 128K unix board) never loads this
+# A sync on a heap under store.ROOMY (160 KB in all: a 128K unix board, an
+# ESP8266) never loads this
 # module: its index stays stale, as before.
 from sporadic.core import jobline
 from sporadic.device import store, wake
@@ -37,8 +38,8 @@ def begin(st, pend=True):
     """The wake index's fields when it matches the store now, as a list
     [fields, entries, ids of the lines pending (pend: a delivery's; a
     compaction adds no line), compactions, secret] (None: no index, or a
-    tight heap)."""
-    if not store.WAKE_INDEX or store.tight():
+    heap under store.ROOMY)."""
+    if not store.WAKE_INDEX or not store.roomy():
         return None
     secret = _secret(st)
     f = wake.read(st, secret)
@@ -106,13 +107,28 @@ def _due(e):
     return int(e[0])
 
 
+_sec = None    # (root, cfg.json's stat, secret): a sync's requests read cfg.json once
+
+
 def _secret(st):
+    global _sec
+    import os
+    p = st.root + 'cfg.json'
+    try:
+        k = os.stat(p)
+        k = (k[6], k[8])
+    except OSError:
+        return None
+    if _sec is not None and _sec[0] == st.root and _sec[1] == k:
+        return _sec[2]
     try:
         import json
-        with open(st.root + 'cfg.json') as f:
-            return json.load(f).get('secret')
+        with open(p) as f:
+            sec = json.load(f).get('secret')
     except (OSError, ValueError):
         return None
+    _sec = (st.root, k, sec)
+    return sec
 
 
 def _held(st, jid):

@@ -25,7 +25,7 @@ def compact(st, extra=None):
     if st.rx:
         # a sync's compaction: the wake index carried across it (carry.py;
         # inside a delivery it does not match: the delivery carries it)
-        if not store.tight():
+        if store.roomy():
             from sporadic.device import carry
             cc = carry.begin(st, False)
             carry = None

@@ -63,7 +63,7 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None, keep=F
     # the wake index carried across the delivery (carry.py): the loop's
     # next step decides the jobs it touched, not the whole file again
     cw = None
-    if sink is None and not stored and not store.tight():   # (never loaded on a tight heap)
+    if sink is None and not stored and store.roomy():   # (never loaded on a smaller heap)
         from sporadic.device import carry as cw
     cc = cw.begin(st) if cw is not None else None
     try:
