@@ -13,6 +13,10 @@ Keys (measure(board) returns them; run alone, the last line is JSON):
   --held (the held ones from `companion image`, the clock set by a first
   sync); beside it the board's work (instructions, flash sectors erased on
   the Pico), rounds and bytes, and the target (10 s);
+- after_sync_instructions (the Pico): the loop's step after that sync,
+  from its end to the board's next sleep (the store's open, the step, the
+  wake index written); the first sync's own step (a full pass: the index
+  is made) is waited for before the measured sync starts;
 - unchanged_sync_wire_bytes / unchanged_sync_payload_bytes: the next sync,
   nothing changed on either side: every byte on the wire of
   `companion sync` (REPL framing, the interrupt and the board's chatter
@@ -45,7 +49,7 @@ sys.path.insert(0, os.path.join(ROOT, 'firmware'))
 sys.path.insert(0, HERE)
 
 from companion.vboard.rp2 import RP2VBoard, missing  # noqa: E402
-from rp2 import UF2, BOOTROM, mpremote  # noqa: E402
+from rp2 import UF2, BOOTROM, mpremote, _first_sleep_after  # noqa: E402
 from rp2_requests import profiled_sync  # noqa: E402
 
 TARGET_S = 10.0
@@ -189,6 +193,12 @@ def sync_onto(kind, tmp, held, new, log):
         _, first = _profiled(fleet, b)
         log('%d held: first sync (the clock; the jobs came with the %s) %s' % (
             held, 'image' if kind == 'rp2' else 'deploy', json.dumps(first)))
+        if b.vb is not None:
+            # the loop's first step with the clock known (a full pass: no
+            # index before it) ends before the measured sync starts
+            s = b.stats()
+            mark, _ = _first_sleep_after(b.vb, s['instructions'], 3600)
+            log('%d held: the step after the first sync, %d instructions' % (held, mark - s['instructions']))
         add_jobs(fleet, new, 'n')
         s0 = b.stats()
         rows, tot = _profiled(fleet, b)
@@ -199,8 +209,17 @@ def sync_onto(kind, tmp, held, new, log):
                'sectors_erased': s1.get('erased_sectors', 0) - s0.get('erased_sectors', 0) if s1 else None,
                'per_request': [(r['verb'], r['req'], r['ans'], round(r.get('s', 0), 2), r.get('instr'), r.get('erased'))
                                for r in rows]}
-        log('%d new onto %d: %.1f s, %d rounds, %s sectors erased, %s instructions' % (
-            new, held, out['s'], out['rounds'], out['sectors_erased'], out['instructions']))
+        log('%d new onto %d: %.1f s, %d rounds, %s sectors erased, %s instructions; per request %s' % (
+            new, held, out['s'], out['rounds'], out['sectors_erased'], out['instructions'],
+            json.dumps(out['per_request'])))
+        if b.vb is not None:
+            # the loop's step after that sync (main.py after the soft reset:
+            # the store's open, the step, the index written), to its sleep
+            mark, st = _first_sleep_after(b.vb, s1['instructions'], 3600)
+            out['after_sync_instructions'] = mark - s1['instructions']
+            out['after_sync_ms'] = round((st['cycles'] - s1['cycles']) / 125e3, 1)
+            log('the step after it: %d instructions, ~%.0f ms of a 125 MHz chip' % (
+                out['after_sync_instructions'], out['after_sync_ms']))
         # unchanged: as a user runs it (the wire, interrupt and framing included)
         _, wire, text = cli_sync(fleet, b.path)
         _, unch = _profiled(fleet, b)
@@ -255,6 +274,8 @@ def measure(board=None, held=1000, new=30, first=300, big=5000, log=print):
             fig['sync_%d_onto_%d' % (new, held)] = r
             fig['sync_30_onto_1000_s'] = r['s']
             fig['sync_30_onto_1000_target_s'] = TARGET_S
+            if 'after_sync_instructions' in r:
+                fig['after_sync_instructions'] = r['after_sync_instructions']
             fig['unchanged_sync_wire_bytes'] = r['unchanged']['wire_bytes']
             fig['unchanged_sync_payload_bytes'] = r['unchanged']['payload_bytes']
             fig['unchanged_sync_targets'] = {'wire_bytes': 1024, 'payload_bytes': 128}

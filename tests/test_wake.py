@@ -225,6 +225,55 @@ def test_a_sync_invalidates_the_index(board, tmp_path):
     assert any(l.endswith(' later') for l in lines(flash, 'actlog.txt')), lines(flash, 'actlog.txt')
 
 
+@pytest.mark.parametrize('compacted', [False, True])
+def test_a_sync_carries_the_index_the_next_wake_decides_what_it_brought(board, tmp_path, compacted):
+    # a roomy heap's delivery (device/carry.py): the index is written again
+    # for the store it leaves, the new job due at once; the next wake decides
+    # that job alone, reads no line of jobs.txt, counts it, runs it. Then
+    # compacted as a sync's G request does (the digest index on): every
+    # offset looked up again
+    flash, ids = board
+    assert wake(flash, T0 + H)['next'] == T0 + H + 30 * 60
+    from tests.test_integrity import companion
+    fleet = os.path.join(os.path.dirname(flash), 'fleet')
+    new = companion(fleet, 'add', 'each 2026-12-01T01:10Z log later ; every=1d').strip()
+    with open(os.path.join(fleet, 'jobs.txt')) as f:
+        held = set(lines(flash, 'jobs.txt'))
+        brought = [l for l in f.read().splitlines() if l not in held]
+    assert any(l.startswith(new + ' ') for l in brought), brought
+    code = ('from sporadic.device import store, storesync\nst = store.open_store()\n'
+            'storesync.receive(st, %r, "peer")\n' % brought)
+    if compacted:
+        code += 'st.rx = True\nassert st.compact()\n'
+    boot(flash, code, start=T0, heap='256K')
+    w = wake(flash, T0 + H + 15 * 60)
+    assert w['decided'] == [new] and w['lines'] == 0, w
+    assert w['jobs'] == 4 and w['next'] == T0 + H + 30 * 60, w
+    assert actlog(flash).get(new + '.0') == 1
+    # the next wake as a full pass would decide it: the hourly job at 01:30
+    w = wake(flash, T0 + H + 20 * 60)
+    assert w['decided'] == [] and w['lines'] == 0 and w['next'] == T0 + H + 30 * 60, w
+    assert wake(flash, T0 + H + 20 * 60 + 5, index=False)['next'] == T0 + H + 30 * 60
+
+
+def test_a_sync_bringing_a_cancel_leaves_the_index_stale(board, tmp_path):
+    # a line the index cannot vouch for (a cancel: the job leaves the count)
+    # is not carried: the next wake's full pass decides every job
+    flash, ids = board
+    wake(flash, T0 + H)
+    from tests.test_integrity import companion
+    fleet = os.path.join(os.path.dirname(flash), 'fleet')
+    companion(fleet, 'cancel', ids[ONCE])
+    with open(os.path.join(fleet, 'jobs.txt')) as f:
+        held = set(lines(flash, 'jobs.txt'))
+        brought = [l for l in f.read().splitlines() if l not in held]
+    assert any(l.startswith(ids[ONCE] + ' cancel') for l in brought), brought
+    code = 'from sporadic.device import store, storesync\nstoresync.receive(store.open_store(), %r, "peer")\n'
+    boot(flash, code % brought, start=T0, heap='256K')
+    w = wake(flash, T0 + H + 15 * 60)
+    assert w['lines'] > 0 and sorted(w['decided']) == sorted([ids[DAILY], ids[HOURLY]]) and w['jobs'] == 2, w
+
+
 def test_power_cuts_while_writing_the_index_never_double_a_run(board, tmp_path):
     flash0, ids = board
     base = str(tmp_path / 'base')

@@ -7,7 +7,7 @@ except ImportError:
     def const(x):
         return x
 
-from sporadic.core.timeutil import days_from_civil, civil_from_days
+from sporadic.core.timeutil import days_from_civil, civil_from_days, month_days
 
 SPAN_YEARS = const(13)  # a matchable expression matches within 12 years (see never())
 
@@ -95,12 +95,6 @@ def never(c):
     return True
 
 
-def _mdays(y, mo):
-    if mo == 2 and y % 4 == 0 and (y % 100 != 0 or y % 400 == 0):
-        return 29
-    return _MDAYS[mo - 1]
-
-
 def _day_ok(c, d, wd):
     if c[5]:
         return (c[2] >> d & 1) or (c[4] >> wd & 1)
@@ -144,7 +138,7 @@ def next_minute(c, ls):
     y, mo, d = civil_from_days(day)
     end = y + SPAN_YEARS
     while y <= end:
-        if not c[3] >> mo & 1 or d > _mdays(y, mo):
+        if not c[3] >> mo & 1 or d > month_days(y, mo):
             mo += 1
             if mo > 12:
                 mo, y = 1, y + 1
@@ -185,7 +179,7 @@ def prev_minute(c, ls):
                 mo, y = 12, y - 1
             d, h, mi = 31, 23, 59
             continue
-        md = _mdays(y, mo)
+        md = month_days(y, mo)
         if d > md:
             d, h, mi = md, 23, 59
         day = days_from_civil(y, mo, d)

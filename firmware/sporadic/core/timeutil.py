@@ -78,10 +78,16 @@ def parse_time(s):
         sec = _num(s[17:19], 0, 59, 'second')
     elif len(s) != 17:
         raise _err(_E_TIME_FORM, repr(s))
-    days = days_from_civil(y, mo, d)
-    if civil_from_days(days) != (y, mo, d):
+    if d > 28 and d > month_days(y, mo):
         raise _err(_E_TIME_DATE, s[:10])
-    return days * 86400 + h * 3600 + mi * 60 + sec
+    return days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec
+
+
+def month_days(y, m):
+    """Days in month m of year y (proleptic Gregorian)."""
+    if m == 2:
+        return 29 if y % 4 == 0 and (y % 100 != 0 or y % 400 == 0) else 28
+    return 30 if m in (4, 6, 9, 11) else 31
 
 
 def parse_duration(s):

@@ -13,6 +13,8 @@
 # missed or doubled run.
 from sporadic.core import jobline
 
+NEW = -2   # an entry's offset '+': a job a sync brought (carry.py), not counted in the index's JOBS and PENDING
+
 
 def plan(rt, f, now, led, max_sleep):
     """The loop's step at `now` as the index answers it (f: its fields,
@@ -28,7 +30,8 @@ def plan(rt, f, now, led, max_sleep):
         if f[7] != '-':
             for e in f[7].split(','):
                 e = e.split(':')
-                ag.append([int(e[0]), e[2], -1 if e[1] == '-' else int(e[1])])
+                o = e[1]
+                ag.append([int(e[0]), e[2], -1 if o == '-' else None if o == '?' else NEW if o == '+' else int(o)])
     except (ValueError, IndexError):
         return None
     nw = ag[0][0] if ag else limit   # the agenda's entries all come before LIMIT
@@ -41,16 +44,19 @@ def plan(rt, f, now, led, max_sleep):
     if limit is not None and limit <= now:
         return None   # a job outside the agenda may be due
     n = 0
+    new = 0
     while n < len(ag) and ag[n][0] <= now:
+        if ag[n][2] == NEW:
+            new += 1
         n += 1
     lines = _groups(rt.store, ag[:n])
     if lines is None:
         return None
-    rt._due = (ag[:n], rt.jobs, rt.store.compactions)   # finish() ends this pass
+    rt._due = (ag[:n], rt.jobs + new, rt.store.compactions)   # finish() ends this pass
     rt._agenda = ag[n:]
     rt._limit = limit
     rt.jobs = 0          # counts the due jobs decided
-    rt.pending -= n      # each was waiting; its decision counts it again
+    rt.pending -= n - new   # each was waiting (a new job was not counted); its decision counts it again
     return lines
 
 
@@ -66,6 +72,10 @@ def _groups(st, due):
     try:
         for e in due:
             off = e[2]
+            if off is None or off == NEW:   # a job a sync changed (carry.py): its group looked up
+                off = e[2] = _find(f, f.seek(0, 2), e[1].encode())
+                if off < 0:
+                    continue    # not in jobs.txt: its lines are in the logs alone
             if off < 0:
                 return None
             f.seek(off - 1 if off else 0)
@@ -163,7 +173,7 @@ def finish(rt):
                 e[2] = None
             elif e[2] is None:
                 for d in due:
-                    if d[1] == e[1]:
+                    if d[1] == e[1] and d[2] is not None and d[2] >= 0:
                         e[2] = d[2]
     f = None
     for e in rt._agenda:

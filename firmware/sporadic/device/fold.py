@@ -21,7 +21,14 @@ def compact(st, extra=None):
         from sporadic.device import stamp
         stamp.verify(st)
     conf = []
+    cc = None
     if st.rx:
+        # a sync's compaction: the wake index carried across it (carry.py;
+        # inside a delivery it does not match: the delivery carries it)
+        if store.roomy():
+            from sporadic.device import carry
+            cc = carry.begin(st, False)
+            carry = None
         # a sync's store: the index too, and a splice when it is valid;
         # a full flash leaves everything as it was (splice.compact)
         # (its code goes again after it unless a request had it loaded:
@@ -68,6 +75,9 @@ def compact(st, extra=None):
     store.rename(st.tmp, st.new)
     finish(st)
     st.compactions += 1
+    if cc is not None:
+        from sporadic.device import carry
+        carry.end(st, cc)
     return True
 
 

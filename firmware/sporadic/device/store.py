@@ -368,6 +368,20 @@ class Store:
         return s
 
 
+ROOMY = const(163840)   # a heap this large (a Pico's 240 KB) carries the wake index across a sync (carry.py)
+_heap = 0
+
+
+def roomy():
+    """The heap is ROOMY or more in all (its size, not what is free now: a
+    sync's garbage made the answer change from request to request)."""
+    global _heap
+    if not _heap:
+        import gc
+        _heap = gc.mem_alloc() + gc.mem_free() if hasattr(gc, 'mem_free') else 1
+    return _heap >= ROOMY
+
+
 def tight():
     """The heap has less than SYNC_TIGHT free (garbage counted as used: no
     collection for the question): a sync lets go of what one part loaded."""

@@ -60,6 +60,12 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None, keep=F
         limit = max(limit, free >> (3 if free >= IN_ROOMY else 4))
     buf = []      # accepted lines not yet written: one write a WRITE_MAX bytes
     n = 0
+    # the wake index carried across the delivery (carry.py): the loop's
+    # next step decides the jobs it touched, not the whole file again
+    cw = None
+    if sink is None and not stored and store.roomy():   # (never loaded on a smaller heap)
+        from sporadic.device import carry as cw
+    cc = cw.begin(st) if cw is not None else None
     try:
         for raw in lines:
             try:
@@ -80,6 +86,8 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None, keep=F
             if sink is not None:
                 sink(c)
                 continue
+            if cw is not None:
+                cc = cw.note(st, cc, c)
             if f is None:
                 f = open(st.inp, 'a')
             st.in_size += len(c) + 1
@@ -115,6 +123,8 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None, keep=F
     st._pend = None
     if tr is not None:
         tr.commit(st)   # after the lines are durable
+    if cc is not None and acc:
+        cw.end(st, cc)
     return acc, ref
 
 

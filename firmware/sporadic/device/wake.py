@@ -98,6 +98,13 @@ def save(st, secret, rt, now, led):
         import time
         data = 'w2 %s %s %d %d %d %d %d %s' % (key(st), '-' if lim is None else str(lim), now, rt.jobs,
                                                rt.pending, 1 if led else 0, time.time(), a)
+    put(st, secret, data)
+
+
+def put(st, secret, data):
+    """Write the index's text `data` (without its MAC; '': cleared) to its
+    home (save; carry.py's index carried across a sync)."""
+    if data:
         data += ' ' + _mac(secret, data) + '\n'
     b = _rtc()
     if b is not None:
@@ -106,6 +113,8 @@ def save(st, secret, rt, now, led):
         store.crashpoint()
         b.rtc_memory(data.encode())
         return
+    if len(data) > _SIZE:
+        data = ''         # more than read() takes back
     path = st.root + 'wake.idx'
     try:
         if os.stat(path)[6] == len(data):

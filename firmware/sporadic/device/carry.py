@@ -1,0 +1,172 @@
+# The wake index carried across a sync (docs/device.md#the-wake-index):
+# a sync that changes the store leaves the index matching the new store,
+# with the jobs it changed due at once, instead of leaving it stale (the
+# loop's next step was then a full pass over the whole file: 13.7 s of a
+# Pico's time at 1,000 jobs, ~5.5 G instructions at 5,000).
+#
+#   f = begin(st)          before a delivery or a compaction: the index's
+#                          fields when it matches the store now, else None
+#   f = note(st, f, line)  each line the delivery accepts, before it is
+#                          stored (None: the index cannot be carried)
+#   end(st, f, comp)       after: the index written again for the store now
+#
+# Sound because the index lists every job whose decision changes before
+# LIMIT (wake.py), a job's decision depends only on its own group, the
+# '.h' host records, the lease, cfg.json and the time, and nothing but
+# these calls changes the store between begin() and end() (one thread).
+# What end() writes: the old agenda, each entry of a job the delivery
+# touched due at the index's time (AT: the next step decides it), every
+# offset looked up again after a compaction ('?'), and the jobs the store
+# did not hold before as new entries ('+': not counted in JOBS and PENDING
+# yet; agenda.py counts them once decided). A line the index cannot vouch
+# for leaves it stale (the next step's full pass, as before): a '.h' record
+# (a `one` job's rank, a rollout's wave), a line of a job the store held
+# outside the agenda (its old decision, in PENDING, is not known), more
+# than MAX entries. A compaction changes no decision (merge.compact keeps
+# what every job's group says), only the groups' offsets.
+#
+# A sync on a heap under store.ROOMY (160 KB in all: a 128K unix board, an
+# ESP8266) never loads this
+# module: its index stays stale, as before.
+from sporadic.core import jobline
+from sporadic.device import store, wake
+
+MAX = 64        # agenda entries a carried index may hold (runtime.AGENDA and the delivery's jobs)
+
+
+def begin(st, pend=True):
+    """The wake index's fields when it matches the store now, as a list
+    [fields, entries, ids of the lines pending (pend: a delivery's; a
+    compaction adds no line), compactions, secret] (None: no index, or a
+    heap under store.ROOMY)."""
+    if not store.WAKE_INDEX or not store.roomy():
+        return None
+    secret = _secret(st)
+    f = wake.read(st, secret)
+    if f is None:
+        return None
+    ents = []
+    if f[7] != '-':
+        for e in f[7].split(','):
+            e = e.split(':')
+            ents.append([e[0], e[1], e[2]])
+    if len(ents) > MAX:
+        return None
+    ids = []
+    for p in (st.log, st.inp) if pend else ():
+        for l in store.read_lines(p):
+            if l[:1] != '.' and l[:jobline.ID_LEN] not in ids:
+                ids.append(l[:jobline.ID_LEN])
+    return [f, ents, ids, st.compactions, secret]
+
+
+def note(st, c, line):
+    """A line the delivery accepts (c: begin's, or None). Returns c, or
+    None when the index cannot be carried past it."""
+    if c is None:
+        return None
+    if line[:1] == '.':
+        return None if line[:3] == '.h ' else c
+    jid = line[:jobline.ID_LEN]
+    kind = line[jobline.ID_LEN + 1:jobline.ID_LEN + 3]
+    if kind == 'ca':
+        return None    # a cancel: the job leaves the count (the next step's full pass counts it)
+    ents = c[1]
+    for e in ents:
+        if e[2] == jid:
+            if e[1] != '+':
+                e[0] = c[0][2]     # due at the index's time: the next step decides it
+                if e[1] != '?':
+                    e[1] = '?'
+            return c
+    if kind == 'r ' or kind == 'a ' or jid in c[2] or len(ents) >= MAX or _held(st, jid):
+        # a job the store held outside the agenda (its old decision is not
+        # known), or a new group's result before its job's line
+        return None
+    ents.insert(0, [c[0][2], '+', jid])
+    return c
+
+
+def end(st, c):
+    """The index written again for the store as it is now (c: begin's)."""
+    if c is None:
+        return
+    f, ents, _, comp, secret = c
+    if st.compactions != comp:
+        for e in ents:
+            if e[1] != '+':
+                e[1] = '?'
+    ents.sort(key=_due)
+    a = ','.join(['%s:%s:%s' % (e[0], e[1], e[2]) for e in ents]) or '-'
+    import time
+    wake.put(st, secret, 'w2 %s %s %s %s %s %s %d %s' % (wake.key(st), f[1], f[2], f[3], f[4], f[5],
+                                                          time.time(), a))
+
+
+def _due(e):
+    return int(e[0])
+
+
+_sec = None    # (root, cfg.json's stat, secret): a sync's requests read cfg.json once
+
+
+def _secret(st):
+    global _sec
+    import os
+    p = st.root + 'cfg.json'
+    try:
+        k = os.stat(p)
+        k = (k[6], k[8])
+    except OSError:
+        return None
+    if _sec is not None and _sec[0] == st.root and _sec[1] == k:
+        return _sec[2]
+    try:
+        import json
+        with open(p) as f:
+            sec = json.load(f).get('secret')
+    except (OSError, ValueError):
+        return None
+    _sec = (st.root, k, sec)
+    return sec
+
+
+def _held(st, jid):
+    # has jobs.txt a line of jid's group? (a bisection over its bytes,
+    # small reads: no line made)
+    try:
+        f = open(st.jobs, 'rb')
+    except OSError:
+        return False
+    try:
+        key = jid.encode()
+        lo = 0
+        hi = f.seek(0, 2)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            h = _head(f, mid)
+            if h is None or h >= key:
+                hi = mid
+            else:
+                lo = mid + 1
+        return _head(f, lo) == key
+    finally:
+        f.close()
+
+
+def _head(f, x):
+    # the first ID_LEN bytes of the first line starting at or after byte x
+    # (None: none)
+    p = x - 1 if x else 0
+    f.seek(p)
+    while x:
+        b = f.read(128)
+        if not b:
+            return None
+        i = b.find(b'\n')
+        if i >= 0:
+            f.seek(p + i + 1)
+            break
+        p += len(b)
+    b = f.read(jobline.ID_LEN)
+    return b or None
