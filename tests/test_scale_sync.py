@@ -157,9 +157,10 @@ def test_a_full_board_says_so_in_one_line_and_keeps_what_it_has(tmp_path):
     `companion deploy`) takes PER jobs a sync (`companion add -f`) until its
     flash cannot hold a second copy of its job file: that sync ends with one
     line saying so (exit 2, no traceback), the board keeps every job it
-    held, and the next sync says the same (it was not broken by it), unless
-    the board's own loop folded the lines in meanwhile (its compaction writes
-    no digest index: less room), and then every job is there. (40
+    held, and the next sync says the same or more (it was not broken by it: more when
+    the board's own loop folded in what the full sync had delivered, its
+    compaction writing no digest index: less room), and every job of the
+    syncs that completed is there. (40
     jobs a sync filled it when each `add` had a signed batch of its own;
     with seal slots 400 jobs are ~30 KB and never did.)"""
     from tests.devutil import VboardProcess
@@ -188,20 +189,21 @@ def test_a_full_board_says_so_in_one_line_and_keeps_what_it_has(tmp_path):
         assert held and k >= 1
         said = None
         folded = False
-        for attempt in range(2):
+        for attempt in range(3):
             if attempt and p.returncode == 0:
                 # the board's own loop folded the lines in after that sync (its
                 # compaction needs less room than a sync's, which also writes
-                # the digest index): nothing lost, and nothing to say any more
-                assert 'sent 0 line(s)' in p.stdout, p.stdout
+                # the digest index), and the rest fitted: nothing lost
                 folded = True
                 break
             assert p.returncode == 2 and 'Traceback' not in p.stderr, (k, p.stderr)
             assert len(p.stderr.strip().splitlines()) == 1, p.stderr
             m = re.search(r'is full: .* it keeps the (\d+) bytes of jobs it holds$', p.stderr.strip())
             assert m, p.stderr
-            # what it held before, and what the sync that filled it folded in before it was full
-            assert int(m.group(1)) >= held and said in (None, m.group(1))
+            # what it held before, and what the sync that filled it folded in
+            # before it was full; a later full sync says the same, or more
+            # when the loop folded in what the last one delivered (never less)
+            assert int(m.group(1)) >= held and (said is None or int(m.group(1)) >= int(said)), (said, p.stderr)
             said = m.group(1)
             p = sync()
     finally:
@@ -209,7 +211,9 @@ def test_a_full_board_says_so_in_one_line_and_keeps_what_it_has(tmp_path):
     geom = dict(image.geometry('unix'), size=384 * 1024, flash_size=384 * 1024, block_count=96)
     with open(str(tmp_path / 'fs.bin'), 'rb') as f:
         body = image.read_image(f.read(), geom)['/jobs.txt']
-    assert len(body) > int(said) if folded else len(body) == int(said)
+    # what it said it keeps is on its flash (more where its loop folded in
+    # what the last sync delivered before it was full)
+    assert len(body) >= int(said)
     for k2 in range(k + 1 if folded else k):          # every job of the syncs that completed
         assert all((' log b%d%d ' % (k2, i)).encode() in body for i in range(PER))
 
