@@ -40,6 +40,10 @@ def main(**kw):
             # a broker alone: its loop never loads the TCP server (docs/mqtt.md)
             from sporadic.net import broker
             return broker.main(**kw)
+        # the TCP network: the runtime set up first (its boot's work in the
+        # heap before the server's code), as node.main's loop wants it
+        from sporadic.device import runtime
+        runtime.get()
         from sporadic.net import node
         return node.main(**kw)
     from sporadic.device import runtime
