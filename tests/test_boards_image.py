@@ -747,7 +747,7 @@ def test_an_image_carries_only_the_modules_its_configuration_uses(tmp_path):
     assert left_out == ["/lib/sporadic/core/leader.mpy", "/lib/sporadic/net/__init__.mpy",
                         "/lib/sporadic/net/node.mpy", "/lib/sporadic/net/peer.mpy",
                         "/lib/sporadic/net/server.mpy", "/lib/sporadic/net/ticks.mpy",
-                        "/lib/sporadic/net/wire.mpy"]
+                        "/lib/sporadic/net/wifi.mpy", "/lib/sporadic/net/wire.mpy"]
     assert set(plain) < set(wifi)
     assert json.loads(found["wifi"]["/cfg.json"])["wifi"]["ssid"] == "home"
 

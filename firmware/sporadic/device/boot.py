@@ -1,8 +1,10 @@
 # How a board starts (main.py calls this): the store is opened first, so its
 # recovery (the heaviest moment of a boot) runs in the emptiest heap, then
-# the runtime is imported and its config picks the loop: the network loop
-# (net/node.py) when a network is configured, else the plain one; a board
-# without a network never imports net/ (docs/device.md#memory).
+# its config (cfg.json) picks the loop: the broker's (net/broker.py) or the
+# network loop (net/node.py) when a network is configured, else the plain
+# one; a board without a network never imports net/ (docs/device.md#memory).
+# Each loop imports the runtime itself: a broker wake merges what the fleet
+# wrote before it is loaded (docs/mqtt.md#memory).
 
 
 def networked(cfg, board):
@@ -24,13 +26,25 @@ def main(**kw):
     # open (a file changed behind the store's back) must feed it too
     store.feed = board.wdt_feed
     store.open_store()
-    from sporadic.device import runtime
-    cfg = runtime.get().cfg
-    if networked(cfg, runtime.board):
+    # the config picks the loop; the runtime is not loaded yet: a broker
+    # wake takes what the fleet wrote before it (net/broker.py main)
+    import sys
+    import sporadic
+    had = list(sys.modules)
+    from sporadic.device import cfgfile
+    cfg = cfgfile.load()
+    cfgfile = None
+    sporadic.forget_since(had)
+    if networked(cfg, board):
         if cfg.get('mqtt') and not (cfg.get('sync_port') or cfg.get('peers')):
             # a broker alone: its loop never loads the TCP server (docs/mqtt.md)
             from sporadic.net import broker
             return broker.main(**kw)
+        # the TCP network: the runtime set up first (its boot's work in the
+        # heap before the server's code), as node.main's loop wants it
+        from sporadic.device import runtime
+        runtime.get()
         from sporadic.net import node
         return node.main(**kw)
+    from sporadic.device import runtime
     return runtime.main(**kw)

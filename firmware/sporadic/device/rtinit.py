@@ -3,38 +3,15 @@
 # read, the counters of the loop. Its code is in RAM for that only
 # (runtime.py lets it go at once): a small heap's loop never holds it.
 import gc
-import json
 import os
 import board
-from sporadic.device import clock, store
+from sporadic.device import cfgfile, clock, store
 from sporadic.core import jobline, plan
-
-CFG = '/cfg.json'
-
-
-def load_cfg():
-    try:
-        with open(CFG) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return {}
-
-
-def _save_cfg(cfg):
-    with open(CFG + '.tmp', 'w') as f:
-        json.dump(cfg, f)
-    os.rename(CFG + '.tmp', CFG[1:] if CFG[0] == '/' else CFG)
-
-
-def default_id():
-    uid = board.unique_id()
-    return board.NAME + '-' + uid[-8:]
 
 
 def init(rt, root='', cfg=None):
-    rt.cfg = load_cfg() if cfg is None else cfg
-    hid = rt.cfg.get('id') or default_id()
-    rt.id = jobline.check_host(hid)
+    rt.cfg = cfgfile.load() if cfg is None else cfg
+    rt.id = cfgfile.host_id(rt.cfg, board)
     seed = rt.cfg.get('seed') or rt.cfg.get('secret')
     if not seed:
         import binascii
@@ -42,7 +19,7 @@ def init(rt, root='', cfg=None):
         rt.cfg['seed'] = seed
         if cfg is None:
             try:
-                _save_cfg(rt.cfg)
+                cfgfile.save(rt.cfg)
             except OSError:
                 pass
     rt.rnd = plan.hash_rnd(seed)

@@ -104,10 +104,11 @@ class Broker:
 
     def sync(self):
         """One broker sync, bounded by slice_ms; returns the lines taken
-        (0 when the broker could not be reached: the loop goes on). Two
-        phases, each with only its own code in RAM: connect to disconnect
-        (net/exchange.py and the client: what arrives is spooled to flash),
-        then the merge of the spool (the trust checks). What either loaded
+        (0 when the broker could not be reached: the loop goes on). Three
+        phases, each with only its own code in RAM: the log sealed into the
+        outbox (a compaction), connect to disconnect (net/exchange.py and
+        the client: what arrives is spooled to flash), then the merge of
+        the spool (the trust checks). What either loaded
         leaves RAM after it: a small heap holds the loop and one phase."""
         import sys
         import sporadic
@@ -117,6 +118,15 @@ class Broker:
         self.taken = 0
         self.refusals = []
         out0 = self.stats['lines_out']
+        try:
+            # the log sealed into an outbox segment first (a compaction of
+            # the store: its code and the client's are never in RAM together)
+            from sporadic.device import storesync
+            storesync.seal(self.st)
+        except Exception as e:
+            self._failed(e)     # the network phase seals it again, or fails the same
+        storesync = None
+        sporadic.forget_since(had)
         try:
             from sporadic.net import exchange
             exchange.run(self, t0 + self.slice_ms)
@@ -182,6 +192,15 @@ class Broker:
         import gc
         from sporadic.device import storesync
         from sporadic.device.store import read_lines
+        # the trust checks' code loaded first, each part after a collection:
+        # in the emptiest heap of the merge, not between a delivery's lines
+        # (a 2048-bit signature check then finds its runs of 512 bytes)
+        gc.collect()
+        storesync.trust(self.st)
+        if names[0][0] == 'f':      # a fleet message: signed batches to check
+            gc.collect()
+            from sporadic.core import batch
+            batch = None
         for name in names:
             p = self.spool + '/' + name
             if name == 'tmp':
@@ -210,29 +229,42 @@ def main(max_ms=None, max_steps=None):
     """The board's loop with a broker and no TCP network (cfg mqtt, no
     sync_port or peers: boot.main picks it): the runtime's steps, a broker
     step every every_ms. Never imports net/node.py nor the TCP server. A
-    board that cannot join its Wi-Fi says why and runs the plain loop."""
+    board that cannot join its Wi-Fi says why and runs the plain loop.
+    The wake's step comes before the runtime is loaded (its pass code, the
+    planner, the actions): its merge has their room (docs/mqtt.md#memory)."""
     import sys
     import board
     import sporadic
+    from sporadic.device import store
+    had = list(sys.modules)
+    from sporadic.device import cfgfile
+    cfg = cfgfile.load()
+    me = cfgfile.host_id(cfg, board)
+    from sporadic.net import wifi
+    joined = wifi.wifi_join(cfg, board)
+    cfgfile = wifi = None
+    sporadic.forget_since(had)
+    bk = None
+    if joined:
+        bk = Broker(me, cfg, store.open_store())
+        bk.sync()
+        board.wdt_feed()
+    cfg = None
     from sporadic.device import runtime
     rt = runtime.get()
-    had = list(sys.modules)
-    from sporadic.net import wire
-    joined = wire.wifi_join(rt.cfg, board)
-    wire = None
-    sporadic.forget_since(had)      # wire.py and hmac: the loop needs neither
-    if not joined:
+    if bk is None:
         print('sporadic: no network (Wi-Fi not joined): running without it')
         return runtime.main(max_steps=max_steps)
-    bk = Broker(rt.id, rt.cfg, rt.store)
-    return loop(rt, bk, None, max_ms, max_steps)
+    bk.m = rt.cfg['mqtt']
+    return loop(rt, bk, None, max_ms, max_steps, True)
 
 
-def loop(rt, bk, node=None, max_ms=None, max_steps=None):
+def loop(rt, bk, node=None, max_ms=None, max_steps=None, woke=False):
     """The runtime's steps, the broker's step when due (a bounded slice;
     at once after a step that wrote records: the others wait on a done
     record of an any/one job), and the TCP node's polls when there is one
-    (net/node.py main), else a 200 ms rest."""
+    (net/node.py main), else a 200 ms rest. woke: the wake's step was
+    taken already (main)."""
     import time
     import board
     from sporadic.device import clock
@@ -245,8 +277,9 @@ def loop(rt, bk, node=None, max_ms=None, max_steps=None):
     # a wake takes what the fleet wrote while the board slept before its first
     # step (a cancel, another board's done record decide what is due now);
     # a broker that is down costs that one slice
-    bk.sync()
-    board.wdt_feed()
+    if not woke:
+        bk.sync()
+        board.wdt_feed()
     while max_ms is None or ticks_diff(ticks_ms(), t0) < max_ms:
         now = clock.now()
         if node is not None and node.changed:

@@ -13,7 +13,8 @@ import time
 
 from sporadic.core import hmac, leader
 from sporadic.net import server, wire
-from sporadic.net.wire import ticks_ms, ticks_diff, wifi_join  # noqa: F401 (node.wifi_join)
+from sporadic.net.wire import ticks_ms, ticks_diff
+from sporadic.net.wifi import wifi_join  # noqa: F401 (node.wifi_join)
 
 try:
     import binascii

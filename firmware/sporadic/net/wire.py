@@ -17,7 +17,6 @@ except ImportError:  # CPython
     def const(x):
         return x
 import os
-import time
 
 from sporadic.core import hmac
 from sporadic.net.ticks import ticks_ms, ticks_diff, TIMED_OUT  # noqa: F401 (wire.ticks_ms, wire.TIMED_OUT)
@@ -117,29 +116,3 @@ def ip(addr):
         return '%d.%d.%d.%d' % (b[4], b[5], b[6], b[7])
     except Exception:
         return '127.0.0.1'
-
-
-def wifi_join(cfg, board=None):
-    """Join the Wi-Fi in cfg['wifi'] ("SSID:KEY" or {"ssid","key"}); True when
-    connected (or no Wi-Fi is needed: the unix port)."""
-    w = cfg.get('wifi')
-    if not w:
-        return True
-    if board is not None and hasattr(board, 'wifi_connect'):
-        return board.wifi_connect(w)
-    if isinstance(w, str):
-        ssid, _, pw = w.partition(':')
-    else:
-        ssid, pw = w.get('ssid'), w.get('key', '')
-    try:
-        import network
-    except ImportError:
-        return True
-    sta = network.WLAN(network.STA_IF)
-    sta.active(True)
-    if not sta.isconnected():
-        sta.connect(ssid, pw)
-        t = ticks_ms()
-        while not sta.isconnected() and ticks_diff(ticks_ms(), t) < 15000:
-            time.sleep_ms(100)
-    return sta.isconnected()
