@@ -315,3 +315,64 @@ def test_forged_results_from_a_hostile_peer_do_not_stop_a_deployed_board(tmp_pat
         assert any('unknown host ghost' in r for r in rows['h1']['refusals']), rows['h1']
     finally:
         h1.stop()
+
+
+# ---- board keys: a stolen board cannot write a single-run record in another's name -----
+
+def _board_signed(fleet, host, line):
+    """`line` (its MAC '-') with host's MAC and board signature, as host's
+    firmware writes it (core/recsig.py, the key its provisioning made)."""
+    from companion.fleet.board_keys import device_secret, sign_seed, sign_pub
+    from sporadic.core import recsig
+    seed = sign_seed(fleet, host)
+    mac = recsig.sign(seed, sign_pub(seed)[8:], line, shmac.mac_result(device_secret(fleet, host), line))
+    return line.replace(' - ', ' %s ' % mac, 1)
+
+
+def test_a_stolen_board_cannot_settle_a_due_instance_in_another_boards_name(fleet, boards):
+    """Boards provisioned as deploy provisions them (each its own key pair,
+    its public key in its signed host record). pump-3 is stolen: it holds
+    the fleet key, its own secret and board key. In pump-2's name it writes a
+    run of the instance due now (its MAC made up, or signed with its own
+    key), and an assignment of that instance to itself by pump-2 as leader:
+    pump-1 refuses all three (quarantined, reported back, in status), runs
+    the instance, and still takes pump-2's real, signed run of the next one
+    (it then does not run it)."""
+    b1 = boards('pump-1')
+    b2 = boards('pump-2')
+    boards('pump-3')                               # provisioned (its key), then stolen
+    assert all(' ed25519:' in l for l in fleet.lines() if l.startswith('.h '))
+    fleet.receive(sign(fleet, [ONE]), 'test')
+    for b in (b1, b2):
+        assert b.push(sorted(fleet.lines())) == {}
+    job = jobline.parse(ONE)
+    due0 = plan.due(job, 0)
+    made_up = _forged('pump-2', 0, due0 + 1)
+    own_key = _board_signed(fleet, 'pump-3', made_up.replace(made_up.split()[6], '-'))  # its own key
+    asg = jobline.parse('%s a pump-3 0 %d pump-2 %s' % (ONE[:8], due0, os.urandom(8).hex())).line()
+    ref = b1.push([made_up, own_key, asg])
+    assert set(ref) == {made_up, own_key, asg}, ref
+    assert ref[made_up].startswith('not signed: a single-run record needs the board signature of pump-2')
+    assert ref[own_key].startswith('bad board signature: not written by pump-2')
+    assert ref[asg].startswith('not signed: a single-run record needs the board signature of pump-2')
+    assert not {made_up, own_key, asg} & b1.held()
+    st = b1.status()
+    assert st['quarantined'] >= 3 and any('board signature' in r for r in st['trust']['refusals'])
+    b1.run(due0 + 2 * job.grace + 30)
+    assert _runs(b1) == [0]                        # the instance ran
+    # pump-2's own record of instance 1: signed by its firmware, taken by pump-1
+    b2.run(plan.due(job, 1) + 2 * job.grace + 30)
+    real = [l for l in b2.held() if l.startswith(ONE[:8] + ' r pump-2 1 ')]
+    assert real and all(len(l.split()[6]) == 105 for l in real), real
+    assert b1.push(real) == {}
+    b1.run(plan.due(job, 1) + 2 * job.grace + 30)
+    assert _runs(b1) == [0]                        # settled by pump-2: not run again
+    # the companion checks the signature too, after the MAC
+    syncer._sync(fleet, 'pipe', b2, T0 + 9 * 3600)
+    assert set(real) <= set(fleet.lines()) | {r.line() for r in fleet.results()}
+    no_sig = jobline.Result(ONE[:8], 'pump-2', 2, plan.due(job, 2) + 1, 'ok', 1, '-', 'old').line()
+    no_sig = no_sig.replace(' - ', ' %s ' % shmac.mac_result(b2.secret, no_sig), 1)
+    refused = dict(fleet.receive([no_sig], 'pump-2'))
+    assert refused == {no_sig: 'unverified result from pump-2 (a single-run record without the '
+                               'board signature of pump-2)'}, refused
+    assert no_sig not in fleet.lines()

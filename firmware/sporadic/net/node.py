@@ -344,7 +344,13 @@ class Node:
             if self.dev_key is not None:
                 # a device record, MACed as results are: a signed fleet's
                 # boards refuse one without (trust.py), the companion checks it
-                line = line[:-1] + hmac.mac_hex(self.dev_key, line)
+                mac = hmac.mac_hex(self.dev_key, line)
+                if self.cfg.get('sign'):
+                    # and the leader's board signature: its peers check that
+                    # this board assigned it (core/recsig.py, trust.py)
+                    from sporadic.core import recsig
+                    mac = recsig.sign(self.cfg['sign'], self.cfg['sign_pub'], line, mac)
+                line = line[:-1] + mac
             self.append(line)
         if lines:
             self.changed = True
