@@ -40,6 +40,28 @@ _G = (_GX, _GY, 1, _GX * _GY % _P)
 
 # ---- SHA-512 (FIPS 180-4), for ports without it ----
 
+# SHA-512's 80 round constants (FIPS 180-4 4.2.3), 640 bytes: read 8 at a
+# time (80 big ints held would be ~5 KB of a board's heap)
+_KHEX = (
+    '428a2f98d728ae227137449123ef65cdb5c0fbcfec4d3b2fe9b5dba58189dbbc3956c25b'
+    'f348b53859f111f1b605d019923f82a4af194f9bab1c5ed5da6d8118d807aa98a3030242'
+    '12835b0145706fbe243185be4ee4b28c550c7dc3d5ffb4e272be5d74f27b896f80deb1fe'
+    '3b1696b19bdc06a725c71235c19bf174cf692694e49b69c19ef14ad2efbe4786384f25e3'
+    '0fc19dc68b8cd5b5240ca1cc77ac9c652de92c6f592b02754a7484aa6ea6e4835cb0a9dc'
+    'bd41fbd476f988da831153b5983e5152ee66dfaba831c66d2db43210b00327c898fb213f'
+    'bf597fc7beef0ee4c6e00bf33da88fc2d5a79147930aa72506ca6351e003826f14292967'
+    '0a0e6e7027b70a8546d22ffc2e1b21385c26c9264d2c6dfc5ac42aed53380d139d95b3df'
+    '650a73548baf63de766a0abb3c77b2a881c2c92e47edaee692722c851482353ba2bfe8a1'
+    '4cf10364a81a664bbc423001c24b8b70d0f89791c76c51a30654be30d192e819d6ef5218'
+    'd69906245565a910f40e35855771202a106aa07032bbd1b819a4c116b8d2d0c81e376c08'
+    '5141ab532748774cdf8eeb9934b0bcb5e19b48a8391c0cb3c5c95a634ed8aa4ae3418acb'
+    '5b9cca4f7763e373682e6ff3d6b2b8a3748f82ee5defb2fc78a5636f43172f6084c87814'
+    'a1f0ab728cc702081a6439ec90befffa23631e28a4506cebde82bde9bef9a3f7b2c67915'
+    'c67178f2e372532bca273eceea26619cd186b8c721c0c207eada7dd6cde0eb1ef57d4f7f'
+    'ee6ed17806f067aa72176fba0a637dc5a2c898a6113f9804bef90dae1b710b35131c471b'
+    '28db77f523047d8432caab7b40c724933c9ebe0a15c9bebc431d67c49c100d4c4cc5d4be'
+    'cb3e42b6597f299cfc657e2a5fcb6fab3ad6faec6c44198c4a475817'
+)
 _K = None
 _M64 = 0xFFFFFFFFFFFFFFFF
 
@@ -47,15 +69,7 @@ _M64 = 0xFFFFFFFFFFFFFFFF
 def _sha512_py(data):
     global _K
     if _K is None:
-        # the first 64 bits of the fractional parts of the cube roots of
-        # the first 80 primes, computed once (no 1.3 KB table in the source)
-        ks = []
-        n = 2
-        while len(ks) < 80:
-            if all(n % q for q in range(2, int(n ** 0.5) + 1)):
-                ks.append(_frac_cbrt(n))
-            n += 1
-        _K = ks
+        _K = binascii.unhexlify(_KHEX)
     h = [0x6a09e667f3bcc908, 0xbb67ae8584caa73b, 0x3c6ef372fe94f82b, 0xa54ff53a5f1d36f1,
          0x510e527fade682d1, 0x9b05688c2b3e6c1f, 0x1f83d9abfb41bd6b, 0x5be0cd19137e2179]
     n = len(data)
@@ -79,7 +93,8 @@ def _sha512_py(data):
         a, b, c, d, e, f, g, hh = h
         for i in range(80):
             s1 = ((e >> 14) | (e << 50)) ^ ((e >> 18) | (e << 46)) ^ ((e >> 41) | (e << 23))
-            t1 = (hh + (s1 & m) + ((e & f) ^ (~e & g)) + k[i] + w[i]) & m
+            t1 = (hh + (s1 & m) + ((e & f) ^ (~e & g)) + int.from_bytes(k[8 * i:8 * i + 8], 'big')
+                  + w[i]) & m
             s0 = ((a >> 28) | (a << 36)) ^ ((a >> 34) | (a << 30)) ^ ((a >> 39) | (a << 25))
             t2 = ((s0 & m) + ((a & b) ^ (a & c) ^ (b & c))) & m
             hh = g
@@ -95,20 +110,6 @@ def _sha512_py(data):
     for x in h:
         out.extend(x.to_bytes(8, 'big'))
     return bytes(out)
-
-
-def _frac_cbrt(n):
-    # floor(frac(cbrt(n)) * 2^64), exactly: integer cube root of n * 2^192
-    x = n << 192
-    r = 1 << ((x.bit_length() if hasattr(x, 'bit_length') else _bitlen(x)) // 3 + 1)
-    while True:
-        s = (2 * r + x // (r * r)) // 3
-        if s >= r:
-            break
-        r = s
-    while r * r * r > x:
-        r -= 1
-    return r & _M64
 
 
 def _bitlen(x):

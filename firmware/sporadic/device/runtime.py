@@ -56,8 +56,11 @@ class Runtime:
             if single and self.cfg.get('sign'):
                 # a single-run record: the board's signature too, which its
                 # peers check (core/recsig.py; `each` results stay HMAC alone)
+                gc.collect()   # its code and big ints, in the pass's fragmented heap
                 from sporadic.core import recsig
                 r.mac = recsig.sign(self.cfg['sign'], self.cfg['sign_pub'], line, r.mac)
+                recsig = None
+                sporadic.forget('sporadic.core.recsig')
                 sporadic.forget('sporadic.core.ed25519')
             line = r.line()
         self.store.append(line)
