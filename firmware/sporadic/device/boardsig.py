@@ -37,6 +37,7 @@ def check(tr, st, recs, keys, out, src, refused):
             n += 1
     import sporadic
     sporadic.forget('sporadic.core.ed25519')
+    sporadic.forget('sporadic.core.recsig')
     sporadic.forget('sporadic.device.boardsig')   # (this module: loaded for these records only)
     return n
 

@@ -340,6 +340,7 @@ class Node:
             return 0
         alive = [h for h in self.elector.alive(now) if self.allowed(h)]
         lines = leader.assignments(self.source(), self.me, alive, t, cfg=self.cfg)
+        signed = False
         for line in lines:
             if self.dev_key is not None:
                 # a device record, MACed as results are: a signed fleet's
@@ -350,8 +351,13 @@ class Node:
                     # this board assigned it (core/recsig.py, trust.py)
                     from sporadic.core import recsig
                     mac = recsig.sign(self.cfg['sign'], self.cfg['sign_pub'], line, mac)
+                    signed = True
                 line = line[:-1] + mac
             self.append(line)
+        if signed:   # its code (~11 KB) goes: a lease's assignments are rare
+            import sporadic
+            sporadic.forget('sporadic.core.recsig')
+            sporadic.forget('sporadic.core.ed25519')
         if lines:
             self.changed = True
             self.stats['assigned'] += len(lines)
