@@ -376,3 +376,34 @@ def test_a_stolen_board_cannot_settle_a_due_instance_in_another_boards_name(flee
     assert refused == {no_sig: 'unverified result from pump-2 (a single-run record without the '
                                'board signature of pump-2)'}, refused
     assert no_sig not in fleet.lines()
+
+
+def test_the_scan_counts_a_single_run_record_of_a_keyed_host_only_when_signed():
+    """groups.scan, the one scanner of boards, leader, status and simulator:
+    a record that reached a store without its job (the check on arrival
+    needs the job's kind) still settles nothing unless signed, when its
+    host (an assignment's leader) has a board key; an `each` job's result
+    and a host without a key count as before."""
+    from sporadic.core import ed25519, groups, recsig
+    seed = '11' * 32
+    pub = ed25519.public(bytes.fromhex(seed)).hex()
+    each = 'e0000002 each 2026-12-01T06:00Z log all ; every=1h'
+
+    def rec(jid, host, k, by=None):
+        body = ('%s a pump-1 %d %d %s -' % (jid, k, T0, by) if by else
+                '%s r %s %d %d ok - x' % (jid, host, k, T0))
+        mac = os.urandom(8).hex()
+        return body.replace(' -', ' ' + mac, 1), body.replace(' -', ' ' + recsig.sign(seed, pub, body, mac), 1)
+
+    def seen(lines):
+        out = {}
+        groups.scan(sorted(lines), 'pump-1', 16,
+                    lambda jid, text, c, mine, done_k, asg, hosts: out.__setitem__(jid, (done_k, asg)))
+        return out
+    hosts = ['.h pump-1', '.h pump-2 1796000000 ed25519:' + pub, '.h pump-3']
+    plain, signed = rec(ONE[:8], 'pump-2', 3)
+    aplain, asigned = rec(ONE[:8], None, 4, by='pump-2')
+    assert seen(hosts + [ONE, plain, aplain])[ONE[:8]] == (-1, None)
+    assert seen(hosts + [ONE, signed, asigned])[ONE[:8]] == (3, (4, 'pump-1'))
+    assert seen(hosts + [ONE, rec(ONE[:8], 'pump-3', 3)[0]])[ONE[:8]][0] == 3     # no key: as before
+    assert seen(hosts + [each, rec(each[:8], 'pump-2', 3)[0]])[each[:8]][0] == 3  # each: as before
