@@ -407,3 +407,31 @@ def test_the_scan_counts_a_single_run_record_of_a_keyed_host_only_when_signed():
     assert seen(hosts + [ONE, signed, asigned])[ONE[:8]] == (3, (4, 'pump-1'))
     assert seen(hosts + [ONE, rec(ONE[:8], 'pump-3', 3)[0]])[ONE[:8]][0] == 3     # no key: as before
     assert seen(hosts + [each, rec(each[:8], 'pump-2', 3)[0]])[each[:8]][0] == 3  # each: as before
+
+
+def test_a_jobs_kind_is_found_in_a_large_sorted_file_by_bisection(tmp_path):
+    """device/boardsig.py looks a job up in jobs.txt by bisection (no pass
+    over the store): every job of a 2,000-job file with results, cancels and
+    assignments around it, and none that is not there."""
+    import random
+    from sporadic.device import boardsig
+    rnd = random.Random(5)
+    ids = sorted({'%08x' % rnd.randrange(16 ** 8) for _ in range(2000)})
+    ids = [i.translate(str.maketrans('wxyz', 'abcd')) for i in ids]
+    lines = ['.h pump-1', '.h pump-2']
+    want = {}
+    for n, j in enumerate(ids):
+        kind = ('one', 'any', 'each')[n % 3]
+        job = '%s %s 2026-12-01T06:00Z log %d ; every=1h' % (j, kind, n)
+        want[j] = job
+        lines += ['%s a pump-1 %d %d pump-2 %016x' % (j, n, T0, n)] * (n % 2) + [job]
+        lines += ['%s r pump-%d %d %d ok %016x x' % (j, h, n, T0, n) for h in (1, 2)]
+    lines = sorted(set(lines))
+    path = str(tmp_path / 'jobs.txt')
+    with open(path, 'w') as f:
+        f.write(''.join(l + '\n' for l in lines))
+    for j in ids:
+        assert boardsig._job_line(path, j) == want[j], j
+    for j in ('00000000', 'vvvvvvvv', ids[7][:7] + ('0' if ids[7][7] != '0' else '1')):
+        if j not in want:
+            assert boardsig._job_line(path, j) is None
