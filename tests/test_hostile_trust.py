@@ -342,6 +342,8 @@ def test_a_stolen_board_cannot_settle_a_due_instance_in_another_boards_name(flee
     b2 = boards('pump-2')
     boards('pump-3')                               # provisioned (its key), then stolen
     assert all(' ed25519:' in l for l in fleet.lines() if l.startswith('.h '))
+    from companion.fleet.board_keys import sign_path
+    assert os.stat(sign_path(fleet, 'pump-3')).st_mode & 0o777 == 0o600    # as the secrets
     fleet.receive(sign(fleet, [ONE]), 'test')
     for b in (b1, b2):
         assert b.push(sorted(fleet.lines())) == {}
