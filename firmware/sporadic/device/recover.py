@@ -159,8 +159,11 @@ def _started(st, cfg):
                 if cfg.get('sign'):
                     # run.txt does not say the job's kind: signed as a
                     # single-run record must be (core/recsig.py; a crash is rare)
-                    from sporadic.core import recsig
-                    r.mac = recsig.sign(cfg['sign'], cfg['sign_pub'], body, r.mac)
+                    try:
+                        from sporadic.core import recsig
+                        r.mac = recsig.sign(cfg['sign'], cfg['sign_pub'], body, r.mac)
+                    except MemoryError:
+                        pass    # its HMAC alone, never no record (runtime._record)
                     body = recsig = None
             g = open(st.log, 'a')
             try:

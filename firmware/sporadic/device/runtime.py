@@ -57,8 +57,14 @@ class Runtime:
                 # a single-run record: the board's signature too, which its
                 # peers check (core/recsig.py; `each` results stay HMAC alone)
                 gc.collect()   # its code and big ints, in the pass's fragmented heap
-                from sporadic.core import recsig
-                r.mac = recsig.sign(self.cfg['sign'], self.cfg['sign_pub'], line, r.mac)
+                try:
+                    from sporadic.core import recsig
+                    r.mac = recsig.sign(self.cfg['sign'], self.cfg['sign_pub'], line, r.mac)
+                except MemoryError:
+                    # a heap too small to sign: the record with its HMAC alone,
+                    # never none (at most once); peers do not count it
+                    # (docs/security.md#board-signatures)
+                    self.error = 'no heap to sign %s.%d' % (jid, k)
                 recsig = None
                 sporadic.forget('sporadic.core.recsig')
                 sporadic.forget('sporadic.core.ed25519')
