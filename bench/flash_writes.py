@@ -61,10 +61,10 @@ def main():
         code = code.replace('rt = runtime.get()\n', '''rt = runtime.get()
 rt.done = 0
 _rec = rt._record
-def _record(jid, k, at, outcome, attempt, text=''):
+def _record(jid, k, at, outcome, attempt, text='', single=False):
     if outcome == 'ok':
         rt.done += 1
-    return _rec(jid, k, at, outcome, attempt, text)
+    return _rec(jid, k, at, outcome, attempt, text, single)
 rt._record = _record
 ''')
         with open(src, 'w') as f:

@@ -620,7 +620,9 @@ def test_image_verb_provisions_from_the_fleet(tmp_path):
     assert cfg["id"] == "pico-9" and cfg["board"] == "rp2-pico-w"
     assert cfg["secret"] == board_keys.device_secret(f, "pico-9")
     assert cfg["pubkey"] == keys.load_pub(fleet)
-    assert ".h pico-9" in f.lines()  # the image's host is known to the fleet
+    # the image's host is known to the fleet, with its board key (docs/security.md#board-signatures)
+    (hrec,) = [l for l in f.lines() if l.split()[:2] == [".h", "pico-9"]]
+    assert hrec.rsplit(" ", 1)[1] == board_keys.sign_pub(cfg["sign"]) and cfg["sign_pub"] == hrec[-64:]
     jobs = found["/jobs.txt"].decode()
     assert "led blink 3" in jobs and ".h pico-9" in jobs
     # a wrong geometry or an unknown board: a clear error, no file
@@ -694,7 +696,7 @@ def test_flash_changes_the_fleet_only_once_the_board_is_written(tmp_path):
     after = fleet_bytes(fleet)
     assert "devices/s3-1.json" in after and "keys/devices/s3-1" in after
     from companion.fleet.folder import Fleet
-    assert ".h s3-1" in Fleet(fleet).lines()
+    assert any(l.split()[:2] == [".h", "s3-1"] for l in Fleet(fleet).lines())
     cfg = json.loads(image.read_image(open(out, "rb").read()[0x200000:], image.geometry("esp32s3"))["/cfg.json"])
     assert cfg["secret"] == after["keys/devices/s3-1"].decode().strip()
     assert cfg["fleet_key"] == after["keys/peer"].decode().strip()

@@ -416,7 +416,9 @@ def test_a_board_deployed_with_its_position_runs_cron_and_sunset_jobs(world):
     from companion.fleet.folder import Fleet
     from companion.fleet.host_list import degrees_text
     recs = {jobline.host_of(l): l for l in Fleet(c.dir).lines() if l.startswith('.h ')}
-    assert recs['eq-1'].endswith(' 0 ' + degrees_text(lon)) and recs['north-1'].endswith(' 89.9 ' + degrees_text(lon_n))
+    # the position, then the board key (docs/jobline.md)
+    pos = {h: r.rsplit(' ', 1)[0] for h, r in recs.items()}
+    assert pos['eq-1'].endswith(' 0 ' + degrees_text(lon)) and pos['north-1'].endswith(' 89.9 ' + degrees_text(lon_n))
     assert set(recs.values()) <= set(board_lines(eq)) and set(recs.values()) <= set(board_lines(north))
     from sporadic.core.timefmt import format_time
     rows = c.json('plan', os.path.join(c.dir, 'jobs.txt'), '--from', format_time(dusk - 3600),

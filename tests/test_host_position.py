@@ -50,7 +50,9 @@ def test_an_imaged_boards_position_reaches_plan_through_the_host_list(tmp_path, 
     assert rc == 0, err
     jobs = os.path.join(fleet, 'jobs.txt')
     (rec,) = host_lines(jobs)
-    assert rec.startswith('.h lamp-1 ') and rec.endswith(' 52.52 13.405')
+    # its board key last (docs/security.md#board-signatures)
+    assert rec.startswith('.h lamp-1 ') and rec.rsplit(' ', 1)[0].endswith(' 52.52 13.405')
+    assert rec.rsplit(' ', 1)[1].startswith('ed25519:')
     # the image holds the same record and the batch that signs it
     from companion.make import image
     found = image.read_image(open(img, 'rb').read(), image.geometry('esp32'))
@@ -88,7 +90,8 @@ def test_an_imaged_boards_position_reaches_plan_through_the_host_list(tmp_path, 
                            '--lat', '-33.86', '--lon', '151.21', '-o', img)
     assert rc == 0, err
     (rec2,) = [l for l in host_lines(jobs) if l != rec]
-    assert rec2.endswith(' -33.86 151.21') and int(rec2.split()[2]) > int(rec.split()[2])
+    assert rec2.rsplit(' ', 1)[0].endswith(' -33.86 151.21') and int(rec2.split()[2]) > int(rec.split()[2])
+    assert rec2.rsplit(' ', 1)[1] == rec.rsplit(' ', 1)[1]      # the same board key
     assert f.host_positions() == {'lamp-1': (-33.86, 151.21)}
     assert f.hosts() == ['lamp-1']
     rc, out, err = run_cli(capsys, '--fleet', elsewhere, 'plan', jobs, '--json',
@@ -99,7 +102,7 @@ def test_an_imaged_boards_position_reaches_plan_through_the_host_list(tmp_path, 
     rc, out, err = run_cli(capsys, '--fleet', fleet, 'image', '--board', 'esp32', '--id', 'lamp-1', '-o', img)
     assert rc == 0, err
     (rec3,) = [l for l in host_lines(jobs) if l not in (rec, rec2)]
-    assert len(rec3.split()) == 3 and f.host_positions() == {}
+    assert len(rec3.split()) == 4 and f.host_positions() == {}     # .h HOST SINCE KEY
     rc, out, err = run_cli(capsys, '--fleet', fleet, 'plan', jobs,
                            '--from', '2026-12-02T00:00Z', '--until', '2026-12-03T00:00Z')
     assert rc == 2 and err.startswith('companion: ') and 'needs the position of lamp-1' in err

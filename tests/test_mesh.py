@@ -320,7 +320,8 @@ def test_bad_network_board_keeps_running_and_loses_nothing(fleet_of):
     for word in ('garbage', 'too large', 'authentication failed'):
         assert word in reasons, reasons
     held = b.lines()
-    assert '.h h1' in held and any(l.startswith(keep + ' ') for l in held)
+    # its host record (`.h h1 SINCE ed25519:KEY`: its board key, docs/jobline.md)
+    assert any(l.split()[:2] == ['.h', 'h1'] for l in held) and any(l.startswith(keep + ' ') for l in held)
     later = comp('add', 'each +1d log later').strip()
     assert 'sent 2 line(s)' in b.sync()           # the job and its signature
     assert any(l.startswith(later + ' ') for l in b.lines())

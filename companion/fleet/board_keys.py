@@ -79,7 +79,9 @@ def verify_result(fleet, r):
         key = (secret, line, mac)
         ok = seen.get(key)
         if ok is None:
-            ok = seen[key] = hmac.check_result(secret, line, mac)  # the MAC covers the line with '-' in its place
+            # the MAC covers the line with '-' in its place; a single-run
+            # record's board signature follows it (core/recsig.py: Fleet.receive checks it)
+            ok = seen[key] = hmac.check_result(secret, line, mac[:16] if mac[16:17] == '.' else mac)
         return ok
     finally:
         r.mac = mac
@@ -120,3 +122,75 @@ def make_fleet_key(fleet):
     `companion init`; kept when it exists."""
     import secrets
     return write_new(fleet_key_path(fleet), secrets.token_hex(32))
+
+
+# ---- board signatures (core/recsig.py, docs/security.md#board-signatures) ----
+
+def sign_path(fleet, dev_id):
+    """A board's own Ed25519 key (its 32-byte seed, hex), next to its secret."""
+    return fleet.path('keys', 'devices', dev_id + '.sign')
+
+
+def sign_seed(fleet, dev_id, create=False):
+    """The board's signing seed (64 hex), or None; create: a new one when it has none
+    (written 0600 at the commit of its provisioning, write_new)."""
+    if not dev_id.strip('.'):
+        return None
+    p = sign_path(fleet, dev_id)
+    try:
+        with open(p, 'rb') as f:
+            text = f.read().strip().decode('ascii', 'replace')
+    except FileNotFoundError:
+        if not create:
+            return None
+        import secrets
+        return secrets.token_hex(32)
+    return _hex_key(p, text, 'restore it from your backup of the fleet folder, or remove it and deploy the '
+                             'board again (companion deploy PORT --id %s: a new key)' % dev_id)
+
+
+def sign_pub(seed):
+    """The public key text (ed25519:<64 hex>) of a seed (hex)."""
+    from cryptography.hazmat.primitives.asymmetric import ed25519 as ced
+    from cryptography.hazmat.primitives import serialization
+    pub = ced.Ed25519PrivateKey.from_private_bytes(bytes.fromhex(seed)).public_key().public_bytes(
+        serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return 'ed25519:' + pub.hex()
+
+
+class Signatures:
+    """The companion's check of a board's signature on a single-run record
+    (after its MAC): the same rule as a board's (device/trust.py), with the
+    board keys of the fleet's host list and the jobs of the fleet and of the
+    delivery."""
+
+    def __init__(self, lines, new_lines=()):
+        from sporadic.core import hostrec, recsig
+        self.keys = {}
+        self.single = set()
+        best = {}
+        for src in (lines, new_lines):
+            for l in src:
+                if l.startswith('.h '):
+                    h = jobline.host_of(l)
+                    if h not in best or hostrec.key(l) > hostrec.key(best[h]):
+                        best[h] = l
+                elif l[8:9] == ' ' and recsig.single(l):
+                    self.single.add(l[:8])
+        for h, l in best.items():
+            k = hostrec.pubkey(l)
+            if k is not None:
+                self.keys[h] = k
+
+    def problem(self, line, who, result):
+        """None, or why a result (result=True) or assignment of `who` is refused."""
+        from sporadic.core import recsig
+        key = self.keys.get(who)
+        mac = recsig.mac_field(line)
+        if recsig.signed(mac):
+            if key is None:
+                return 'signed, but %s has no board key in the host list' % who
+            return None if recsig.verify(key, line) else 'its board signature does not verify'
+        if key is not None and (not result or line[:8] in self.single):
+            return 'a single-run record without the board signature of %s' % who
+        return None

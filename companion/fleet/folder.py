@@ -31,6 +31,7 @@ from sporadic.desktop import merging
 from companion.errors import UserError
 from companion.fleet.atomic import atomic_write
 from companion.fleet.board_keys import device_secret, make_fleet_key, read_fleet_key, secret_or_none, verify_result
+from companion.fleet import board_keys
 from companion.fleet.host_list import host_positions, host_records
 from companion.fleet.zonerule import zone_rule
 
@@ -227,6 +228,7 @@ class Fleet:
         # merged into jobs.txt, so no sync carries it on to a board (#29)
         out = []
         held = None
+        sig = None     # the host list's board keys and the single-run jobs (board_keys.Signatures)
         for l in new_lines:
             if l[8:11] not in (' r ', ' a '):
                 continue
@@ -238,11 +240,17 @@ class Fleet:
                 r = jobline.parse(l)
             except jobline.ParseError:
                 continue        # the merge reports it
+            res = isinstance(r, jobline.Result)
+            who = r.host if res else r.by
             if verify_result(self, r) is False:
-                res = isinstance(r, jobline.Result)
-                who = r.host if res else r.by
                 why = 'no board %s in this fleet' % who if secret_or_none(self, who) is None \
                     else 'its MAC does not verify'
+                out.append((l, 'unverified %s from %s (%s)' % ('result' if res else 'assignment', who, why)))
+                continue
+            if sig is None:
+                sig = board_keys.Signatures(self.lines(), new_lines)
+            why = sig.problem(l, who, res)
+            if why:
                 out.append((l, 'unverified %s from %s (%s)' % ('result' if res else 'assignment', who, why)))
         return out
 

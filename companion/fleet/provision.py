@@ -11,7 +11,9 @@ was (a refused or failed flash, an image that does not fit):
     p.commit(port)      # the device secret, the fleet key, the host line, devices/ID
 
 /cfg.json (files.config_files): id, secret (per device), pubkey (the
-fleet's public key; signed fleets), fleet_key (board-to-board
+fleet's public key; signed fleets), sign and sign_pub (the board's own Ed25519
+key pair, 64 hex each; signed fleets: its public key goes into the board's signed host record,
+docs/security.md#board-signatures), fleet_key (board-to-board
 authentication, keys/peer), hwm (replay floor: docs/security.md), board,
 fleet, mode, and the network keys when one was asked for: sync_port, peers,
 wifi (docs/wifi.md).
@@ -127,7 +129,7 @@ class Provision:
     until commit()."""
 
     def __init__(self, fleet, dev_id, board, extra, secret, pubkey, new_secret, new_fleet_key,
-                 host_lines=(), host_seq=None):
+                 host_lines=(), host_seq=None, sign_key=None, new_sign=False):
         self.fleet = fleet
         self.host_lines = list(host_lines)   # '.h ID [SINCE LAT LON]' and its batch, when the fleet lacks them
         self._host_seq = host_seq
@@ -138,6 +140,8 @@ class Provision:
         self.pubkey = pubkey
         self._new_secret = new_secret
         self._new_fleet_key = new_fleet_key
+        self.sign_key = sign_key        # the board's public key text (ed25519:HEX), or None
+        self._new_sign = new_sign
 
     def jobs_text(self, text):
         """A job file for the board's image: text and the board's own host
@@ -168,6 +172,11 @@ class Provision:
             fleet.__dict__.setdefault('_secrets', {})[self.id] = kept
         if self._new_fleet_key:
             board_keys.write_new(board_keys.fleet_key_path(fleet), self.extra['fleet_key'])
+        if self._new_sign:
+            kept = board_keys.write_new(board_keys.sign_path(fleet, self.id), self.extra['sign'])
+            if kept != self.extra['sign']:
+                raise UserError('another command gave %s a board key while this one ran: provision it again'
+                                % self.id)
         if self.host_lines and self._host_seq is not None:
             from companion.fleet import keys
             if keys.current_seq(fleet.dir) == self._host_seq - 1:
@@ -179,7 +188,7 @@ class Provision:
             # fleet's)
         elif self.host_lines:
             fleet.merge_in(self.host_lines, 'host')
-        host_list.add_host(fleet, self.id, self.position())
+        host_list.add_host(fleet, self.id, self.position(), key=self.sign_key)
         info = fleet.device(self.id) or {'id': self.id}
         info.update({'board': self.board, how: int(time.time())})
         for k in ('lat', 'lon'):   # where the board is (companion plan of sun jobs)
@@ -203,7 +212,8 @@ def prepare(fleet, dev_id, board, network=None, secret=None, pubkey=None, positi
     network = dict(network or {})
     check_network(board, network)
     extra = {'board': board}
-    new_secret = new_key = False
+    new_secret = new_key = new_sign = False
+    sign_key = None
     if fleet is not None:
         extra.update({'fleet': fleet.meta['name'], 'mode': fleet.meta.get('mode', 'signed')})
         key = board_keys.read_fleet_key(fleet)
@@ -222,11 +232,19 @@ def prepare(fleet, dev_id, board, network=None, secret=None, pubkey=None, positi
             if pubkey is None:
                 pubkey = keys.load_pub(fleet.dir)
             extra['hwm'] = replay_floor(fleet)
+            # the board's own key pair: kept across deploys (its records
+            # already on other boards stay checkable), made at the first
+            seed = board_keys.sign_seed(fleet, dev_id)
+            if seed is None:
+                seed, new_sign = board_keys.sign_seed(fleet, dev_id, create=True), True
+            extra['sign'] = seed
+            sign_key = board_keys.sign_pub(seed)
+            extra['sign_pub'] = sign_key[8:]
     extra.update(network)
     extra.update(position or {})
     host_lines, host_seq = [], None
     pos = (position['lat'], position['lon']) if position else None
-    line = host_list.host_line(fleet, dev_id, pos) if fleet is not None else None
+    line = host_list.host_line(fleet, dev_id, pos, key=sign_key) if fleet is not None else None
     if line is not None:   # the board's record (with its position) is new to the fleet
         host_lines = [line]
         if not fleet.insecure:
@@ -234,4 +252,4 @@ def prepare(fleet, dev_id, board, network=None, secret=None, pubkey=None, positi
             host_seq = keys.current_seq(fleet.dir) + 1
             host_lines += keys.seal(fleet.dir, fleet.lines(), [line], seq=host_seq)
     return Provision(fleet, dev_id, board, extra, secret, pubkey, new_secret, new_key,
-                     host_lines, host_seq)
+                     host_lines, host_seq, sign_key, new_sign)

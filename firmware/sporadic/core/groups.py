@@ -30,6 +30,12 @@
 # done_k. Called at most once a group, only when such a result comes (the
 # job's line sorts before its results).
 #
+# Board keys (docs/security.md#board-signatures): a host whose `.h` record
+# carries a key (`ed25519:HEX`) has its results of a single-run job and its
+# assignments counted only when they carry its signature (core/recsig.py; a
+# board's trust.admit verified it on arrival, the scan only looks for it):
+# a board holding the fleet key cannot settle an instance in its name.
+#
 # A callback, not a generator: a board's loop keeps the state in one frame
 # and allocates nothing per group.
 from sporadic.core import jobline, order
@@ -66,6 +72,8 @@ def scan(lines, me, hosts_max, visit, tally=None, cap=None):
         tally[0] = -1
         tally[1] = tally[2] = 0
     hosts = []
+    keyed = None   # hosts with a board key (their single-run records must be signed)
+    single = False
     gid = None
     text = None
     cancelled = False
@@ -76,6 +84,10 @@ def scan(lines, me, hosts_max, visit, tally=None, cap=None):
     akey = None
     for line in lines:
         if line[0] == '.':
+            if line[:3] == '.h ' and line[-72:-64] == 'ed25519:':
+                if keyed is None:
+                    keyed = []
+                keyed.append(jobline.host_of(line))
             if line[:3] == '.h ' and hosts is not None:
                 h = jobline.host_of(line)
                 if hosts and hosts[-1] == h:
@@ -104,6 +116,7 @@ def scan(lines, me, hosts_max, visit, tally=None, cap=None):
             asg = None
             akey = None
             lim = None
+            single = False
         kind = line[idl + 1:idl + 3]
         if kind == 'r ':
             if cancelled:
@@ -116,6 +129,8 @@ def scan(lines, me, hosts_max, visit, tally=None, cap=None):
                 if mkey is None or key > mkey:
                     mkey = key
                     mine = (key[0], _OUTCOMES[key[2]], key[1])
+            elif single and f[2] in keyed and (len(f) < 7 or f[6][16:17] != '.'):
+                pass       # not signed by a host that signs: no record of it at all
             else:
                 if not f[5].startswith('miss'):
                     k = int(f[3])
@@ -138,7 +153,7 @@ def scan(lines, me, hosts_max, visit, tally=None, cap=None):
         elif kind == 'a ':
             # a section leader's assignment (docs/wifi.md)
             f = line.split(None, 6)
-            if len(f) >= 6:
+            if len(f) >= 6 and not (keyed and f[5] in keyed and (len(f) < 7 or f[6][16:17] != '.')):
                 key = (int(f[3]), int(f[4]))
                 if akey is None or key > akey:
                     akey = key
@@ -147,6 +162,7 @@ def scan(lines, me, hosts_max, visit, tally=None, cap=None):
             cancelled = True
         elif text is None:
             text = line
+            single = keyed is not None and text[idl + 1:idl + 5] in ('one ', 'any ')
     if gid is not None:
         if tally is not None:
             _tally(tally, tb)

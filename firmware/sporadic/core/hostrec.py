@@ -20,12 +20,20 @@ def _degrees(s, limit):
     return v <= limit * 100000 and not (v == 0 and body != s)
 
 
+KEY = 'ed25519:'
+
+
 def parse(rest):
     """What follows '.h ' -> (host, since, lat, lon): a board's id (as written: jobline
     checks it), the time (UTC epoch s) the companion wrote the record, and the position
     it was deployed at (decimal text, or None); None for a record of another form. A
-    record without SINCE is -1 (written before positions were)."""
+    record without SINCE is -1 (written before positions were). A record may end with
+    the board's public key, `ed25519:<64 hex>` (after SINCE: pubkey())."""
     f = rest.split(' ')
+    if len(f) > 2 and f[-1][:8] == KEY:
+        k = f.pop()[8:]
+        if len(k) != 64 or k.lower() != k or not all(c in '0123456789abcdef' for c in k):
+            return None
     host = f[0]
     if len(f) == 1:
         return host, -1, None, None
@@ -43,7 +51,20 @@ def key(line):
     return (int(f[2]) if len(f) > 2 else -1, line)
 
 
+def pubkey(line):
+    """The public key (32 bytes) a host record '.h HOST SINCE [LAT LON] ed25519:HEX'
+    gives its board, or None (a record from before board keys)."""
+    i = line.rfind(' ')
+    if i < 0 or line[i + 1:i + 9] != KEY or len(line) - i - 9 != 64:
+        return None
+    import binascii
+    try:
+        return binascii.unhexlify(line[i + 9:])
+    except ValueError:
+        return None
+
+
 def bad(rest):
     """Why parse() refused the record '.h ' + rest."""
-    return ('bad host record %r (.h HOST [SINCE [LAT LON]]: epoch seconds, '
-            'degrees with at most 5 decimals)' % ('.h ' + rest))
+    return ('bad host record %r (.h HOST [SINCE [LAT LON]] [ed25519:KEY]: epoch seconds, '
+            'degrees with at most 5 decimals, 64 hex)' % ('.h ' + rest))

@@ -117,6 +117,18 @@ def _parse_outcome(tok):
     raise ParseError(msg(7, repr(tok)))
 
 
+_B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/'
+
+
+def _mac_ok(mac):
+    # 16 hex (the board's HMAC), or 16 hex '.' and the base64 of an Ed25519
+    # signature (core/recsig.py: 88 characters, canonical, padded)
+    if len(mac) == 16:
+        return is_hex(mac)
+    return (len(mac) == 105 and mac[16] == '.' and is_hex(mac[:16]) and mac[-2:] == '=='
+            and mac[-3] in 'AQgw' and all(c in _B64 for c in mac[17:-2]))
+
+
 def parse_result(jid, rest):
     # jobline.parse's result record (ID r HOST K AT OUTCOME MAC [OUTPUT]):
     # here, as a board's loop writes results and never parses one
@@ -128,7 +140,7 @@ def parse_result(jid, rest):
     at = parse_int(f[2], 1)
     outcome, attempt = _parse_outcome(f[3])
     mac = f[4]
-    if mac != '-' and (len(mac) != 16 or not is_hex(mac)):
+    if mac != '-' and not _mac_ok(mac):
         raise ParseError(msg(10, repr(mac)))
     return Result(jid, host, k, at, outcome, attempt, mac, f[5] if len(f) > 5 else '')
 
@@ -142,7 +154,7 @@ def parse_assign(jid, rest):
     at = parse_int(f[2], 1)
     by = check_host(f[3])
     mac = f[4]
-    if mac != '-' and (len(mac) != 16 or not is_hex(mac)):
+    if mac != '-' and not _mac_ok(mac):
         raise ParseError(msg(10, repr(mac)))
     return Assign(jid, host, k, at, by, mac)
 
@@ -162,7 +174,7 @@ try:
         # `companion merge` runs this on every distinct line (~20% faster)
         _CANON = re.compile(
             r'[0-9a-v]{8} (?:r [A-Za-z0-9_.:-]{1,32} (?:[1-9][0-9]*|0) (?:[1-9][0-9]*|0)'
-            r' (?:run|err|miss|ok)(?:[2-9]|[1-9][0-9]+|) (?:-|[0-9a-f]{16})(?: [!-~](?:[ -~]{0,58}[!-~]|)|)'
+            r' (?:run|err|miss|ok)(?:[2-9]|[1-9][0-9]+|) (?:-|[0-9a-f]{16}(?:\.[A-Za-z0-9+/]{85}[AQgw]==|))(?: [!-~](?:[ -~]{0,58}[!-~]|)|)'
             r'|cancel)|\.h [A-Za-z0-9_.:-]{1,32}')
         fast_match = _CANON.fullmatch
 

@@ -154,7 +154,17 @@ def _started(st, cfg):
             r = jobline.Result(jid, host, k, int(f[2]), 'run', att, '-', '')
             if cfg.get('secret'):
                 from sporadic.core import hmac
-                r.mac = hmac.mac_result(cfg['secret'], r.line())
+                body = r.line()
+                r.mac = hmac.mac_result(cfg['secret'], body)
+                if cfg.get('sign'):
+                    # run.txt does not say the job's kind: signed as a
+                    # single-run record must be (core/recsig.py; a crash is rare)
+                    try:
+                        from sporadic.core import recsig
+                        r.mac = recsig.sign(cfg['sign'], cfg['sign_pub'], body, r.mac)
+                    except MemoryError:
+                        pass    # its HMAC alone, never no record (runtime._record)
+                    body = recsig = None
             g = open(st.log, 'a')
             try:
                 write(g, r.line() + '\n')

@@ -47,12 +47,27 @@ class Runtime:
 
     # ---- recording ----
 
-    def _record(self, jid, k, at, outcome, attempt, text=''):
+    def _record(self, jid, k, at, outcome, attempt, text='', single=False):
         r = jobline.Result(jid, self.id, k, at, outcome, attempt if attempt > 1 else 1, '-', text)
         line = r.line()
         if self.mac:   # one HMAC a record; the companion checks it
             from sporadic.core import hmac
             r.mac = hmac.mac_result(self.cfg['secret'], line)
+            if single and self.cfg.get('sign'):
+                # a single-run record: the board's signature too, which its
+                # peers check (core/recsig.py; `each` results stay HMAC alone)
+                gc.collect()   # its code and big ints, in the pass's fragmented heap
+                try:
+                    from sporadic.core import recsig
+                    r.mac = recsig.sign(self.cfg['sign'], self.cfg['sign_pub'], line, r.mac)
+                except MemoryError:
+                    # a heap too small to sign: the record with its HMAC alone,
+                    # never none (at most once); peers do not count it
+                    # (docs/security.md#board-signatures)
+                    self.error = 'no heap to sign %s.%d' % (jid, k)
+                recsig = None
+                sporadic.forget('sporadic.core.recsig')
+                sporadic.forget('sporadic.core.ed25519')
             line = r.line()
         self.store.append(line)
         self.last.append(line)
@@ -79,6 +94,7 @@ class Runtime:
             rnk = rollout.wave(job, self.id, hosts)
             heard = self._tally
         at_next = None
+        one = job.kind in ('one', 'any')   # its records are signed (_record)
         for _ in range(plan.DECIDE_MAX):
             act, k, at, att = plan.decide(job, self.id, now, mine, done_k, rnk, self.rnd,
                                           self._asg, self._lease is not None and self._lease(), heard)
@@ -90,13 +106,13 @@ class Runtime:
                 break
             if act == plan.MISS:
                 self._record(job.id, k, now, 'miss', 1, plan.miss_reason(
-                    job, k, clock.set_at, self.unknown_since_boot, clock.jumps, rnk, heard))
+                    job, k, clock.set_at, self.unknown_since_boot, clock.jumps, rnk, heard), one)
                 mine = (k, 'miss', 1)
             elif act == plan.ABORT:   # a miss saying what this board heard of earlier waves
-                self._record(job.id, k, now, 'miss', 1, job.roll.abort_text(heard[1], heard[2]))
+                self._record(job.id, k, now, 'miss', 1, job.roll.abort_text(heard[1], heard[2]), one)
                 mine = (k, 'miss', 1)
             elif act == plan.FAIL:
-                self._record(job.id, k, now, 'err', att, 'interrupted')
+                self._record(job.id, k, now, 'err', att, 'interrupted', one)
                 mine = (k, 'err', att)
             else:  # RUN: record the start first (at most once across a crash:
                 # run.txt, the `run` record if the board is cut before the outcome)
@@ -109,7 +125,7 @@ class Runtime:
                     self.reset_wanted = True
                     text = 'reset'
                 out = 'ok' if ok else 'err'
-                self._record(job.id, k, now, out, att, text)
+                self._record(job.id, k, now, out, att, text, one)
                 self.store.ended()
                 mine = (k, out, att)
         else:

@@ -87,6 +87,7 @@ class Trust:
         self._v = None
         self._t = None
         self._hosts = None        # the signed host list (_hosts_known), read once
+        self._hkeys = None        # {host: board key (32 bytes)} of its records that carry one
         self._kd = None           # {key id: (n, e)} of self.keys (batch.key_ids), parsed once
         self._segs = None         # (compactions, [digests]) of the seals held (_held_segs)
         self._took = []           # this delivery's accepted .b records (added to _segs at commit)
@@ -268,31 +269,45 @@ class Trust:
         # (issue #29 case 1). Moves the known ones to out; returns the
         # number refused.
         hosts = self._hosts
+        keys = self._hkeys
         if hosts is None:
             # read once a boot: `.h` records are never dropped, and the
             # deliveries' own are added below (a P of a large sync is one of many)
             hosts = [self.me] if self.me else []
+            keys = {}
             for line in st.stream():
                 if line[0] != '.' or line[:3] > '.h ':
                     break
                 if line[:3] == '.h ':
                     hosts.append(jobline.host_of(line))
+                    if line[-72:-64] == 'ed25519:':
+                        _hkey(keys, line)
             self._hosts = hosts
+            self._hkeys = keys
         for c in out:
             if c[:3] == '.h ':
                 h = jobline.host_of(c)
                 if h not in hosts:
                     hosts.append(h)
+                if c[-72:-64] == 'ed25519:':
+                    _hkey(keys, c)
         n = 0
+        sig = []     # records of other hosts that have a board key: checked below
         for c in dev:
             f = c.split(' ', 6)
             bad = f[2] if f[2] not in hosts else f[5] if f[1] == 'a' and f[5] not in hosts else None
-            if bad is None:
-                out.append(c)
-            else:
+            if bad is not None:
                 self._refuse(st, c, 'unknown host %s: not in the fleet\'s signed host list' % bad,
                              src, refused)
                 n += 1
+            elif keys and not (f[1] == 'r' and f[2] == self.me) and (
+                    (f[5] if f[1] == 'a' else f[2]) in keys or f[6][16:17] == '.'):
+                sig.append(c)
+            else:
+                out.append(c)
+        if sig:
+            from sporadic.device import boardsig   # board signatures: loaded for these only
+            n += boardsig.check(self, st, sig, keys, out, src, refused)
         return n
 
     def _mine_ok(self, c):
@@ -417,6 +432,14 @@ def _parsed(had):
         jobline.unload()
     import sporadic
     sporadic.forget_since(had)
+
+
+def _hkey(keys, line):
+    # a host record's board key into keys (in order: a later record of a host holds)
+    from sporadic.core import hostrec
+    k = hostrec.pubkey(line)
+    if k is not None:
+        keys[jobline.host_of(line)] = k
 
 
 def _mac(c):
