@@ -60,11 +60,11 @@ def waves(c, jid):
 
 def test_a_failing_rollout_is_aborted_by_later_waves_and_a_succeeding_one_reaches_every_wave(world):
     c, boards = fleet_of_three(world)
-    # 33%: one board of three in wave 0; the next wave 4h (24 s real) later:
+    # 33%: one board of three in wave 0; the next wave 2h (12 s real) later:
     # the first wave's outcomes reach every board through the companion in
     # six syncs before that (about 1 s: ten minutes of board time)
-    bad_line = 'each +5m pin x on ; waves=33%,100% wave=4h abort=fail>0%/1'
-    good_line = 'each +5m log hello ; waves=33%,100% wave=4h need=1'
+    bad_line = 'each +5m pin x on ; waves=33%,100% wave=2h abort=fail>0%/1'
+    good_line = 'each +5m log hello ; waves=33%,100% wave=2h need=1'
     j_bad = c('add', bad_line).strip()      # fails on every board: no pin x
     j_good = c('add', good_line).strip()
     wb = waves(c, j_bad)[0]
