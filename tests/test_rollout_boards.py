@@ -103,12 +103,13 @@ def test_a_failing_rollout_is_aborted_by_later_waves_and_a_succeeding_one_reache
 
 def test_a_later_wave_that_heard_too_few_successes_waits_then_misses_at_its_windows_end(world):
     c, boards = fleet_of_three(world)
-    line = 'each +5m log hello ; waves=33%,100% wave=1h need=1 within=3h'
+    # the later wave's hour (6 s real) from 1h to its window's end at 2h
+    line = 'each +5m log hello ; waves=33%,100% wave=1h need=1 within=2h'
     jid = c('add', line).strip()
     w, j = waves(c, jid)
     for b in IDS:
         c.sync(boards[b].path)
-    end = j.t0 + 3 * 3600
+    end = j.t0 + 2 * 3600
     late = [b for b in IDS if w[b] == 1]
     first = [b for b in IDS if w[b] == 0][0]
     # nobody syncs again: the first wave runs, the later one never hears of it
