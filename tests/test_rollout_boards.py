@@ -60,11 +60,11 @@ def waves(c, jid):
 
 def test_a_failing_rollout_is_aborted_by_later_waves_and_a_succeeding_one_reaches_every_wave(world):
     c, boards = fleet_of_three(world)
-    # 33%: one board of three in wave 0; the next wave 4h (24 s real) later:
+    # 33%: one board of three in wave 0; the next wave 2h (12 s real) later:
     # the first wave's outcomes reach every board through the companion in
     # six syncs before that (about 1 s: ten minutes of board time)
-    bad_line = 'each +5m pin x on ; waves=33%,100% wave=4h abort=fail>0%/1'
-    good_line = 'each +5m log hello ; waves=33%,100% wave=4h need=1'
+    bad_line = 'each +5m pin x on ; waves=33%,100% wave=2h abort=fail>0%/1'
+    good_line = 'each +5m log hello ; waves=33%,100% wave=2h need=1'
     j_bad = c('add', bad_line).strip()      # fails on every board: no pin x
     j_good = c('add', good_line).strip()
     wb = waves(c, j_bad)[0]
@@ -103,12 +103,13 @@ def test_a_failing_rollout_is_aborted_by_later_waves_and_a_succeeding_one_reache
 
 def test_a_later_wave_that_heard_too_few_successes_waits_then_misses_at_its_windows_end(world):
     c, boards = fleet_of_three(world)
-    line = 'each +5m log hello ; waves=33%,100% wave=1h need=1 within=3h'
+    # the later wave's hour (6 s real) from 1h to its window's end at 2h
+    line = 'each +5m log hello ; waves=33%,100% wave=1h need=1 within=2h'
     jid = c('add', line).strip()
     w, j = waves(c, jid)
     for b in IDS:
         c.sync(boards[b].path)
-    end = j.t0 + 3 * 3600
+    end = j.t0 + 2 * 3600
     late = [b for b in IDS if w[b] == 1]
     first = [b for b in IDS if w[b] == 0][0]
     # nobody syncs again: the first wave runs, the later one never hears of it

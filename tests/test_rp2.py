@@ -186,7 +186,9 @@ def test_an_image_built_on_the_desktop_boots_with_its_jobs(world):
     an ESP8266's RTC memory holds (runtime.AGENDA_SMALL)."""
     c = world.companion
     c('init')
-    j = c('add', 'each +15s log from-image ; within=10m').strip()
+    # due about when the first sync is over (~3 s here): without a clock till
+    # then, it runs after that sync, on the board's own clock
+    j = c('add', 'each +6s log from-image ; within=10m').strip()
     later = {c('add', 'each +%dh log later%d' % (h, h)).strip() for h in range(1, 13)}
     fs_bin = str(world.tmp / 'fs.bin')
     c('image', '--board', 'rp2-pico', '--id', 'pico-2', '-o', fs_bin)
@@ -254,7 +256,8 @@ def test_power_cut_during_a_run_and_during_a_sync(world):
     fs_bin = str(world.tmp / 'fs.bin')     # set up from an image (deploy has its own test)
     c('image', '--board', 'rp2-pico', '--id', 'pico-1', '-o', fs_bin)
     vb = world.pico(image_file=fs_bin)
-    jobs = [c('add', 'each +%ds log cut%d ; within=10m' % (10 + 2 * i, i)).strip() for i in range(3)]
+    # due about when the sync is over (~4 s here), then one each 2 s
+    jobs = [c('add', 'each +%ds log cut%d ; within=10m' % (4 + 2 * i, i)).strip() for i in range(3)]
     c.sync(vb.path)
     flash = vb.flash
     # 1. a power cut as soon as the first run reaches the flash
@@ -273,7 +276,8 @@ def test_power_cut_during_a_run_and_during_a_sync(world):
     more = []
     cut_syncs = 0
     for k in range(3):
-        more.append(c('add', 'each +%ds log more%d ; within=10m' % (8, k)).strip())
+        # due about when the sync after the cut is over (cut, boot, sync: ~5 s)
+        more.append(c('add', 'each +%ds log more%d ; within=10m' % (4, k)).strip())
         p = companion_cli(world.companion.dir, 'sync', vb.path, '-q')
         time.sleep(rnd.uniform(0.3, 1.5))    # (a sync takes 2-4 s here)
         vb.kill()
