@@ -41,8 +41,12 @@ runtime.main(until=%d)
 CRASH = 77
 # These tests are about the flash, not RAM. The crash workload (a dozen
 # jobs, compactions while the log holds a whole day of records) peaks above 64K on this 64-bit port once signature checks
-# are in the store; the loop's own 64K budget is bench/device_heap.py's.
-HEAP = '96K'
+# are in the store, and above 112K since this stop's merge (board signatures
+# with the carried wake index and the broker's boot): a boot after some cut
+# points ran out ('allocating 640 bytes' in runtime._index / a compaction;
+# the cause not found; 12 uncut hours hold 60 KB live at 96K). The loop's own
+# 64K budget is bench/device_heap.py's (peak 61 KB).
+HEAP = '128K'
 
 
 def complete_lines(path):
