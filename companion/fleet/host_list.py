@@ -16,14 +16,8 @@ def host_records(lines):
     """{host: (since, lat, lon)} of the host records (`.h HOST [SINCE [LAT LON]]`) among
     lines: for each host its newest (hostrec.key); lat/lon floats or None."""
     from sporadic.core import hostrec
-    best = {}
-    for l in lines:
-        if l.startswith('.h '):
-            h = jobline.host_of(l)
-            if h not in best or hostrec.key(l) > hostrec.key(best[h]):
-                best[h] = l
     out = {}
-    for h, l in best.items():
+    for h, l in _newest(lines).items():
         _, since, lat, lon = hostrec.parse(l[3:])
         out[h] = (since, None if lat is None else float(lat), None if lon is None else float(lon))
     return out
@@ -38,13 +32,19 @@ def host_keys(lines):
     """{host: its board key text (ed25519:HEX)} of the newest host records among lines
     that carry one."""
     from sporadic.core import hostrec
+    return {h: l[l.rfind(' ') + 1:] for h, l in _newest(lines).items() if hostrec.pubkey(l) is not None}
+
+
+def _newest(lines):
+    # {host: its newest host record among lines} (hostrec.key: the greatest SINCE)
+    from sporadic.core import hostrec
     best = {}
     for l in lines:
         if l.startswith('.h '):
             h = jobline.host_of(l)
             if h not in best or hostrec.key(l) > hostrec.key(best[h]):
                 best[h] = l
-    return {h: l[l.rfind(' ') + 1:] for h, l in best.items() if hostrec.pubkey(l) is not None}
+    return best
 
 
 def host_line(fleet, host, position=None, now=None, key=None):

@@ -131,12 +131,8 @@ def _sha512_py(data):
 
 
 def _bitlen(x):
-    b = 0
-    while x >> (b + 64):
-        b += 64
-    while x >> b:
-        b += 1
-    return b
+    # bits of x >= 0 (MicroPython's int has no bit_length): one string of them
+    return len(bin(x)) - 2 if x else 0
 
 
 def sha512(data):
