@@ -84,7 +84,7 @@ def scan(lines, me, hosts_max, visit, tally=None, cap=None):
     akey = None
     for line in lines:
         if line[0] == '.':
-            if line[:3] == '.h ' and line[-72:-64] == 'ed25519:':
+            if line[:3] == '.h ' and jobline.board_keyed(line):
                 if keyed is None:
                     keyed = []
                 keyed.append(jobline.host_of(line))
@@ -129,7 +129,7 @@ def scan(lines, me, hosts_max, visit, tally=None, cap=None):
                 if mkey is None or key > mkey:
                     mkey = key
                     mine = (key[0], _OUTCOMES[key[2]], key[1])
-            elif single and f[2] in keyed and (len(f) < 7 or f[6][16:17] != '.'):
+            elif single and f[2] in keyed and (len(f) < 7 or not jobline.board_signed(f[6])):
                 pass       # not signed by a host that signs: no record of it at all
             else:
                 if not f[5].startswith('miss'):
@@ -153,7 +153,7 @@ def scan(lines, me, hosts_max, visit, tally=None, cap=None):
         elif kind == 'a ':
             # a section leader's assignment (docs/wifi.md)
             f = line.split(None, 6)
-            if len(f) >= 6 and not (keyed and f[5] in keyed and (len(f) < 7 or f[6][16:17] != '.')):
+            if len(f) >= 6 and not (keyed and f[5] in keyed and (len(f) < 7 or not jobline.board_signed(f[6]))):
                 key = (int(f[3]), int(f[4]))
                 if akey is None or key > akey:
                     akey = key

@@ -464,6 +464,18 @@ def canonical(line, salt=None, zone_rule=None):
     return None if r is None else r.line()
 
 
+def board_keyed(line):
+    """A host record '.h HOST ... ed25519:<64 hex>' that gives its board's public
+    key (core/hostrec.py pubkey() reads it; docs/security.md#board-signatures)."""
+    return line[-72:-64] == 'ed25519:'
+
+
+def board_signed(mac):
+    """A record's MAC field 'HMAC.SIG': its board's signature after the HMAC
+    (core/recsig.py checks it)."""
+    return mac[16:17] == '.'
+
+
 def host_of(line):
     """The host a host record '.h HOST [SINCE [LAT LON]]' names."""
     i = line.find(' ', 3)

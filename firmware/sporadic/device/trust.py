@@ -280,7 +280,7 @@ class Trust:
                     break
                 if line[:3] == '.h ':
                     hosts.append(jobline.host_of(line))
-                    if line[-72:-64] == 'ed25519:':
+                    if jobline.board_keyed(line):
                         _hkey(keys, line)
             self._hosts = hosts
             self._hkeys = keys
@@ -289,7 +289,7 @@ class Trust:
                 h = jobline.host_of(c)
                 if h not in hosts:
                     hosts.append(h)
-                if c[-72:-64] == 'ed25519:':
+                if jobline.board_keyed(c):
                     _hkey(keys, c)
         n = 0
         sig = []     # records of other hosts that have a board key: checked below
@@ -301,7 +301,7 @@ class Trust:
                              src, refused)
                 n += 1
             elif keys and not (f[1] == 'r' and f[2] == self.me) and (
-                    (f[5] if f[1] == 'a' else f[2]) in keys or f[6][16:17] == '.'):
+                    (f[5] if f[1] == 'a' else f[2]) in keys or jobline.board_signed(f[6])):
                 sig.append(c)
             else:
                 out.append(c)
