@@ -319,32 +319,13 @@ class RawRepl(ReplLink):
         self._rx.clear()
 
     def _paste(self, code):
-        hdr = self._read_exact(2)
-        window = struct.unpack("<H", hdr)[0]
+        window = struct.unpack("<H", self._read_exact(2))[0]
         self._window = window
-        remain = window
-        i = 0
-        while i < len(code):
-            silent_until = time.monotonic() + self.timeout
-            while remain == 0 or self._rx or self._waiting():
-                if not self._rx:
-                    if not self._fill():
-                        if time.monotonic() > silent_until:
-                            self._fail(LinkTimeout("%s: board stopped reading raw-paste data" % self.port_url))
-                        continue
-                b = self._rx[0]
-                del self._rx[0]
-                if b == 0x01:
-                    remain += window
-                elif b == 0x04:  # the board stopped reading (compile error)
-                    self._write(b"\x04")
-                    return
-                else:
-                    self._fail(LinkError("%s: unexpected byte %r during raw-paste" % (self.port_url, bytes([b]))))
-            piece = code[i:i + remain]
-            self._write(piece)
-            remain -= len(piece)
-            i += len(piece)
+        if not self._send_credited(code, window, window, "board stopped reading raw-paste data",
+                                   "during raw-paste"):
+            del self._rx[0]  # its 0x04: the board stopped reading (compile error)
+            self._write(b"\x04")
+            return
         self._write(b"\x04")
         self._read_until(b"\x04")  # acknowledged (window bytes before it dropped)
 
@@ -392,34 +373,40 @@ class RawRepl(ReplLink):
         """Send data to ``_sp_in`` running on the board, at most two windows
         ahead of what it has consumed (as raw-paste does). False if the board
         stopped reading before the end (it raised)."""
-        w = self._window
-        credit, i, started = 0, 0, False
-        while i < len(data) or not started:
+        return self._send_credited(data, 0, 2 * self._window, "board stopped reading the data",
+                                   "while sending data")
+
+    def _send_credited(self, data, credit, first_grant, stalled, doing):
+        """Send data under the board's flow control: each 0x01 it sends grants
+        one more window; the first grants first_grant (with no credit yet, even
+        empty data waits for it). Bytes that arrive are taken before each write.
+        False if the board ended (0x04) before taking all of it."""
+        window = self._window
+        granted = credit > 0
+        i = 0
+        while i < len(data) or not granted:
             silent_until = time.monotonic() + self.timeout
             while credit == 0 or self._rx or self._waiting():
                 if not self._rx:
                     if not self._fill():
                         if time.monotonic() > silent_until:
-                            self._fail(LinkTimeout("%s: board stopped reading the data" % self.port_url))
+                            self._fail(LinkTimeout("%s: %s" % (self.port_url, stalled)))
                         continue
                     silent_until = time.monotonic() + self.timeout
                 c = self._rx[0]
-                if c == 0x01:
-                    del self._rx[0]
-                    credit += w if started else 2 * w
-                    started = True
-                elif c == 0x04:  # the board's code ended: leave it to the caller
+                if c == 0x04:  # the board's code ended: leave it to the caller
                     return i >= len(data)
-                else:
-                    self._fail(LinkError("%s: unexpected byte %r while sending data"
-                                         % (self.port_url, bytes([c]))))
-                if started and i >= len(data):
-                    break
-            if i < len(data):
-                piece = data[i:i + credit]
-                self._write(piece)
-                credit -= len(piece)
-                i += len(piece)
+                if c != 0x01:
+                    self._fail(LinkError("%s: unexpected byte %r %s" % (self.port_url, bytes([c]), doing)))
+                del self._rx[0]
+                credit += window if granted else first_grant
+                granted = True
+                if i >= len(data):
+                    return True
+            piece = data[i:i + credit]
+            self._write(piece)
+            credit -= len(piece)
+            i += len(piece)
         return True
 
     def _resync(self):
