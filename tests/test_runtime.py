@@ -254,26 +254,6 @@ def _private():
     assert pins == ['pin 5 1', 'led 1', 'led 0', 'led 1', 'led 0', 'pin 4 1', 'pin 4 0']
 
 
-def test_a_pass_runs_its_due_jobs_after_the_scan_with_the_scanner_gone(tmp_path):
-    # A small heap's pass (#31): the scan owes the jobs that act, then runs
-    # them once the scanner's code (core/groups.py) has left RAM, so the
-    # actions' and the MAC's code never share the heap with it. Each action
-    # reports whether the scanner is loaded while it runs; both run in the
-    # one pass, the waiting job is left to its time.
-    user = """
-import sys
-def probe(tag):
-    return tag + (' scanner' if 'sporadic.core.groups' in sys.modules else ' alone')
-"""
-    jobs = ['each 2026-12-01T06:00Z probe a', 'each 2026-12-01T06:00Z probe b',
-            'each 2026-12-01T09:00Z probe later']
-    d = make_flash(str(tmp_path), jobs=jobs, actions=user)
-    st, _ = run(d, 'rt.step(%d)' % (T0 + 6 * H + 30))
-    res = sorted((r['outcome'], r['text']) for r in own_results(d, 'dev-1'))
-    assert res == [('ok', 'a alone'), ('ok', 'b alone')]
-    assert st['pending'] == 1 and st['next_wake'] == T0 + 7 * H + 30   # 09:00's, MAX_SLEEP away
-
-
 def test_broken_actions_module_is_reported(tmp_path):
     jobs = ['each 2026-12-01T06:00Z greet x', 'each 2026-12-01T06:01Z log fine']
     d = make_flash(str(tmp_path), jobs=jobs, actions='def greet(:\n')
