@@ -33,7 +33,6 @@ _rt = None
 
 class Runtime:
     _due = None       # the jobs a wake decides alone, as wake.plan found them
-    _owed = None      # during a pass's scan: the jobs that act, decided after it (_decide)
 
     def __init__(self, root='', cfg=None):
         # the set-up of a boot (device/rtinit.py: the config, the id, the
@@ -95,13 +94,6 @@ class Runtime:
                 hosts = hostscan.hosts(self.store)
             rnk = rollout.wave(job, self.id, hosts)
             heard = self._tally
-        return self._decide(job, mine, done_k, rnk, heard, now, self._owed is not None)
-
-    def _decide(self, job, mine, done_k, rnk, heard, now, owe=False):
-        # the job's decisions of this pass (at most DECIDE_MAX): its records
-        # written, its action run; -> its next wake. owe: during the scan,
-        # a job that acts is owed instead (step decides it again after the
-        # scan, the scanner's code gone before the actions' and the MAC's come)
         at_next = None
         one = job.kind in ('one', 'any')   # its records are signed (_record)
         for _ in range(plan.DECIDE_MAX):
@@ -113,12 +105,6 @@ class Runtime:
                 break
             if act == plan.IDLE:
                 break
-            if owe:
-                o = self._owed
-                o.append((job, mine, done_k, rnk, heard if heard is None else heard[:], self._asg))
-                if len(o) >= AGENDA:   # a burst (a clock set late): paid now, not all held in RAM
-                    self._pay(now, True)
-                return None
             if act == plan.MISS:
                 self._record(job.id, k, now, 'miss', 1, plan.miss_reason(
                     job, k, clock.set_at, self.unknown_since_boot, clock.jumps, rnk, heard), one)
@@ -169,14 +155,14 @@ class Runtime:
         due = self._index(now, led, False) if store.WAKE_INDEX else None
         if due is True:
             return self.next_wake
-        # the scanner's code, loaded while the heap is emptiest; the jobs that
-        # act are owed to after the scan (_decide), which loads the actions'
-        # and the MAC's code once the scanner's is gone (_drop_pass_code lets them go)
+        # the pass's code, loaded while the heap is emptiest (_drop_pass_code lets it go)
+        _act()
+        if self.mac:
+            from sporadic.core import hmac
         from sporadic.core import groups
         if self.store.unverified:   # the open took jobs.txt's stamp on the index's word
             from sporadic.device import stamp
             stamp.verify(self.store)
-        self._owed = []
         self.bad_jobs = 0   # _visit counts them, jobs and pending up, and notes each WAIT
         if due is None:   # a full pass (else the due jobs' groups alone: wake.save ends that pass)
             self.jobs = 0
@@ -185,8 +171,7 @@ class Runtime:
             self._limit = None    # no job outside _agenda is due before it (None: never)
             due = self.store.stream()
         groups.scan(due, self.id, HOSTS_MAX, self._visit, self._tally, cap=self._cap)
-        groups = due = None
-        self._pay(now)
+        groups = hmac = None
         due = self._agenda
         self.next_wake = due[0][0] if due else self._limit   # the earliest WAIT
         due = None
@@ -209,32 +194,6 @@ class Runtime:
             self.reset_wanted = False
             board.reset()
         return self.next_wake
-
-    def _pay(self, now, scanning=False):
-        # the jobs the scan owed (_decide): decided again, their actions run
-        # and their records written, with the scanner's code gone (but for
-        # a burst, paid while scanning)
-        owed = self._owed
-        self._owed = [] if scanning else None
-        if not owed:
-            return
-        if _drop_index and not scanning:
-            sporadic.forget('sporadic.core.groups')
-            sporadic.forget('sporadic.device.hostscan')
-            gc.collect()
-        _act()
-        for job, mine, done_k, rnk, heard, asg in owed:
-            self._asg = asg
-            try:
-                w = self._decide(job, mine, done_k, rnk, heard, now)
-            except SystemExit:
-                raise
-            except Exception as e:  # a planner/record failure: never stop the loop
-                self.error = '%s: %s: %s' % (job.id, type(e).__name__, e)
-                self.bad_jobs += 1
-                continue
-            if w is not None:
-                self._note(w, job.id)
 
     def _index(self, now, led, after):
         # the wake index (wake.py, agenda.py), each module loaded for its
