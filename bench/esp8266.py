@@ -13,7 +13,10 @@ commit, in one run:
    ESP8266_GENERIC FLASH_2M_ROMFS firmware runs them (bench/heap_romfs.py:
    an estimate);
 4. bytes written to flash per completion on a provisioned board
-   (bench/flash_writes.py).
+   (bench/flash_writes.py);
+5. beside 1., the heap from which every heap up (128-byte steps) boots and
+   runs the job (bench/heap_steady.py, this tree's script on both trees):
+   fragmentation makes 1.'s bisection land below heaps that still fail.
 
 Each tree runs its own bench scripts (PYTHONPATH = the tree and its
 firmware/), so the base column is what the base commit measured of itself,
@@ -102,6 +105,14 @@ def measure(tree, tag, skip_sync, step):
         row["sync_frozen_k"] = h.get("32-bit frozen", {}).get("signed")
         if not have32:
             row["sync_mpy_k_64bit"] = h.get("64-bit .mpy", {}).get("signed")
+    # the run's heap from which every heap up boots (bisection assumes
+    # monotony; fragmentation breaks it): this tree's bench/heap_steady.py
+    # on each tree, the same job line on both (the day's first minute)
+    script = os.path.join(tree, "bench", "heap_steady.py")
+    if os.path.abspath(tree) != ROOT:
+        shutil.copyfile(os.path.join(ROOT, "bench", "heap_steady.py"), script)
+    st = run(tree, ["bench/heap_steady.py", "esp8266"], env)
+    row["run_mpy_steady_b"] = (st or {}).get("steady_bytes")
     if have32:
         # the firmware in a ROMFS partition: this tree's bench/heap_romfs.py
         # run on each tree's own firmware and companion, so both columns
@@ -121,6 +132,7 @@ def measure(tree, tag, skip_sync, step):
 
 
 ROWS = [("run_mpy_k", "smallest heap that boots the image and runs a job, .mpy (KiB)", 28),
+        ("run_mpy_steady_b", "  every heap from this one up runs it (bytes, heap_steady.py)", 28 * 1024),
         ("sync_mpy_k", "smallest heap that makes a signed sync, .mpy (KiB)", 32),
         ("run_romfs_k", "runs a job, .mpy in a ROMFS partition (KiB, estimate: heap_romfs.py)", 28),
         ("sync_romfs_k", "signed sync, .mpy in a ROMFS partition (KiB, estimate)", 32),

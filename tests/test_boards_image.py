@@ -827,6 +827,17 @@ def test_the_broker_link_goes_only_to_a_board_given_a_broker(tmp_path):
 
 
 
+def test_a_board_modules_own_helper_goes_only_to_the_boards_that_import_it():
+    # #31: device/keeptime.py (an RP2040's clock after a watchdog reset) is
+    # imported by the rp2 board modules alone: no other board's image carries it
+    has = lambda b: "sporadic/device/keeptime.py" in files.needed_modules(b, {})
+    assert [b for b in BOARDS if has(b)] == ["rp2-pico", "rp2-pico-w"]
+    paths = [p for p, _ in files.firmware_files("esp8266", compile=False, cfg={})]
+    assert "/lib/sporadic/device/mboard.py" in paths and "/lib/sporadic/device/keeptime.py" not in paths
+    assert "/lib/sporadic/device/keeptime.py" in [p for p, _ in files.firmware_files("rp2-pico", compile=False,
+                                                                                       cfg={})]
+
+
 def test_a_picos_own_filesystem_reads_back():
     """The filesystem of an emulated Pico (the real rp2 firmware) after a sync
     of 400 jobs and a burst of runs (tests/test_rp2_awake.py), gzipped. Its

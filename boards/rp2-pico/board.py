@@ -15,7 +15,8 @@ LIGHT = True  # machine.lightsleep; False: time.sleep_ms (keeps USB alive)
 DEEP_MS = 0  # deepsleep here is lightsleep + reset: never worth it
 
 from sporadic.device.mboard import (unique_id, time_s, set_time, pin, pin_toggle, reset,  # noqa: E402
-                             wdt_feed, sleep_ms, rtc_memory, keep_time)
+                             wdt_feed, sleep_ms, rtc_memory)
+from sporadic.device.keeptime import keep_time  # noqa: E402
 
 keep_time()  # after a watchdog timeout: the clock it cleared, from the last feed's
 

@@ -149,6 +149,22 @@ NETWORK_ONLY = ("sporadic/net/", "sporadic/core/leader.py")
 # The broker link (#32): its client and its loop, only on a board given a
 # broker (deploy/image --mqtt); the network loop loads them for that only.
 MQTT_ONLY = ("sporadic/net/mqtt.py", "sporadic/net/broker.py", "sporadic/net/exchange.py")
+# Modules only a board module imports (an RP2040's clock after a watchdog
+# reset): carried by the boards whose boards/<name>/board.py imports them.
+BOARD_ONLY = ("sporadic/device/keeptime.py",)
+
+
+def board_imports(board, rel):
+    """True when boards/<board>/board.py imports the package module `rel`
+    ("sporadic/device/keeptime.py"): the board module's own import is the
+    rule (board: its name or its board.json data; without a board module,
+    True: the module is carried)."""
+    name = board.get("name") if isinstance(board, dict) else board
+    try:
+        with open(os.path.join(boards().folder(name), "board.py")) as f:
+            return rel[:-3].replace("/", ".") in f.read()
+    except (OSError, TypeError, KeyError):
+        return True
 
 
 def networked(board, cfg):
@@ -164,8 +180,9 @@ def networked(board, cfg):
 def needed_modules(board, cfg, fw=None):
     """board_modules() less what a board with /cfg.json settings `cfg`
     never imports: net/ and the leader without a network (NETWORK_ONLY),
-    the broker link without a broker (MQTT_ONLY)."""
-    mods = board_modules(fw)
+    the broker link without a broker (MQTT_ONLY), a board module's own
+    helpers on the boards whose board.py does not import them (BOARD_ONLY)."""
+    mods = [m for m in board_modules(fw) if m not in BOARD_ONLY or board_imports(board, m)]
     if not networked(board, cfg):
         return [m for m in mods if not m.startswith(NETWORK_ONLY)]
     if not (cfg or {}).get("mqtt"):

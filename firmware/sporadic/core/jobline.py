@@ -10,17 +10,17 @@ except ImportError:  # CPython
 from sporadic.core.timeutil import parse_time, parse_duration
 
 ID_LEN = const(8)
-OUTPUT_MAX = const(60)
+_OUTPUT_MAX = const(60)
 # the longest job text (type to options) any board takes: one sync request
 # (recon P) carries it whole, as it carries a .b record of ~2.4 KB
 JOB_MAX = const(1024)
-HOST_MAX = const(32)
+_HOST_MAX = const(32)
 B32 = '0123456789abcdefghijklmnopqrstuv'
 _HOST_CHARS = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:-'
 _OPTS = ' every within on tick grace retry at tz tzr waves wave abort need '
 OUTCOMES = ('run', 'err', 'miss', 'ok')  # rank order: a later one settles more
 FLEET_KINDS = 'htbk'
-DEFAULT_WITHIN_ONCE = const(86400)
+_DEFAULT_WITHIN_ONCE = const(86400)
 DEFAULT_TICK = const(60)
 DEFAULT_GRACE = const(600)
 P_ONE = 1 << 32  # fixed-point unit of a probability
@@ -100,7 +100,7 @@ def is_id(s):
 
 
 def check_host(h):
-    if not h or len(h) > HOST_MAX:
+    if not h or len(h) > _HOST_MAX:
         raise _err(_E_HOST_LEN, repr(h))
     for c in h:
         if c not in _HOST_CHARS:
@@ -214,7 +214,7 @@ class Job:
 def default_within(every):
     if every:
         return every if every < 86400 else 86400
-    return DEFAULT_WITHIN_ONCE
+    return _DEFAULT_WITHIN_ONCE
 
 
 class Result:
@@ -278,8 +278,8 @@ def clean_output(s):
     for c in s:
         out.append(c if ' ' <= c and c != '\x7f' else ' ')
     s = ''.join(out).strip()
-    if len(s) > OUTPUT_MAX:
-        s = s[:OUTPUT_MAX]
+    if len(s) > _OUTPUT_MAX:
+        s = s[:_OUTPUT_MAX]
     return s
 
 

@@ -2,7 +2,7 @@
 # passes the clock, the host's own latest result, what it knows others did,
 # its rank and a random source. Same answers on a board, in the companion
 # and in the simulator. Cost: O(1) per job per wake (no walking instances),
-# plus at most LOOKAHEAD hashes for an `any` job.
+# plus at most _LOOKAHEAD hashes for an `any` job.
 import hashlib
 
 try:
@@ -19,7 +19,7 @@ FAIL = 'fail'    # record instance k as failed: it was interrupted (crash) and m
 ABORT = 'abort'  # a rollout's later wave: record instance k as aborted (a miss saying why)
 WAIT = 'wait'    # nothing before time `at`
 IDLE = 'idle'    # nothing ever again for this host
-LOOKAHEAD = const(64)   # `any` draws looked at ahead when computing the next wake
+_LOOKAHEAD = const(64)   # `any` draws looked at ahead when computing the next wake
 DECIDE_MAX = const(6)   # decisions about one job in one wake (miss, run, ...): board and simulator
 
 
@@ -218,7 +218,7 @@ def _any(job, host, now, k, end, rnd):
     if draw(rnd, job, k, host, i):
         return RUN, k, now, 1
     j = i + 1
-    while j <= i + LOOKAHEAD:
+    while j <= i + _LOOKAHEAD:
         t = d + j * job.tick
         if t >= end:
             return WAIT, k, end, 0

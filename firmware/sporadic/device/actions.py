@@ -7,7 +7,7 @@ import board
 from sporadic.device import store
 
 ACTLOG = '/actlog.txt'
-BLINK_MS = const(150)
+_BLINK_MS = const(150)
 RESET = 'reset requested'    # returned by the `reset` action: the runtime
                              # records `ok` first, then resets the board
 context = ''                 # 'JOBID.K' of the instance running (runtime sets it)
@@ -67,9 +67,9 @@ def a_led(how=None, count=None):
         c = _int(count or '1', 'N')
         for _ in range(c):
             board.led(1)
-            board.sleep_ms(BLINK_MS)
+            board.sleep_ms(_BLINK_MS)
             board.led(0)
-            board.sleep_ms(BLINK_MS)
+            board.sleep_ms(_BLINK_MS)
         return 'blinked %d' % c
     raise ValueError('usage: led on|off|blink N')
 

@@ -8,7 +8,7 @@ import machine
 import sys
 import time
 
-_MAGIC = const(0x53507444)   # beside the time a feed leaves in the watchdog's scratch registers
+MAGIC = const(0x53507444)   # beside the time a feed leaves in the watchdog's scratch registers (keeptime.py reads them)
 
 
 def _b():
@@ -71,23 +71,7 @@ def _feed():
         t = int(time.time()) & 0xffffffff
         m = machine.mem32
         m[_scratch + 4] = t
-        m[_scratch] = t ^ _MAGIC
-
-
-def keep_time():
-    """At import of the board module, on a board whose clock a watchdog
-    reset clears (board.WDT_SCRATCH: RP2040), after a watchdog timeout: set
-    the clock to the time the last feed left plus WDT_MS and the time since
-    the boot (to within a second); clock.init() then trusts it as an RTC
-    that kept its time. Once: the registers are cleared."""
-    s = _b().WDT_SCRATCH
-    m = machine.mem32
-    t = m[s + 4] & 0xffffffff
-    ok = (m[s] & 0xffffffff) == t ^ _MAGIC and m[s - 4] & 1    # REASON: TIMER (not a forced reset)
-    m[s] = 0
-    if ok:
-        off = 946684800 if time.gmtime(0)[0] == 2000 else 0
-        set_time(t + off + _b().WDT_MS // 1000 + time.ticks_ms() // 1000)
+        m[_scratch] = t ^ MAGIC
 
 
 def sleep_ms(ms):

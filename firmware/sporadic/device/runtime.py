@@ -14,10 +14,10 @@ from sporadic.core import jobline, plan
 actions = None
 
 MAX_SLEEP = const(3600)       # never sleep longer than this (s): syncs, jumps
-UNKNOWN_SLEEP = const(60)     # clock unknown: look again after this (s)
+_UNKNOWN_SLEEP = const(60)     # clock unknown: look again after this (s)
 HOSTS_MAX = const(128)        # host records held in RAM; beyond, ranks stream
-LAST_KEPT = const(5)
-JUMP_BACK = const(300)
+_LAST_KEPT = const(5)
+_JUMP_BACK = const(300)
 KEEP_INDEX_CODE = const(196608)   # this much free at import: wake/agenda stay loaded (_drop_index_code)
 # The wake index lists the earliest decisions to come with their jobs' offsets
 # (wake.py): as many as its home holds. 8 in an ESP8266's 492 bytes of RTC
@@ -41,6 +41,7 @@ class Runtime:
         rtinit.init(self, root, cfg)
         rtinit = None
         sporadic.forget('sporadic.device.rtinit')
+        sporadic.forget('sporadic.device.cfgfile')
         gc.collect()
         _act().user()   # compile /actions.py now, while the heap is least fragmented (it stays)
         _drop_pass_code()
@@ -71,7 +72,7 @@ class Runtime:
             line = r.line()
         self.store.append(line)
         self.last.append(line)
-        if len(self.last) > LAST_KEPT:
+        if len(self.last) > _LAST_KEPT:
             self.last.pop(0)
         return r
 
@@ -147,7 +148,7 @@ class Runtime:
         if now is None:
             self.next_wake = None
             return None
-        if self.last_now is not None and now < self.last_now - JUMP_BACK:
+        if self.last_now is not None and now < self.last_now - _JUMP_BACK:
             clock.note_jump(now, now - self.last_now, 'observed')
         self.last_now = now
         led = lease is not None and lease()
@@ -287,7 +288,7 @@ class Runtime:
             self.error = jtext[:jobline.ID_LEN] + ': out of memory'
             self.bad_jobs += 1
             try:
-                self._note(now + UNKNOWN_SLEEP, jid)
+                self._note(now + _UNKNOWN_SLEEP, jid)
             except MemoryError:
                 self._limit = now   # no room even for that: the next pass at once
             return
@@ -339,7 +340,7 @@ def main(until=None, max_steps=None):
         nxt = rt.step(now)
         board.wdt_feed()
         if nxt is None:
-            ms = UNKNOWN_SLEEP * 1000
+            ms = _UNKNOWN_SLEEP * 1000
         else:
             cur = clock.now()
             if until is not None and nxt > until:
