@@ -150,3 +150,24 @@ def test_planner_answers_identical_on_micropython():
                 for mine in mines:
                     want.append(list(plan.decide(j, h, now, None if mine is None else tuple(mine), -1, rk, plan.hash_rnd(h))))
     assert got == want
+
+
+MPY_OUTPUT = r'''
+import json, sys
+from sporadic.core import jobline
+for t in json.loads(sys.stdin.read()):
+    print(json.dumps(jobline.Result('j', 'b', 0, 1, 'ok', 1, '-', t).line()))
+'''
+
+
+def test_a_records_text_is_cut_and_cleaned_the_same_on_both_ports():
+    # A board's record is read again by the companion (Result from the
+    # line): both must make the same text of it or its MAC no longer holds.
+    # CPython's strip() drops Unicode spaces that MicroPython's keeps.
+    texts = ['\xa0reading 12', 'reading 12\u2003', ' \t a\x01b\x7f ', 'x' * 5000,
+             '\u3000' + 'y' * 100, 'é' * 70 + '  ', '', '\n\n']
+    out = run_mpy(MPY_OUTPUT, stdin=json.dumps(texts))
+    got = [json.loads(l) for l in out.splitlines()]
+    want = [jobline.Result('j', 'b', 0, 1, 'ok', 1, '-', t).line() for t in texts]
+    assert got == want
+    assert want[0].endswith(' \xa0reading 12') and want[3].endswith(' ' + 'x' * jobline._OUTPUT_MAX)

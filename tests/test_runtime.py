@@ -254,6 +254,40 @@ def _private():
     assert pins == ['pin 5 1', 'led 1', 'led 0', 'led 1', 'led 0', 'pin 4 1', 'pin 4 0']
 
 
+def test_an_action_s_outcome_is_recorded_once_whatever_it_returns(tmp_path):
+    # An action returning a sensor dump of 8 KB (its record keeps the
+    # first _OUTPUT_MAX characters), or an object whose str() raises: each ran
+    # once and has its outcome. Before: the record's cleaning built a list
+    # of every character (a MemoryError), and str() ran outside the
+    # action's try; the pass gave up after the action, and every pass
+    # after ran it again (the same instance, once a minute).
+    user = '''
+def _count(name):
+    f = open("/calls.txt", "a")
+    f.write(name + "\\n")
+    f.close()
+
+def dump():
+    _count("dump")
+    return "x" * 8000
+
+class _Odd:
+    def __str__(self):
+        raise ValueError("no text")
+
+def odd():
+    _count("odd")
+    return _Odd()
+'''
+    jobs = ['each 2026-12-01T06:00Z dump', 'each 2026-12-01T06:01Z odd']
+    d = make_flash(str(tmp_path), jobs=jobs, actions=user)
+    run(d, 'runtime.main(until=%d)' % (T0 + 9 * H), heap=HEAP)
+    assert sorted(lines(d, 'calls.txt')) == ['dump', 'odd']
+    res = {r['id']: (r['outcome'], r['text']) for r in own_results(d, 'dev-1') if r['outcome'] != 'run'}
+    assert res[jid(jobs[0])] == ('ok', 'x' * jobline._OUTPUT_MAX)
+    assert res[jid(jobs[1])] == ('err', 'ValueError: no text')
+
+
 def test_broken_actions_module_is_reported(tmp_path):
     jobs = ['each 2026-12-01T06:00Z greet x', 'each 2026-12-01T06:01Z log fine']
     d = make_flash(str(tmp_path), jobs=jobs, actions='def greet(:\n')

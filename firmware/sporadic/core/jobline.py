@@ -272,15 +272,26 @@ class Fleet:
 
 
 def clean_output(s):
-    if not s:
-        return ''
+    """An action's text as its record carries it: control characters as
+    spaces, no blanks at either end, at most _OUTPUT_MAX characters. Only
+    the part kept is copied: an action may return kilobytes (a sensor dump)
+    to a board whose heap holds one copy of them, not a list of their
+    characters. Blank is a control character, a space or DEL on every
+    port (CPython's strip() would also drop Unicode spaces)."""
+    i = 0
+    j = len(s)
+    while i < j and _blank(s[i]):
+        i += 1
+    while j > i and _blank(s[j - 1]):
+        j -= 1
     out = []
-    for c in s:
-        out.append(c if ' ' <= c and c != '\x7f' else ' ')
-    s = ''.join(out).strip()
-    if len(s) > _OUTPUT_MAX:
-        s = s[:_OUTPUT_MAX]
-    return s
+    for c in s[i:min(j, i + _OUTPUT_MAX)]:
+        out.append(' ' if _blank(c) else c)
+    return ''.join(out)
+
+
+def _blank(c):
+    return c <= ' ' or c == '\x7f'
 
 
 def parse_int(s, what):

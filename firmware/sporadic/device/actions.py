@@ -128,10 +128,10 @@ def run(name, args):
         return False, 'unknown action ' + name
     try:
         r = fn(*args)
+        if r is None:
+            return True, ''
+        if r is RESET:
+            return True, r
+        return True, str(r)   # a str() that raises is the action's error
     except Exception as e:
         return False, '%s: %s' % (type(e).__name__, e)
-    if r is None:
-        return True, ''
-    if r is RESET:
-        return True, r
-    return True, str(r)
