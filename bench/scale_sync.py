@@ -241,7 +241,9 @@ def first_sync(kind, tmp, n, log):
     try:
         cli_sync(fleet, b.path)
         how = add_jobs(fleet, n, 'f')
+        s0 = b.stats()
         dt, wire, text = cli_sync(fleet, b.path)
+        s1 = b.stats()
     finally:
         b.stop()
     # the baseline: as many bytes up the same emulated USB line by mpremote cp
@@ -253,9 +255,11 @@ def first_sync(kind, tmp, n, log):
         _, dt_cp = mpremote(b.path, 'cp', blob, ':blob.txt')
         out = {'jobs': n, 'added_with': how, 's': round(dt, 1), 'wire_bytes': wire,
                'Bps': round(wire / dt), 'mpremote_cp_s': round(dt_cp, 1),
-               'mpremote_cp_Bps': round(os.path.getsize(blob) / dt_cp), 'ratio': round(dt / dt_cp, 2)}
-        log('first sync of %d jobs: %d B in %.1f s (%d B/s); mpremote cp of the same bytes %.1f s: %.2fx' % (
-            n, wire, dt, out['Bps'], dt_cp, out['ratio']))
+               'mpremote_cp_Bps': round(os.path.getsize(blob) / dt_cp), 'ratio': round(dt / dt_cp, 2),
+               'instructions': s1.get('instructions', 0) - s0.get('instructions', 0) or None,
+               'sectors_erased': s1.get('erased_sectors', 0) - s0.get('erased_sectors', 0) if s1 else None}
+        log('first sync of %d jobs: %d B in %.1f s (%d B/s), %s instructions on the board; mpremote cp of the '
+            'same bytes %.1f s: %.2fx' % (n, wire, dt, out['Bps'], out['instructions'], dt_cp, out['ratio']))
         return out
     finally:
         b.stop()

@@ -267,3 +267,60 @@ def test_a_splice_rewrites_one_seal_slot_not_every_slot(tmp_path):
     with open(os.path.join(d, 'quar.txt')) as fh:
         q = fh.read()
     assert 'not signed' in q and 'log forged0 ' in q and 'log h' not in q
+
+
+FIRST = '''
+import sys
+from sporadic.device import store, storesync
+st = store.open_store('')
+st.rx = True        # as in a sync (splice.index sets it at S)
+new = [l for l in open('new.txt').read().split('\\n') if l]
+i = 0
+while i < len(new):      # P requests of 4 KB (syncer.PUT_ROOMY: a Pico's heap)
+    j = i
+    n = 0
+    while j < len(new) and n + len(new[j]) < 4096:
+        n += len(new[j]) + 1
+        j += 1
+    acc, ref = storesync.receive(st, new[i:j], 'sync', [], keep=True)
+    assert (acc, ref) == (j - i, 0), (acc, ref)
+    i = j
+st.compact()             # G's
+print('RESULT', st.compactions, store.bytes_written)
+'''
+
+
+def test_a_first_sync_onto_a_roomy_board_writes_each_line_twice_not_three_times(tmp_path):
+    """A board imaged before the fleet had jobs takes 300 (`companion add
+    -f`: 5 seal slots) in 4 KB deliveries, as a first sync sends them to a
+    board with a Pico's heap: its in.txt holds them all until the sync's
+    compaction (in.txt may grow to a quarter of a roomy free heap), so the
+    board compacts once and writes each line twice (in.txt, jobs.txt), not
+    three times (a compaction in the deliveries, then another: ~0.8 s of a
+    Pico's first sync each); jobs.txt and its index are a rewrite's (more
+    new lines than the file held: no splice)."""
+    fleet = str(tmp_path / 'fleet')
+    cli(fleet, 'init')
+    flash = imaged(tmp_path, fleet)
+    had = set(fleet_lines(fleet))
+    f = tmp_path / 'add.txt'
+    f.write_text(''.join(l + '\n' for l in jobs(300, 'f')))
+    cli(fleet, 'add', '-f', str(f))
+    new = [l for l in fleet_lines(fleet) if l not in had]
+    size = sum(len(l) + 1 for l in new)
+    assert len(new) > 300 and size > 20000
+    with open(os.path.join(flash, 'new.txt'), 'w') as fh:
+        fh.write(''.join(l + '\n' for l in new))
+    p = boot(flash, FIRST, heap=HEAP, check=False)
+    res = [l for l in p.stdout.splitlines() if l.startswith('RESULT')]
+    assert res, p.stdout[-2000:] + p.stderr[-2000:]
+    comp, written = [int(x) for x in res[-1].split()[1:]]
+    assert comp == 1, comp
+    assert written < 2.4 * size, (written, size)
+    with open(os.path.join(flash, 'jobs.txt'), 'rb') as fh:
+        body = fh.read()
+    assert body.decode().splitlines() == fleet_lines(fleet)      # all of it, compacted: the fleet's file
+    recs, n, x = index_of(body)
+    with open(os.path.join(flash, 'jobs.rx'), 'rb') as fh:
+        rx = fh.read()
+    assert rx[:-64] == recs and rx[-64:].split()[:2] == [b'%x' % n, x.encode()]

@@ -80,7 +80,10 @@ def needs_batch(line):
     """True for lines only the fleet's owner may write (jobs, cancels, .h, .t)."""
     if isinstance(line, (bytes, bytearray)):
         line = line.decode()
-    line = line.strip()
+    if not ("!" <= line[:1] <= "~" and "!" <= line[-1:] <= "~"):
+        # (a line that starts and ends with a printable ASCII character,
+        # as every canonical line does, has nothing to strip: no copy of it)
+        line = line.strip()
     if not line or line[0] == "#":
         return False
     if line[0] == ".":
@@ -89,7 +92,10 @@ def needs_batch(line):
     sp = line.find(" ")
     if sp < 0:
         return True
-    rest = line[sp:].lstrip()
+    if "!" <= line[sp + 1:sp + 2] <= "~":
+        rest = line[sp + 1:sp + 3]    # no whitespace to skip: the kind's first two characters
+    else:
+        rest = line[sp:].lstrip()
     # results and leader assignments (ID a ...) are device-written: MACs, not batches
     return not (rest[:2] == "r " or rest == "r" or rest[:2] == "a ")
 

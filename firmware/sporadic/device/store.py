@@ -31,6 +31,7 @@ PASS_LOG_MAX = const(4096)
 IN_MAX = const(1024)      # received bytes that trigger a compaction
 QUAR_MAX = const(8192)    # quar.txt bytes before it is rotated to quar.old
 CHUNK = const(256)        # bytes gathered before one write while compacting
+READ_BLOCK = const(512)   # bytes read_lines reads at a time on a roomy heap
 CRASH_EXIT = const(77)
 ENOSPC = const(28)
 FEED_LINES = const(64)    # lines read between two calls of `feed`
@@ -127,15 +128,40 @@ def remove(path):
 def read_lines(path, torn=False):
     """Stream the lines of a file (without '\\n'); a last line without its
     newline (torn) is yielded only when `torn` (imports), else dropped.
-    (Reading 512 bytes at a time and cutting them is about 1.8x faster on
-    the rp2 port, but its 512-byte blocks fragment a 64K heap: the loop
-    then fails a 20,000-line compaction; bench/device_heap.py.)"""
+    A roomy heap (a Pico's) reads READ_BLOCK bytes at a time and cuts them
+    (readline reads a byte at a time through the file system: about 1.4 ms
+    a line on a Pico, docs/budgets.md#27); a smaller one reads line by
+    line: the blocks fragment a 64K heap, whose loop then failed a
+    20,000-line compaction (bench/device_heap.py)."""
+    big = roomy()
     try:
-        f = open(path)
+        f = open(path, 'rb' if big else 'r')
     except OSError:
         return
     n = 0
+    rest = b''
     try:
+        while big:
+            # whole lines of each block decoded at once
+            b = f.read(READ_BLOCK)
+            if not b:
+                if rest and torn:
+                    yield rest.decode()
+                return
+            k = b.rfind(b'\n')
+            if k < 0:
+                rest += b
+                continue
+            b = (rest + b[:k] if rest else b[:k]).decode(), b[k + 1:]
+            rest = b[1]
+            for line in b[0].split('\n'):
+                n += 1
+                if n == FEED_LINES:
+                    n = 0
+                    if feed is not None:
+                        feed()
+                yield line
+            b = None
         while True:
             line = f.readline()
             if not line:
@@ -210,10 +236,20 @@ class Store:
         storesync's in.txt limit)."""
         if self._pend is None:
             p = []
+            last = ''
+            up = True    # in order as read: a sync's in.txt (each P is sorted)
             for path in (self.log, self.inp):
                 for line in read_lines(path):
+                    if up and line < last:
+                        up = False
+                    last = line
                     p.append(line)
-            p.sort()
+            if not up:
+                # (MicroPython's sort takes its last element as the pivot:
+                # lines already in order cost it n*n/2 comparisons, 0.35 s
+                # of a Pico's first sync of 300 jobs, docs/budgets.md#27)
+                p.sort()
+            last = None
             self._pend = p
         return self._pend
 

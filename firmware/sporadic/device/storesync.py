@@ -48,16 +48,18 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None, keep=F
     # Pico took 140 of them for 140 KB received (docs/sync.md, rp2). The
     # in-RAM sort of pending() holds about in.txt's size: an ESP8266 stays
     # at IN_MAX. (gc.collect: the requests' garbage is not used memory.)
-    # A roomy heap (a Pico's: 128 KB free or more) lets in.txt grow to 1/8
-    # of it: a first sync of 300 jobs (27 KB) compacts once in its P
-    # requests, not twice (the seals a P's lines are looked up in are kept
-    # across the sync, trust._held_segs: a longer in.txt is not read again
-    # for them at each P).
+    # A roomy heap (a Pico's: 128 KB free or more) lets in.txt grow to 1/4
+    # of it: a first sync of 300 jobs (27 KB) does not compact in its P
+    # requests at all, only once at its end (each compaction of a Pico's
+    # first sync was ~0.8 s; pending() holds in.txt's lines, ~1.4x its
+    # bytes: a third of the free heap at most). (The seals a P's lines are
+    # looked up in are kept across the sync, trust._held_segs: a longer
+    # in.txt is not read again for them at each P.)
     limit = IN_MAX
     if hasattr(gc, 'mem_free'):
         gc.collect()
         free = gc.mem_free()
-        limit = max(limit, free >> (3 if free >= IN_ROOMY else 4))
+        limit = max(limit, free >> (2 if free >= IN_ROOMY else 4))
     buf = []      # accepted lines not yet written: one write a WRITE_MAX bytes
     n = 0
     # the wake index carried across the delivery (carry.py): the loop's
