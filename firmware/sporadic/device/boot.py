@@ -20,8 +20,22 @@ def networked(cfg, board):
 
 
 def main(**kw):
-    from sporadic.device import store
     import board
+    try:
+        return _loop(board, **kw)
+    except MemoryError as e:
+        # the last resort: a board never ends its main.py (nobody may press
+        # its reset button for weeks). Out of memory where no part of the
+        # loop caught it (a heap cut up by a recovery: docs/device.md#memory),
+        # it says so and restarts: the store's open has nothing left to
+        # recover then, and the loop starts in an unfragmented heap.
+        import sys
+        sys.print_exception(e)
+        board.reset()
+
+
+def _loop(board, **kw):
+    from sporadic.device import store
     # a watchdog started before a soft reset still runs: a re-import at
     # open (a file changed behind the store's back) must feed it too
     store.feed = board.wdt_feed

@@ -400,6 +400,11 @@ def _drop(had):
 _opened = None
 
 
+def is_open(root=''):
+    """open_store(root) has opened the store of this boot."""
+    return _opened is not None and _opened.root == root
+
+
 def open_store(root=''):
     """The store of this boot, opened (and recovered) once and shared by the
     loop and a sync. sporadic.boot opens it before importing the runtime, so that
