@@ -181,6 +181,19 @@ def test_boot_after_a_cut(tmp_path):
     assert sum(actlog(d).values()) > ran        # the loop ran on after the boot
 
 
+def test_out_of_memory_restarts_the_board(tmp_path):
+    """main.py never ends: a MemoryError no part of the loop caught (here a
+    heap too small for the loop's imports) is printed and the board resets
+    (boot.main's last resort; on the unix board a reset ends the process
+    with status 0, which vboard/devboot start again). It ended main.py with
+    the traceback (status 1), the board dead until someone reset it."""
+    d = make_flash(os.path.join(str(tmp_path), 'oom'), jobs=JOBS)
+    p = boot(d, 'from sporadic.device import boot\nboot.main(until=%d)\n' % END, start=T0, heap='44K',
+             check=False)
+    assert 'MemoryError' in p.stdout, p.stdout[-2000:] + p.stderr[-2000:]
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+
+
 LFS = r'''
 import os, sys
 from sporadic.device import store, storesync

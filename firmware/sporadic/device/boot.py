@@ -20,9 +20,8 @@ def networked(cfg, board):
 
 
 def main(**kw):
-    import board
     try:
-        return _loop(board, **kw)
+        return _loop(**kw)
     except MemoryError as e:
         # the last resort: a board never ends its main.py (nobody may press
         # its reset button for weeks). Out of memory where no part of the
@@ -30,12 +29,14 @@ def main(**kw):
         # it says so and restarts: the store's open has nothing left to
         # recover then, and the loop starts in an unfragmented heap.
         import sys
+        import board
         sys.print_exception(e)
         board.reset()
 
 
-def _loop(board, **kw):
+def _loop(**kw):
     from sporadic.device import store
+    import board
     # a watchdog started before a soft reset still runs: a re-import at
     # open (a file changed behind the store's back) must feed it too
     store.feed = board.wdt_feed

@@ -29,7 +29,7 @@ def init(rt, root='', cfg=None):
     # Open the store (recovery may re-import a hand-written jobs.txt, the
     # heaviest moment of a boot) before the actions are loaded, then let
     # the parser's rare parts go again; the loop's names first (names()).
-    if not store.is_open(root):
+    if store.opened is None or store.opened.root != root:
         names()
     rt.store = store.open_store(root)
     jobline.unload()
