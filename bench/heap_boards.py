@@ -74,7 +74,8 @@ def boots(name, heap_k, lib, clean, env, tmp, interpreter=None):
     p = subprocess.run([interpreter or MICROPYTHON, "-X", "heapsize=%dK" % heap_k, "-m", "lfsboot", img,
                         str(g["block_size"]), str(g["block_count"]), str(g["prog_size"]), lib],
                        capture_output=True, text=True, timeout=120, env=e)
-    if p.returncode != 0 or "ID bench-1" not in p.stdout:
+    # "MemoryError": boot.main's last resort printed it and restarted the board (a failure here)
+    if p.returncode != 0 or "ID bench-1" not in p.stdout or "MemoryError" in p.stdout:
         return False
     with open(img, "rb") as f:
         found = image.read_image(f.read(), g)

@@ -174,7 +174,7 @@ def smallest(board, exe):
                                 str(g["block_count"]), str(g["prog_size"]), lib, "3", rom_path],
                                capture_output=True, text=True, timeout=120, env=dict(os.environ, MICROPYPATH=lib,
                                                                                      **env))
-            if p.returncode != 0 or "ID bench-1" not in p.stdout:
+            if p.returncode != 0 or "ID bench-1" not in p.stdout or "MemoryError" in p.stdout:   # boot.main's restart
                 return False
             with open(img, "rb") as f:
                 found = image.read_image(f.read(), g)

@@ -312,6 +312,7 @@ def test_firmware_boots_from_the_image_and_runs_a_job(name, tmp_path):
                        capture_output=True, text=True, timeout=120, env=env)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     assert "ID pump-1" in p.stdout
+    assert "MemoryError" not in p.stdout   # boot.main's last resort: printed, then a restart
     with open(out, "rb") as f:
         found = image.read_image(f.read(), g)
     records = b"".join(found.get(n, b"") for n in ("/log.txt", "/jobs.txt")).decode()

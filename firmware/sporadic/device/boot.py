@@ -20,6 +20,21 @@ def networked(cfg, board):
 
 
 def main(**kw):
+    try:
+        return _loop(**kw)
+    except MemoryError as e:
+        # the last resort: a board never ends its main.py (nobody may press
+        # its reset button for weeks). Out of memory where no part of the
+        # loop caught it (a heap cut up by a recovery: docs/device.md#memory),
+        # it says so and restarts: the store's open has nothing left to
+        # recover then, and the loop starts in an unfragmented heap.
+        import sys
+        import board
+        sys.print_exception(e)
+        board.reset()
+
+
+def _loop(**kw):
     from sporadic.device import store
     import board
     # a watchdog started before a soft reset still runs: a re-import at

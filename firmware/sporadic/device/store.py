@@ -433,14 +433,14 @@ def _drop(had):
             sporadic.forget(name)
 
 
-_opened = None
+opened = None    # the store open_store() opened (read-only elsewhere: rtinit asks whether it is)
 
 
 def open_store(root=''):
     """The store of this boot, opened (and recovered) once and shared by the
     loop and a sync. sporadic.boot opens it before importing the runtime, so that
     recovery (the heaviest moment of a boot) runs in the emptiest heap."""
-    global _opened
-    if _opened is None or _opened.root != root:
-        _opened = Store(root)
-    return _opened
+    global opened
+    if opened is None or opened.root != root:
+        opened = Store(root)
+    return opened
