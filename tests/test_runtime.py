@@ -255,7 +255,7 @@ def _private():
 
 
 def test_an_action_s_outcome_is_recorded_once_whatever_it_returns(tmp_path):
-    # An action returning a sensor dump of 8 KB (its record keeps the
+    # An action returning a sensor dump of 3 KB (its record keeps the
     # first _OUTPUT_MAX characters), or an object whose str() raises: each ran
     # once and has its outcome. Before: the record's cleaning built a list
     # of every character (a MemoryError), and str() ran outside the
@@ -269,7 +269,7 @@ def _count(name):
 
 def dump():
     _count("dump")
-    return "x" * 8000
+    return "x" * 3000
 
 class _Odd:
     def __str__(self):
