@@ -54,23 +54,45 @@ def sign(seed, pub, text, mac):
     of `text` (the record with '-' for its MAC) under seed (hex), pub (hex)."""
     from sporadic.core import ed25519
     s = ed25519.sign(binascii.unhexlify(seed), text, binascii.unhexlify(pub))
+    import sporadic
+    sporadic.forget('sporadic.core.sha512')   # (ed25519's hash; the caller lets ed25519 go)
     return mac + '.' + binascii.b2a_base64(s).decode().strip()
 
 
 def verify(pub, line):
     """True when the record `line` carries a signature that verifies under
     pub (32 bytes)."""
+    d = digest(pub, line)
+    return d is not None and check(pub, d)
+
+
+# A board checks in two steps, each with its own code alone in RAM (its
+# small heap holds one of the two, not both: docs/mqtt.md#memory): the
+# hashes of a delivery's records (core/sha512.py), then their signatures
+# on the curve (core/ed25519.py). The caller lets each module go after its
+# step (sporadic.forget: device/boardsig.py).
+
+def digest(pub, line):
+    """(signature, hash) of the record `line` for check(), or None when its
+    MAC field carries no well-formed signature: the 64 bytes its base64
+    gives and the SHA-512 of R + pub + body that Ed25519 checks under pub."""
     m = mac_field(line)
     if not signed(m):
-        return False
+        return None
     try:
         s = binascii.a2b_base64(m[17:])
     except Exception:
-        return False
+        return None
     if len(s) != 64 or binascii.b2a_base64(s).decode().strip() != m[17:]:
-        return False   # one text for one signature (canonical base64)
+        return None    # one text for one signature (canonical base64)
+    from sporadic.core import sha512
+    return s, sha512.digest(s[:32] + pub + body(line).encode())
+
+
+def check(pub, d):
+    """True when digest()'s d = (signature, hash) verifies under pub."""
     from sporadic.core import ed25519
-    return ed25519.verify(pub, body(line), s)
+    return ed25519.check(pub, d[1], d[0])
 
 
 def who(line):
