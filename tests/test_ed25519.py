@@ -11,7 +11,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519 as ced
 from hypothesis import given, settings, strategies as st
 
-from sporadic.core import ed25519, sha512
+from sporadic.core import ed25519, edcurve, sha512
 from tests.test_trust_core import run_mp
 
 # RFC 8032 7.1, tests 1, 2, 3 and 1024 (SECRET KEY, PUBLIC KEY, MESSAGE, SIGNATURE)
@@ -49,7 +49,7 @@ def oracle_cases(n=12, seed=7):
         out.append((sd, pub, msg + b"x", sig, False))
     # S >= L (malleability), a key that is no point, wrong lengths
     sd, pub, msg, sig, _ = out[0]
-    s = int.from_bytes(sig[32:], "little") + ed25519._L
+    s = int.from_bytes(sig[32:], "little") + edcurve.L
     out.append((sd, pub, msg, sig[:32] + s.to_bytes(32, "little"), False))
     out.append((sd, bytes([2]) + bytes(31), msg, sig, False))
     out.append((sd, pub[:31], msg, sig, False))

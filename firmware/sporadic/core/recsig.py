@@ -55,27 +55,27 @@ def sign(seed, pub, text, mac):
     from sporadic.core import ed25519
     s = ed25519.sign(binascii.unhexlify(seed), text, binascii.unhexlify(pub))
     import sporadic
-    sporadic.forget('sporadic.core.sha512')   # (ed25519's hash; the caller lets ed25519 go)
+    sporadic.forget('sporadic.core.sha512')    # (ed25519's hash and curve; the caller
+    sporadic.forget('sporadic.core.edcurve')   # lets ed25519 go)
     return mac + '.' + binascii.b2a_base64(s).decode().strip()
 
 
 def verify(pub, line):
     """True when the record `line` carries a signature that verifies under
     pub (32 bytes)."""
-    d = digest(pub, line)
-    return d is not None and check(pub, d)
+    h = digest(pub, line)
+    return h is not None and check(pub, line, h)
 
 
 # A board checks in two steps, each with its own code alone in RAM (its
 # small heap holds one of the two, not both: docs/mqtt.md#memory): the
 # hashes of a delivery's records (core/sha512.py), then their signatures
-# on the curve (core/ed25519.py). The caller lets each module go after its
+# on the curve (core/edcurve.py). The caller lets each module go after its
 # step (sporadic.forget: device/boardsig.py).
 
-def digest(pub, line):
-    """(signature, hash) of the record `line` for check(), or None when its
-    MAC field carries no well-formed signature: the 64 bytes its base64
-    gives and the SHA-512 of R + pub + body that Ed25519 checks under pub."""
+def _sig(line):
+    # the 64 bytes of a record's signature, or None: its MAC field carries
+    # none, or not in canonical base64 (one text for one signature)
     m = mac_field(line)
     if not signed(m):
         return None
@@ -84,15 +84,28 @@ def digest(pub, line):
     except Exception:
         return None
     if len(s) != 64 or binascii.b2a_base64(s).decode().strip() != m[17:]:
-        return None    # one text for one signature (canonical base64)
+        return None
+    return s
+
+
+def digest(pub, line):
+    """The hash Ed25519 checks a record's signature with under pub (32
+    bytes), SHA-512 of R + pub + body, for check(); None when its MAC field
+    carries no well-formed signature."""
+    s = _sig(line)
+    if s is None:
+        return None
     from sporadic.core import sha512
-    return s, sha512.digest(s[:32] + pub + body(line).encode())
+    return sha512.digest(s[:32] + pub + body(line).encode())
 
 
-def check(pub, d):
-    """True when digest()'s d = (signature, hash) verifies under pub."""
-    from sporadic.core import ed25519
-    return ed25519.check(pub, d[1], d[0])
+def check(pub, line, h):
+    """True when the record's signature verifies under pub, h its digest()."""
+    s = _sig(line)
+    if s is None:
+        return False
+    from sporadic.core import edcurve
+    return edcurve.check(pub, h, s)
 
 
 def who(line):

@@ -28,7 +28,7 @@ def check(tr, st, recs, keys, out, src, refused):
             and not recsig.signed(recsig.mac_field(c))]
     single = _single(st, want, out) if want else ()
     # the signatures in two steps, each with its own code alone in RAM:
-    # _SIG_MAX records' hashes (sha512.py), then their curve checks (ed25519.py)
+    # _SIG_MAX records' hashes (sha512.py), then their curve checks (edcurve.py)
     for i in range(0, len(recs), _SIG_MAX):
         part = recs[i:i + _SIG_MAX]
         ds = []
@@ -45,7 +45,7 @@ def check(tr, st, recs, keys, out, src, refused):
             if recsig.signed(recsig.mac_field(c)):
                 if key is None:
                     why = 'signed, but %s has no board key in the host list' % who
-                elif ds[j] is None or not recsig.check(key, ds[j]):
+                elif ds[j] is None or not recsig.check(key, c, ds[j]):
                     why = 'bad board signature: not written by %s' % who
             elif key is not None and (c[jobline.ID_LEN + 1] == 'a' or c[:jobline.ID_LEN] in single):
                 why = 'not signed: a single-run record needs the board signature of %s' % who
@@ -55,7 +55,7 @@ def check(tr, st, recs, keys, out, src, refused):
                 tr._refuse(st, c, why, src, refused)
                 n += 1
         part = ds = None
-        sporadic.forget('sporadic.core.ed25519')
+        sporadic.forget('sporadic.core.edcurve')
     sporadic.forget('sporadic.core.recsig')
     sporadic.forget('sporadic.device.boardsig')   # (this module: loaded for these records only)
     return n
