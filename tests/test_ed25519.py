@@ -113,3 +113,29 @@ for sk, pk, m, sg, ok, rfc in json.load(open(%r)):
     res = out.split()
     assert res[0] == "False"          # the module's own SHA-512 was the one used
     assert res[1:] == ["ok"] * len(cases)
+
+
+@pytest.mark.needs('micropython', 'mpy-cross')
+def test_a_board_checks_a_records_signature_with_its_hash_and_its_curve_apart():
+    # recsig.verify as a board runs it (the firmware as .mpy, 64-bit unix
+    # port): the hash with core/sha512.py alone in RAM, then the curve with
+    # core/edcurve.py alone, each let go after. At 33K: the one ed25519.py
+    # of before (hash and curve loaded together) needed 37K, this 30K.
+    from sporadic.core import recsig
+    from tests.mpy import run_mpy
+    seed = bytes(range(32))
+    pub = ed25519.public(seed)
+    text = "3k1v0a9c r pump-1 12 1796968800 ok - blinked 3 times at the pump house"
+    f = text.split(" ", 7)
+    f[6] = recsig.sign(seed.hex(), pub.hex(), text, "0123456789abcdef")
+    good = " ".join(f)
+    forged = good.replace("blinked 3", "blinked 4")
+    other = ed25519.public(bytes(32))
+    out = run_mpy("""
+import binascii
+from sporadic.core import recsig
+pub = binascii.unhexlify(%r)
+print(recsig.verify(pub, %r), recsig.verify(pub, %r), recsig.verify(binascii.unhexlify(%r), %r))
+print('sporadic.core.sha512' in sys.modules, 'sporadic.core.edcurve' in sys.modules)
+""" % (pub.hex(), good, forged, other.hex(), good), heap="33K")
+    assert out.split() == ["True", "False", "False", "False", "False"]

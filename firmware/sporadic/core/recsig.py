@@ -62,16 +62,17 @@ def sign(seed, pub, text, mac):
 
 def verify(pub, line):
     """True when the record `line` carries a signature that verifies under
-    pub (32 bytes)."""
+    pub (32 bytes). In two steps, each with its own code alone in RAM (a
+    board's small heap holds one of the two, not both: docs/mqtt.md#memory):
+    the hash (digest: core/sha512.py), then the curve (check:
+    core/edcurve.py), each let go after its step."""
+    import sporadic
     h = digest(pub, line)
-    return h is not None and check(pub, line, h)
+    sporadic.forget('sporadic.core.sha512')
+    ok = h is not None and check(pub, line, h)
+    sporadic.forget('sporadic.core.edcurve')
+    return ok
 
-
-# A board checks in two steps, each with its own code alone in RAM (its
-# small heap holds one of the two, not both: docs/mqtt.md#memory): the
-# hashes of a delivery's records (core/sha512.py), then their signatures
-# on the curve (core/edcurve.py). The caller lets each module go after its
-# step (sporadic.forget: device/boardsig.py).
 
 def _sig(line):
     # the 64 bytes of a record's signature, or None: its MAC field carries

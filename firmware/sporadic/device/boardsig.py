@@ -3,14 +3,7 @@
 # the board key their host record gives. Loaded by trust.py only when a
 # delivery brings such a record (device records of a host with a key, or
 # one that carries a signature), and dropped after it.
-try:
-    from micropython import const
-except ImportError:  # CPython
-    def const(x):
-        return x
 from sporadic.core import jobline, recsig
-
-_SIG_MAX = const(8)   # records hashed, then checked, at a time (their hashes held between)
 
 
 def check(tr, st, recs, keys, out, src, refused):
@@ -19,43 +12,31 @@ def check(tr, st, recs, keys, out, src, refused):
     # under that host's board signature, when its host record gives it a
     # key (docs/security.md#board-signatures): a board holding the fleet
     # key cannot write one in another board's name. A signature present
-    # is checked (one Ed25519 verify: such records are rare); a result
+    # is checked (one Ed25519 verify: its hash, then its curve, each code
+    # alone in RAM; such records are rare); a result
     # without one is refused when its job is single-run (the job line of
     # this delivery or the store's: _single). Moves the good ones to out.
-    import sporadic
     n = 0
     want = [c[:jobline.ID_LEN] for c in recs if c[jobline.ID_LEN + 1] == 'r'
             and not recsig.signed(recsig.mac_field(c))]
     single = _single(st, want, out) if want else ()
-    # the signatures in two steps, each with its own code alone in RAM:
-    # _SIG_MAX records' hashes (sha512.py), then their curve checks (edcurve.py)
-    for i in range(0, len(recs), _SIG_MAX):
-        part = recs[i:i + _SIG_MAX]
-        ds = []
-        for c in part:
-            key = keys.get(recsig.who(c))
-            ds.append(recsig.digest(key, c) if key is not None and recsig.signed(recsig.mac_field(c))
-                      else None)
-        sporadic.forget('sporadic.core.sha512')
-        for j in range(len(part)):
-            c = part[j]
-            who = recsig.who(c)
-            key = keys.get(who)
-            why = None
-            if recsig.signed(recsig.mac_field(c)):
-                if key is None:
-                    why = 'signed, but %s has no board key in the host list' % who
-                elif ds[j] is None or not recsig.check(key, c, ds[j]):
-                    why = 'bad board signature: not written by %s' % who
-            elif key is not None and (c[jobline.ID_LEN + 1] == 'a' or c[:jobline.ID_LEN] in single):
-                why = 'not signed: a single-run record needs the board signature of %s' % who
-            if why is None:
-                out.append(c)
-            else:
-                tr._refuse(st, c, why, src, refused)
-                n += 1
-        part = ds = None
-        sporadic.forget('sporadic.core.edcurve')
+    for c in recs:
+        who = recsig.who(c)
+        key = keys.get(who)
+        why = None
+        if recsig.signed(recsig.mac_field(c)):
+            if key is None:
+                why = 'signed, but %s has no board key in the host list' % who
+            elif not recsig.verify(key, c):
+                why = 'bad board signature: not written by %s' % who
+        elif key is not None and (c[jobline.ID_LEN + 1] == 'a' or c[:jobline.ID_LEN] in single):
+            why = 'not signed: a single-run record needs the board signature of %s' % who
+        if why is None:
+            out.append(c)
+        else:
+            tr._refuse(st, c, why, src, refused)
+            n += 1
+    import sporadic     # (recsig.verify let its hash's and its curve's code go)
     sporadic.forget('sporadic.core.recsig')
     sporadic.forget('sporadic.device.boardsig')   # (this module: loaded for these records only)
     return n
