@@ -3,7 +3,7 @@
 Portable core: runs unchanged on MicroPython and CPython (big ints; SHA-512
 from core/sha512.py, hashlib's where the port has it; the curve and the
 check in core/edcurve.py, which a board's check of a record loads alone:
-recsig.digest, recsig.check). Each board
+recsig.verify). Each board
 holds its own private seed (cfg.json "sign"); its public key is in its
 signed host record (`.h ... ed25519:HEX`), so any peer checks what that
 board signed and no other board can sign in its name (docs/security.md

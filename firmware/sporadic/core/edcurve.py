@@ -2,7 +2,7 @@
 # signature (core/ed25519.py is the scheme whole: keys, sign, verify).
 # Portable core. A module of its own: a board checks a signature with this
 # code alone in RAM, its hash made before with core/sha512.py alone
-# (recsig.digest, recsig.check; docs/mqtt.md#memory).
+# (recsig.verify; docs/mqtt.md#memory).
 #
 #     check(pub, h, sig) -> bool     sig (64 bytes) is pub's (32 bytes) signature of
 #                                    the message whose h = SHA-512(sig[:32] + pub + msg)
