@@ -45,7 +45,7 @@ BOOTROM = os.environ.get('SPORADIC_RP2_BOOTROM') or os.path.join(SHARED, 'rp2040
 MSG = '3k1v0a9c r pump-1 12 1796968800 ok - blinked 3 times at the pump house ...'
 
 SETUP = '''
-import time, binascii
+import time, binascii, sys
 def _mod(name, src):
     g = {'__name__': name}
     exec(src, g)
@@ -54,6 +54,11 @@ def _mod(name, src):
     for k, v in g.items():
         setattr(m, k, v)
     return m
+# core/ed25519.py hashes through core/sha512.py (`from sporadic.core import
+# sha512`): the package's two modules, without the package on the board
+sys.modules['sporadic'] = _mod('sporadic', '')
+sys.modules['sporadic.core'] = core = _mod('sporadic.core', '')
+core.sha512 = sys.modules['sporadic.core.sha512'] = _mod('sha512', %(sha512)r)
 ed = _mod('ed25519', %(ed)r)
 rsa = _mod('rsa', %(rsa)r)
 seed = binascii.unhexlify(%(seed)r)
@@ -102,13 +107,13 @@ def material():
     nums = rk.private_numbers()
     rsig = rk.sign(MSG.encode(), padding.PKCS1v15(), hashes.SHA256())
     src = {}
-    for name in ('ed25519', 'rsa'):
+    for name in ('ed25519', 'sha512', 'rsa'):
         with open(os.path.join(FW, 'sporadic', 'core', name + '.py')) as f:
             src[name] = f.read()
     pub = sk.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     from sporadic.core import rsa
     rpub = rsa.format_pubkey(nums.public_numbers.n, 65537)
-    return {'ed': src['ed25519'], 'rsa': src['rsa'], 'seed': seed.hex(), 'msg': MSG,
+    return {'ed': src['ed25519'], 'sha512': src['sha512'], 'rsa': src['rsa'], 'seed': seed.hex(), 'msg': MSG,
             'n': nums.public_numbers.n, 'd': nums.d, 'p': nums.p, 'q': nums.q, 'dp': nums.dmp1,
             'dq': nums.dmq1, 'qi': nums.iqmp, 'dg': hashlib.sha256(MSG.encode()).hexdigest(),
             'rsig': rsig.hex(), '_bytes': {

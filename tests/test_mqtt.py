@@ -645,8 +645,11 @@ def test_a_board_asleep_for_a_simulated_day_gets_what_it_missed(tmp_path, capsys
 # step came before the runtime, 126 before the wake's two phases and its
 # payloads in pieces, docs/mqtt.md#memory); checking the Ed25519 signatures
 # of the other board's `one` records (core/ed25519.py) took it to 113-116
-# (this test at 112 fails, at 116 passes). A margin of a few KiB.
-SMALL_HEAP_KIB = 122
+# (this test at 112 failed, at 116 passed); the check in two steps, each
+# with its own code alone in RAM (core/sha512.py, then core/edcurve.py) and
+# the host records' parser let go before it, to 105 (bench/mqtt.py's
+# scenario, 1 KiB steps). A margin of a few KiB.
+SMALL_HEAP_KIB = 112
 
 
 @pytest.mark.slow

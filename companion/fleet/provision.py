@@ -28,15 +28,45 @@ from companion.errors import UserError
 DEFAULT_SYNC_PORT = 7370
 
 
+def parse_url(url):
+    """mqtt://[USER[:PASSWORD]@]HOST[:PORT] or mqtts://... -> dict of the
+    cfg keys (host, port, tls, user, password), or ValueError(reason). The
+    board reads the dict (net/broker.py), never the URL: this code stays on
+    the desktop (a board's broker loop is ~0.5 KB of heap lighter)."""
+    scheme, sep, rest = url.partition('://')
+    if not sep or scheme not in ('mqtt', 'mqtts'):
+        raise ValueError('want mqtt://HOST[:PORT] or mqtts://HOST[:PORT]')
+    rest = rest.rstrip('/')
+    d = {'tls': scheme == 'mqtts'}
+    auth, sep, hp = rest.rpartition('@')
+    if sep:
+        u, sep, p = auth.partition(':')
+        d['user'] = u
+        if sep:
+            d['password'] = p
+    host, sep, port = hp.rpartition(':')
+    if not sep:
+        host, port = hp, ''
+    if not host:
+        raise ValueError('no host')
+    if port:
+        if not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError('port %r: want 1..65535' % port)
+        d['port'] = int(port)
+    else:
+        d['port'] = 8883 if d['tls'] else 1883
+    d['host'] = host
+    return d
+
+
 def mqtt_config(url, user=None, password=None, ca_file=None, topic=None, every=None):
     """cfg['mqtt'] for `--mqtt URL` (docs/mqtt.md): host, port, tls, user,
     password (options or the URL's), the CA a TLS board checks the broker
     with (PEM text), a topic prefix (default: the fleet's, set by prepare),
     every_ms (--mqtt-every SECONDS: how often the board visits the broker;
     default net/broker.py's EVERY_MS)."""
-    from sporadic.net import broker
     try:
-        m = broker.parse_url(url)
+        m = parse_url(url)
     except ValueError as e:
         raise UserError('--mqtt %r: %s' % (url, e)) from None
     if user is not None:

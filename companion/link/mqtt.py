@@ -5,7 +5,7 @@ acknowledgement (acknowledged only once the fleet folder holds them: a
 companion cut off mid-way is sent them again), publishes awaited.
 Knows no fleet folder and no line format: companion/sync/mqtt.py does.
 
-    link = BrokerLink(cfg, client_id)       # cfg: sporadic.net.broker.parse_url's dict
+    link = BrokerLink(cfg, client_id)       # cfg: companion.fleet.provision.parse_url's dict
     link.open(['PRE/f/#', 'PRE/r/+'])       # UserError(one line) when the broker cannot be reached
     msgs = link.collect()                   # [Message], until the broker has sent all it held
     link.ack(msgs); link.publish(topic, payload, retain=True); link.close()

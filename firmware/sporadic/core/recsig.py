@@ -54,23 +54,59 @@ def sign(seed, pub, text, mac):
     of `text` (the record with '-' for its MAC) under seed (hex), pub (hex)."""
     from sporadic.core import ed25519
     s = ed25519.sign(binascii.unhexlify(seed), text, binascii.unhexlify(pub))
+    import sporadic
+    sporadic.forget('sporadic.core.sha512')    # (ed25519's hash and curve; the caller
+    sporadic.forget('sporadic.core.edcurve')   # lets ed25519 go)
     return mac + '.' + binascii.b2a_base64(s).decode().strip()
 
 
 def verify(pub, line):
     """True when the record `line` carries a signature that verifies under
-    pub (32 bytes)."""
+    pub (32 bytes). In two steps, each with its own code alone in RAM (a
+    board's small heap holds one of the two, not both: docs/mqtt.md#memory):
+    the hash (digest: core/sha512.py), then the curve (check:
+    core/edcurve.py), each let go after its step."""
+    import sporadic
+    h = digest(pub, line)
+    sporadic.forget('sporadic.core.sha512')
+    ok = h is not None and check(pub, line, h)
+    sporadic.forget('sporadic.core.edcurve')
+    return ok
+
+
+def _sig(line):
+    # the 64 bytes of a record's signature, or None: its MAC field carries
+    # none, or not in canonical base64 (one text for one signature)
     m = mac_field(line)
     if not signed(m):
-        return False
+        return None
     try:
         s = binascii.a2b_base64(m[17:])
     except Exception:
-        return False
+        return None
     if len(s) != 64 or binascii.b2a_base64(s).decode().strip() != m[17:]:
-        return False   # one text for one signature (canonical base64)
-    from sporadic.core import ed25519
-    return ed25519.verify(pub, body(line), s)
+        return None
+    return s
+
+
+def digest(pub, line):
+    """The hash Ed25519 checks a record's signature with under pub (32
+    bytes), SHA-512 of R + pub + body, for check(); None when its MAC field
+    carries no well-formed signature."""
+    s = _sig(line)
+    if s is None:
+        return None
+    from sporadic.core import sha512
+    return sha512.digest(s[:32] + pub + body(line).encode())
+
+
+def check(pub, line, h):
+    """True when the record's signature verifies under pub, h its digest()."""
+    s = _sig(line)
+    if s is None:
+        return False
+    from sporadic.core import edcurve
+    return edcurve.check(pub, h, s)
 
 
 def who(line):

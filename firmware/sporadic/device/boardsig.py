@@ -12,7 +12,8 @@ def check(tr, st, recs, keys, out, src, refused):
     # under that host's board signature, when its host record gives it a
     # key (docs/security.md#board-signatures): a board holding the fleet
     # key cannot write one in another board's name. A signature present
-    # is checked (one Ed25519 verify: such records are rare); a result
+    # is checked (one Ed25519 verify: its hash, then its curve, each code
+    # alone in RAM; such records are rare); a result
     # without one is refused when its job is single-run (the job line of
     # this delivery or the store's: _single). Moves the good ones to out.
     n = 0
@@ -35,8 +36,7 @@ def check(tr, st, recs, keys, out, src, refused):
         else:
             tr._refuse(st, c, why, src, refused)
             n += 1
-    import sporadic
-    sporadic.forget('sporadic.core.ed25519')
+    import sporadic     # (recsig.verify let its hash's and its curve's code go)
     sporadic.forget('sporadic.core.recsig')
     sporadic.forget('sporadic.device.boardsig')   # (this module: loaded for these records only)
     return n

@@ -34,35 +34,6 @@ EVERY_MS = const(5000)     # a sync each this often (and after the loop wrote re
 REPORT_MAX = const(8)      # refusals kept for the report of one wake
 
 
-def parse_url(url):
-    """mqtt://[USER[:PASSWORD]@]HOST[:PORT] or mqtts://... -> dict of the
-    cfg keys (host, port, tls, user, password), or ValueError(reason)."""
-    scheme, sep, rest = url.partition('://')
-    if not sep or scheme not in ('mqtt', 'mqtts'):
-        raise ValueError('want mqtt://HOST[:PORT] or mqtts://HOST[:PORT]')
-    rest = rest.rstrip('/')
-    d = {'tls': scheme == 'mqtts'}
-    auth, sep, hp = rest.rpartition('@')
-    if sep:
-        u, sep, p = auth.partition(':')
-        d['user'] = u
-        if sep:
-            d['password'] = p
-    host, sep, port = hp.rpartition(':')
-    if not sep:
-        host, port = hp, ''
-    if not host:
-        raise ValueError('no host')
-    if port:
-        if not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError('port %r: want 1..65535' % port)
-        d['port'] = int(port)
-    else:
-        d['port'] = 8883 if d['tls'] else 1883
-    d['host'] = host
-    return d
-
-
 def topic_of(cfg):
     """The fleet's topic prefix: sporadic/ + the id of its fleet key
     (provisioning writes it into cfg mqtt.topic; this for a cfg without)."""
