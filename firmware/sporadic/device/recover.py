@@ -137,8 +137,12 @@ def _started(st, cfg):
             t = g.read()
     except OSError:
         return
-    # ID K AT ATTEMPT[ HOST] and a newline; a torn one: the action never started
+    # ID K AT ATTEMPT KIND[ HOST] and a newline; a torn one: the action never
+    # started. No KIND (firmware before it): ID K AT ATTEMPT[ HOST], signed
     f = t.split() if t[-1:] == '\n' else []
+    kind = f[4] if len(f) > 4 and f[4] in ('s', 'e') else None
+    if kind is not None:
+        f.pop(4)
     # the board's id: cfg.json's (a HOST field only where it has none: the
     # runtime's default id), never a record in another board's name
     host = cfg.get('id') or (f[4] if len(f) > 4 else None)
@@ -156,9 +160,10 @@ def _started(st, cfg):
                 from sporadic.core import hmac
                 body = r.line()
                 r.mac = hmac.mac_result(cfg['secret'], body)
-                if cfg.get('sign'):
-                    # run.txt does not say the job's kind: signed as a
-                    # single-run record must be (core/recsig.py; a crash is rare)
+                if cfg.get('sign') and kind != 'e':
+                    # a single-run job's record is signed (core/recsig.py);
+                    # an `each`/`who` one keeps its HMAC alone, as the
+                    # runtime writes it: no signing code in this boot's heap
                     try:
                         from sporadic.core import recsig
                         r.mac = recsig.sign(cfg['sign'], cfg['sign_pub'], body, r.mac)

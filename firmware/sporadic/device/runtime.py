@@ -117,7 +117,7 @@ class Runtime:
                 mine = (k, 'err', att)
             else:  # RUN: record the start first (at most once across a crash:
                 # run.txt, the `run` record if the board is cut before the outcome)
-                self.store.started(job.id, k, now, att, '' if self.id == self.cfg.get('id') else self.id)
+                self.store.started(job.id, k, now, att, '' if self.id == self.cfg.get('id') else self.id, one)
                 act = _act()
                 act.context = job.id + '.' + str(k)
                 ok, text = act.run(job.action(), job.args())

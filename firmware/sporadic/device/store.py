@@ -270,13 +270,14 @@ class Store:
         self.log_size += len(data)
         self._pend = None
 
-    def started(self, jid, k, at, attempt, host=''):
+    def started(self, jid, k, at, attempt, host='', single=False):
         """Before an action, durably: the instance it runs (run.txt: `ID K
-        AT ATTEMPT[ HOST]` and a newline, HOST when it is not cfg.json's id;
-        about 25 bytes). recover.py makes it the `run` record, under the board's MAC,
-        of a board cut before the outcome; ended() once the outcome is in
-        the log. docs/device.md#crash-safety"""
-        put(self.run, '%s %d %d %d%s\n' % (jid, k, at, attempt, host and ' ' + host))
+        AT ATTEMPT KIND[ HOST]` and a newline, KIND `s` for a single-run job
+        (its records are signed) else `e`, HOST when it is not cfg.json's id;
+        about 27 bytes). recover.py makes it the `run` record, under the board's MAC
+        (and its signature for `s`), of a board cut before the outcome; ended()
+        once the outcome is in the log. docs/device.md#crash-safety"""
+        put(self.run, '%s %d %d %d %s%s\n' % (jid, k, at, attempt, 's' if single else 'e', host and ' ' + host))
 
     def ended(self):
         remove(self.run)

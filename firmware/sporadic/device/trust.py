@@ -172,9 +172,7 @@ class Trust:
         while wait:
             rest = []
             for c in wait:
-                # (a delivery with no seal record of its own, a P of a large
-                # sync's lines: no digest made for nothing)
-                if v.segs and v.check(c) is None:
+                if v.segs and v.check(c) is None:   # (no seal of its own: no digest)
                     out.append(c)
                 else:
                     rest.append(c)
