@@ -64,12 +64,19 @@ def verify(pub, line):
     """True when the record `line` carries a signature that verifies under
     pub (32 bytes). In two steps, each with its own code alone in RAM (a
     board's small heap holds one of the two, not both: docs/mqtt.md#memory):
-    the hash (digest: core/sha512.py), then the curve (check:
-    core/edcurve.py), each let go after its step."""
+    the hash (core/sha512.py), then the curve (core/edcurve.py), each let
+    go after its step."""
+    s = _sig(line)
+    if s is None:
+        return False
     import sporadic
-    h = digest(pub, line)
+    from sporadic.core import sha512
+    h = sha512.digest(s[:32] + pub + body(line).encode())
+    sha512 = None
     sporadic.forget('sporadic.core.sha512')
-    ok = h is not None and check(pub, line, h)
+    from sporadic.core import edcurve
+    ok = edcurve.check(pub, h, s)
+    edcurve = None
     sporadic.forget('sporadic.core.edcurve')
     return ok
 
@@ -87,26 +94,6 @@ def _sig(line):
     if len(s) != 64 or binascii.b2a_base64(s).decode().strip() != m[17:]:
         return None
     return s
-
-
-def digest(pub, line):
-    """The hash Ed25519 checks a record's signature with under pub (32
-    bytes), SHA-512 of R + pub + body, for check(); None when its MAC field
-    carries no well-formed signature."""
-    s = _sig(line)
-    if s is None:
-        return None
-    from sporadic.core import sha512
-    return sha512.digest(s[:32] + pub + body(line).encode())
-
-
-def check(pub, line, h):
-    """True when the record's signature verifies under pub, h its digest()."""
-    s = _sig(line)
-    if s is None:
-        return False
-    from sporadic.core import edcurve
-    return edcurve.check(pub, h, s)
 
 
 def who(line):

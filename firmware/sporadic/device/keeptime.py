@@ -19,6 +19,5 @@ def keep_time():
     t = m[s + 4] & 0xffffffff
     ok = (m[s] & 0xffffffff) == t ^ mboard.MAGIC and m[s - 4] & 1    # REASON: TIMER (not a forced reset)
     m[s] = 0
-    if ok:
-        off = 946684800 if time.gmtime(0)[0] == 2000 else 0
-        mboard.set_time(t + off + b.WDT_MS // 1000 + time.ticks_ms() // 1000)
+    if ok:   # t is what time.time() read (the port's epoch)
+        mboard.set_port_time(t + b.WDT_MS // 1000 + time.ticks_ms() // 1000)

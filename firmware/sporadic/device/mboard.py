@@ -29,8 +29,12 @@ def time_s():
 
 
 def set_time(unix_s):
-    off = 946684800 if time.gmtime(0)[0] == 2000 else 0   # the port's epoch
-    t = time.gmtime(int(unix_s) - off)
+    set_port_time(int(unix_s) - (946684800 if time.gmtime(0)[0] == 2000 else 0))   # the port's epoch
+
+
+def set_port_time(t):
+    # t: seconds in the port's own epoch (what time.time() reads)
+    t = time.gmtime(t)
     machine.RTC().datetime((t[0], t[1], t[2], t[6], t[3], t[4], t[5], 0))
 
 
