@@ -2,6 +2,8 @@
 #   micropython -X heapsize=64K tests/devboot.py FLASH_DIR [-c CODE | SCRIPT]
 # mounts FLASH_DIR at /, chdir('/'), sys.path as a board has it, then runs
 # /main.py (or CODE / SCRIPT, read before the mount) like boot would.
+# SPORADIC_RAM_FLASH=N: the flash is LittleFS on N blocks in RAM, a board's
+# that fills up (tests/ramflash.py).
 # Not companion/vboard/onboard/vboard_boot.py: that shim hands over to a REPL after main.py
 # and holds more heap when main.py starts (7,328 bytes allocated against this
 # one's 1,952 on a 64K heap), which the 64K budgets of the tests booting
@@ -20,11 +22,19 @@ if len(args) >= 3 and args[1] == '-c':
 elif len(args) >= 2:
     with open(args[1]) as f:
         code = f.read()
+ramflash = None
+if os.getenv('SPORADIC_RAM_FLASH'):
+    import ramflash   # beside this file: imported before the mount hides it
 os.mount(os.VfsPosix(flash), '/')
+if ramflash:
+    ramflash.mount(int(os.getenv('SPORADIC_RAM_FLASH')))
 os.chdir('/')
 sys.path[:] = ['', '.frozen', '/lib']
 if code is None:
     with open('/main.py') as f:
         code = f.read()
 g = {'__name__': '__main__'}
-exec(code, g)
+if ramflash:
+    ramflash.run(code, g, flash)
+else:
+    exec(code, g)

@@ -288,6 +288,50 @@ def odd():
     assert res[jid(jobs[1])] == ('err', 'ValueError: no text')
 
 
+def test_a_full_flash_stops_no_loop_and_runs_no_instance_twice(tmp_path):
+    # A user's action logging readings to the flash fills it (a board's
+    # LittleFS, tests/ramflash.py), and the records after it find no room,
+    # then some (LittleFS frees blocks as files are rewritten). Before, the
+    # loop ended on the wake index's write: main.py over, the board dead
+    # until someone resets it. Now the status says the flash is full, an
+    # outcome that could not be written is written a minute later (no
+    # action starts before it), and every instance has one outcome.
+    user = '''
+def fill():
+    f = open("/calls.txt", "a")
+    f.write("fill\\n")
+    f.close()
+    f = open("/readings.txt", "a")
+    try:
+        while True:
+            f.write("20.5C " * 40)
+            f.flush()
+    except OSError:
+        pass
+    f.close()
+    return "flash full"
+'''
+    jobs = ['each 2026-12-01T06:00Z fill', 'each 2026-12-01T06:00Z log tick ; every=10m']
+    d = make_flash(str(tmp_path), jobs=jobs, actions=user)
+    env = {'SPORADIC_RAM_FLASH': '640'}
+    st, _ = run(d, 'runtime.main(until=%d)' % (T0 + 8 * H), env=env, heap='1M')
+    assert st['error'].endswith(': the flash is full'), st['error']
+    assert lines(d, 'calls.txt') == ['fill']
+    assert outcomes(d, 'dev-1', jid(jobs[0])) == {0: ['ok']}
+    ticks = outcomes(d, 'dev-1', jid(jobs[1]))
+    # each instance that ran has its one outcome (before the guard: the
+    # ticks cut off by the full flash ran and left none)
+    assert sorted(ticks) == list(range(len(ticks))) and len(ticks) > 5, ticks
+    assert all(len(v) == 1 for v in ticks.values()), ticks
+    assert ticks[0] == ['ok'] and ['err'] in ticks.values()   # the log action's own write failed
+    os.remove(os.path.join(d, 'readings.txt'))   # room again (and a restart)
+    st, _ = run(d, 'runtime.main(until=%d)' % (T0 + 9 * H), start=T0 + 8 * H, env=env, heap='1M')
+    assert lines(d, 'calls.txt') == ['fill'] and st['error'] == ''
+    ticks = outcomes(d, 'dev-1', jid(jobs[1]))
+    assert ticks[max(ticks)] == ['ok'] and max(ticks) >= 17, ticks
+    assert all(len(v) == 1 for v in ticks.values()), ticks
+
+
 def test_broken_actions_module_is_reported(tmp_path):
     jobs = ['each 2026-12-01T06:00Z greet x', 'each 2026-12-01T06:01Z log fine']
     d = make_flash(str(tmp_path), jobs=jobs, actions='def greet(:\n')

@@ -33,6 +33,7 @@ _rt = None
 
 class Runtime:
     _due = None       # the jobs a wake decides alone, as wake.plan found them
+    _outcome = None   # an action's outcome not yet in the log (_settle)
 
     def __init__(self, root='', cfg=None):
         # the set-up of a boot (device/rtinit.py: the config, the id, the
@@ -117,6 +118,9 @@ class Runtime:
                 mine = (k, 'err', att)
             else:  # RUN: record the start first (at most once across a crash:
                 # run.txt, the `run` record if the board is cut before the outcome)
+                if self._outcome is not None:   # no action starts before the last one's outcome is written
+                    at_next = now + _UNKNOWN_SLEEP
+                    break
                 self.store.started(job.id, k, now, att, '' if self.id == self.cfg.get('id') else self.id, one)
                 act = _act()
                 act.context = job.id + '.' + str(k)
@@ -126,12 +130,24 @@ class Runtime:
                     self.reset_wanted = True
                     text = 'reset'
                 out = 'ok' if ok else 'err'
-                self._record(job.id, k, now, out, att, text, one)
-                self.store.ended()
+                self._outcome = (job.id, k, now, out, att, text, one)
+                self._settle()
                 mine = (k, out, att)
         else:
             at_next = now   # DECIDE_MAX: more to decide at the next pass (no idle wake before)
         return at_next
+
+    def _settle(self):
+        # the last action's outcome into the log, then run.txt goes. One that
+        # cannot be written (a full flash, no heap for its MAC) stays here,
+        # run.txt with it: each pass tries again first, and no action starts
+        # before it is written; a restart makes it the `run` record
+        # (recover.py). Never the same instance run twice in one boot.
+        o = self._outcome
+        if o is not None:
+            self._record(o[0], o[1], o[2], o[3], o[4], o[5], o[6])
+            self._outcome = None
+            self.store.ended()
 
     # ---- one pass ----
 
@@ -140,7 +156,17 @@ class Runtime:
         unknown, nothing dated runs). `lease`: on a network, the node's
         check (net/node.py Node.led): lease() -> True while a section leader
         holds the lease (any/one then wait for its assignment). Returns the
-        next wake (Unix time), or None when the clock is unknown."""
+        next wake (Unix time), or None when the clock is unknown. A flash
+        that fails a write (full: ENOSPC) never ends the loop: the status
+        says so and the pass is tried again a minute later."""
+        try:
+            return self._pass(now, lease)
+        except OSError as e:
+            self.error = 'pass: ' + _why(e)
+            self.next_wake = None if now is None else now + _UNKNOWN_SLEEP
+            return self.next_wake
+
+    def _pass(self, now, lease):
         self.steps += 1
         self._lease = lease
         jobline.unload()   # jobx/timex, if a rare path loaded them (docs/device.md#memory)
@@ -148,6 +174,8 @@ class Runtime:
         if now is None:
             self.next_wake = None
             return None
+        if self._outcome is not None:
+            self._settle()
         if self.last_now is not None and now < self.last_now - _JUMP_BACK:
             clock.note_jump(now, now - self.last_now, 'observed')
         self.last_now = now
@@ -188,6 +216,8 @@ class Runtime:
         if store.WAKE_INDEX:
             gc.collect()
             self._index(now, led, True)
+        if self._outcome is not None:   # an outcome to write: again a minute from now
+            self.next_wake = now + _UNKNOWN_SLEEP
         if self.next_wake is None or self.next_wake > now + MAX_SLEEP:
             self.next_wake = now + MAX_SLEEP
         if self.reset_wanted:
@@ -301,12 +331,19 @@ class Runtime:
         except SystemExit:
             raise
         except Exception as e:  # a planner/record failure: never stop the loop
-            self.error = '%s: %s: %s' % (jtext[:jobline.ID_LEN], type(e).__name__, e)
+            self.error = jtext[:jobline.ID_LEN] + ': ' + _why(e)
             self.bad_jobs += 1
             return
         if w is not None:
             self._note(w, jid)
 
+
+
+def _why(e):
+    # an error as the status says it (one line)
+    if isinstance(e, OSError) and e.args and e.args[0] == 28:   # ENOSPC
+        return 'the flash is full'
+    return '%s: %s' % (type(e).__name__, e)
 
 
 def get():
