@@ -51,6 +51,9 @@ while True:
         break
     req = json.loads(req)
     gc.collect()
+    if req == '?modules':    # (this harness's own question: what the board's heap holds)
+        print(json.dumps(' '.join(sorted(sys.modules))))
+        continue
     print(json.dumps(syncsrv.h(req)))
 '''
 
@@ -125,6 +128,10 @@ class Board(Link):
 
     def status(self):
         return json.loads(self.call('I'))
+
+    def modules(self):
+        """The modules the sync server's process holds now."""
+        return self.call('?modules').split()
 
     def held(self):
         """Every line the board stores (jobs.txt, logs, outbox)."""
@@ -427,3 +434,20 @@ def test_a_delivery_of_many_lines_its_held_seal_covers(fleet, boards, monkeypatc
     held = b.held()
     assert set(lines) <= held
     assert spaced not in held
+
+
+def test_a_delivery_its_seals_cover_loads_no_parser(fleet, boards):
+    # #31: a signed delivery's lines are looked up in its seal as they came
+    # and its seal record is its own text, so the parser (jobline and
+    # timeutil: ~10 KB of a 32-bit board's heap with their names) is not
+    # loaded for it; a line in another rendition than the sealed one is
+    # parsed (the parser loads for it) and taken
+    b = boards()
+    good = sign(fleet, ['.h pump-1', JOB_A, JOB_B])
+    assert b.push(good) == {}
+    assert set(good) <= b.held()
+    mods = b.modules()
+    assert 'sporadic.device.trust' in mods and 'sporadic.core.jobline' not in mods, mods
+    good = sign(fleet, [JOB_C])
+    assert b.push([good[0], JOB_C.replace(' each ', '  each ', 1)]) == {}
+    assert JOB_C in b.held()

@@ -8,8 +8,8 @@ except ImportError:  # CPython
         return x
 
 from sporadic.core.timeutil import parse_time, parse_duration
+from sporadic.core.order import ID_LEN, own_text
 
-ID_LEN = const(8)
 _OUTPUT_MAX = const(60)
 # the longest job text (type to options) any board takes: one sync request
 # (recon P) carries it whole, as it carries a .b record of ~2.4 KB
@@ -465,8 +465,7 @@ def parse(line, salt=None, zone_rule=None):
 
 def canonical(line, salt=None, zone_rule=None):
     """The canonical text of a line, or None for blank/comment."""
-    k = line[:3]
-    if (k == '.b ' or k == '.k ') and line[3:4] not in ' \t' and line[-1:] not in ' \t\r\n':
+    if own_text(line):
         # a batch or key record is its own text (parse keeps a '.' record
         # word for word; batch.parse_batch checks its fields): no copies of
         # a ~1 KB seal record in a small heap (docs/budgets.md#27)

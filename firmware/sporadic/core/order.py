@@ -4,6 +4,24 @@
 # jobs.txt and the logs, store.stream). merge.py (the compaction) builds on
 # them; a loop's pass loads only this module, the compaction's code stays on
 # the flash until a compaction (device/fold.py).
+try:
+    from micropython import const
+except ImportError:  # CPython
+    def const(x):
+        return x
+
+
+ID_LEN = const(8)   # a job id's characters: every line's group, before its first space
+
+
+def own_text(line):
+    """True for a batch or key record (.b/.k) with nothing to strip: its
+    canonical text is itself (jobline.canonical; batch.parse_batch checks
+    its fields). A sync takes a seal record so without loading the parser
+    (docs/budgets.md#31), and keeps no second copy of ~1 KB."""
+    k = line[:3]
+    return (k == '.b ' or k == '.k ') and line[3:4] not in ' \t' and line[-1:] not in ' \t\r\n'
+
 
 # A result's rank, read straight from its canonical text:
 #   ID r HOST K AT OUTCOME MAC [OUTPUT]

@@ -35,6 +35,9 @@ def main(**kw):
 
 
 def _loop(**kw):
+    # the parser first, as the store's import loaded it before #31's sync
+    # let it go: the loop needs it, and the loop's heap keeps its layout
+    from sporadic.core import jobline  # noqa: F401
     from sporadic.device import store
     import board
     # a watchdog started before a soft reset still runs: a re-import at

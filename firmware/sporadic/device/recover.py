@@ -1,7 +1,6 @@
 # Opening the flash store: bring any interrupted operation to a consistent
 # end (docs/device.md#crash-safety). Loaded by Store.recover() for the open
 # only, then dropped from RAM.
-from sporadic.core import jobline
 from sporadic.device import stamp
 from sporadic.device.store import exists, size, read_lines, crashpoint, put as _put, write, rename, remove
 import os
@@ -155,6 +154,7 @@ def _started(st, cfg):
                     and int(r[5].lstrip('abcdefghijklmnopqrstuvwxyz') or 1) == att:
                 done = True
         if not done:
+            from sporadic.core import jobline
             r = jobline.Result(jid, host, k, int(f[2]), 'run', att, '-', '')
             if cfg.get('secret'):
                 from sporadic.core import hmac
@@ -239,6 +239,9 @@ def _foreign(line, me, secret):
 
 
 def _valid(line):
+    # (the parser loads with the first line to check: an open with empty
+    # logs, a first sync's, interns none of its names, docs/budgets.md#31)
+    from sporadic.core import jobline
     try:
         return jobline.canonical(line) == line
     except Exception:
@@ -248,6 +251,7 @@ def _valid(line):
 def _jobs_sorted(st):
     # insecure: is jobs.txt sorted and canonical, as a store writes it?
     # (an edited file is then taken as it is)
+    from sporadic.core import jobline
     last = ''
     n = 0
     for line in read_lines(st.jobs):

@@ -5,7 +5,11 @@
 # read whole (readline) grows by reallocation, 16 bytes at a time, which
 # scattered a 128K unix board's heap until a delivery found no 1 KB run
 # (docs/budgets.md#27). Loaded for that check only: a delivery whose lines
-# its own seals cover never loads it.
+# its own seals cover never loads it. Its names (read, end, flush, value,
+# pos, data, buf, hex; _PIECE a private const) are ones the firmware or a
+# sync's other modules intern already: loaded in a sync's second P, where
+# the qstr pool stands a few names short of a new 4.5 KB block (32-bit),
+# it adds four (docs/budgets.md#31).
 try:
     from micropython import const
 except ImportError:  # CPython (tools that read a board's flash)
@@ -15,7 +19,7 @@ except ImportError:  # CPython (tools that read a board's flash)
 import binascii
 from sporadic.core import batch
 
-PIECE = const(128)       # bytes of jobs.txt read at a time
+_PIECE = const(128)      # bytes of jobs.txt read at a time
 
 
 class _Dots:
@@ -27,27 +31,27 @@ class _Dots:
 
     def __init__(self, path):
         self.f = open(path, 'rb')
-        self.b = bytearray(PIECE)
+        self.b = bytearray(_PIECE)
         self.n = 0
-        self.i = 0
+        self.pos = 0
 
     def close(self):
         self.f.close()
 
-    def word(self, out=None, sink=None):
+    def read(self, out=None, sink=None):
         """The next word (up to a space or the line's end): copied into
         `out` (a bytearray; cut at its length) or handed to sink(memoryview)
         piece by piece, or skipped. Returns (its length, the byte that ended
         it: 32, 10, or -1 at the end of the file)."""
         k = 0
         while True:
-            if self.i >= self.n:
+            if self.pos >= self.n:
                 self.n = self.f.readinto(self.b) or 0
-                self.i = 0
+                self.pos = 0
                 if not self.n:
                     return k, -1
             b = self.b
-            i = self.i
+            i = self.pos
             n = self.n
             j = b.find(b' ', i, n)
             e = b.find(b'\n', i, j if j >= 0 else n)
@@ -61,14 +65,14 @@ class _Dots:
                 sink(memoryview(b)[i:end])
             k += end - i
             if j >= 0:
-                self.i = j + 1
+                self.pos = j + 1
                 return k, b[j]
-            self.i = n
+            self.pos = n
 
-    def line_end(self, t):
+    def end(self, t):
         # skip what is left of the line whose last word ended with t
         while t == 32:
-            t = self.word()[1]
+            t = self.read()[1]
         return t
 
 
@@ -77,19 +81,19 @@ class _Decoder:
     # record, hex in a plain one) into one buffer of MAX_LINES digests
     def __init__(self):
         self.out = bytearray(batch.DIGEST * batch.MAX_LINES)
-        self.acc = bytearray(64)     # a multiple of 4 (base64) and 2 (hex)
+        self.data = bytearray(64)     # a multiple of 4 (base64) and 2 (hex)
         self.a = 0
         self.k = 0
         self.hex = False
 
-    def start(self, hexed):
+    def start(self, hex):
         self.a = 0
         self.k = 0
-        self.hex = hexed
+        self.hex = hex
 
-    def _flush(self):
+    def flush(self):
         if self.a:
-            v = memoryview(self.acc)[:self.a]
+            v = memoryview(self.data)[:self.a]
             d = binascii.unhexlify(v) if self.hex else binascii.a2b_base64(v)
             if self.k + len(d) > len(self.out):
                 raise ValueError('too many digests')
@@ -97,19 +101,19 @@ class _Decoder:
             self.k += len(d)
             self.a = 0
 
-    def __call__(self, mv):
-        acc = self.acc
+    def __call__(self, buf):
+        acc = self.data
         i = 0
-        while i < len(mv):
-            m = min(len(mv) - i, len(acc) - self.a)
-            acc[self.a:self.a + m] = mv[i:i + m]
+        while i < len(buf):
+            m = min(len(buf) - i, len(acc) - self.a)
+            acc[self.a:self.a + m] = buf[i:i + m]
             self.a += m
             i += m
             if self.a == len(acc):
-                self._flush()
+                self.flush()
 
-    def digests(self):
-        self._flush()
+    def value(self):
+        self.flush()
         return memoryview(self.out)[:self.k]
 
 
@@ -127,25 +131,25 @@ def held(st):
         dec = _Decoder()
         try:
             while True:
-                n, t = f.word(w)
+                n, t = f.read(w)
                 if n != 2 or t != 32 or w[:2] != b'.b':
                     break                     # past the .b records (sorted first)
-                n, t = f.word(w)
+                n, t = f.read(w)
                 slot = n and w[0] == 64       # '@SLOT SEQ KEYID DIGESTS SIG', else 'SEQ KEYID DIGESTS SIG'
                 if slot and t == 32:
-                    t = f.word()[1]           # SEQ
+                    t = f.read()[1]           # SEQ
                 if t == 32:
-                    t = f.word()[1]           # KEYID
+                    t = f.read()[1]           # KEYID
                 seg = None
                 if t == 32:
                     dec.start(not slot)
                     try:
-                        t = f.word(None, dec)[1]
-                        seg = dec.digests()
+                        t = f.read(None, dec)[1]
+                        seg = dec.value()
                     except (ValueError, TypeError):
                         seg = None            # not a record this store could have verified: no cover
                 if t >= 0:
-                    t = f.line_end(t)
+                    t = f.end(t)
                 if seg is not None and len(seg):
                     yield seg
                 if t < 0:

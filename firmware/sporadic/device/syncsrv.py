@@ -73,7 +73,25 @@ def _refusals(lines):
 
 
 def _index(st):
-    # jobs.txt's digest index (splice.index), loaded with the first request that reads it
+    # jobs.txt's digest index (splice.index), loaded with the first request
+    # that reads it. On a tight heap the signature check's code (trust,
+    # batch, rsa: ~13 KB on a 32-bit port) goes first: the deliveries so
+    # far are committed (trust.json), the next P loads it again, and the
+    # index's compaction of what they brought takes its room
+    # (docs/budgets.md#31)
+    from sporadic.device import store as s
+    tr = st._tr
+    if tr and s.tight() and not tr.refused and not tr.clock_note:
+        # (a check that refused something keeps its count and note for
+        # the status: a fresh load would report none)
+        tr = None
+        from sporadic.device import storesync
+        storesync.let_go(st)
+        import sporadic
+        for name in ('sporadic.device.trust', 'sporadic.core.batch', 'sporadic.core.rsa',
+                     'sporadic.device.seals'):
+            sporadic.forget(name)
+        gc.collect()
     from sporadic.device import splice
     return splice.index(st)
 
@@ -81,9 +99,12 @@ def _index(st):
 def responder():
     global _responder
     if _responder is None:
+        # the store opens first: its recovery (the logs' lines parsed and
+        # their MACs checked) runs before the reconciliation's code is in
+        # the heap (a second sync's peak on a 32-bit port, docs/budgets.md#31)
+        st = store()
         from sporadic.core import recon
         from sporadic.device import storesync
-        st = store()
         _responder = recon.Responder(lambda: storesync.lines(st), _refusals, index=lambda: _index(st))
     return _responder
 
@@ -114,11 +135,16 @@ def status():
     and trust state alone: the runtime is not loaded for it (the companion
     computes what is pending from its own copy with the same planner). A
     running loop adds its own figures (pending, next wake, last results)."""
+    global _responder
     st = store()
-    # the outbox hand-over is over when the status is asked for: its code goes
+    # the outbox hand-over is over when the status is asked for: its code
+    # goes, and the reconciliation's (the next S, N, G or P loads it again):
+    # the trust state's reading takes its room (docs/budgets.md#31)
+    _responder = None
     import sporadic
-    sporadic.forget('sporadic.device.outbox')
-    sporadic.forget('sporadic.core.outpack')
+    for name in ('sporadic.device.outbox', 'sporadic.core.outpack', 'sporadic.core.recon',
+                 'sporadic.device.splice'):
+        sporadic.forget(name)
     gc.collect()
     if clock.state == 'unknown' and clock.source == '':
         clock.init()      # an RTC that kept its time across the reset

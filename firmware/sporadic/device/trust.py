@@ -1,19 +1,16 @@
-# Device ingest under signed batches (docs/security.md "On a board"):
-# Store.receive hands every delivery (a P chunk, a G answer, a file) here
-# first. In a signed fleet a fleet-authored line (batch.needs_batch: jobs,
-# cancels, .h, .t) is kept only when a batch record verified under a trusted
-# key covers it: a .b of the same delivery (one RSA verify per batch, never
-# per line) or a .b the store already holds (verified when it arrived: a
-# digest look-up, no RSA). Device-authored lines (results, assignments) must
-# carry a MAC (the companion checks results; boards lack each other's
-# secrets). Everything refused is quarantined with its reason and returned to
-# the sender; the good lines of the same delivery are kept.
+# Device ingest under signed batches (docs/security.md "On a board"): Store.receive hands every
+# delivery (a P chunk, a G answer, a file) here first. In a signed fleet a fleet-authored line
+# (batch.needs_batch: jobs, cancels, .h, .t) is kept only when a batch record verified under a
+# trusted key covers it: a .b of the same delivery (one RSA verify per batch, never per line) or
+# a .b the store already holds (verified when it arrived: a digest look-up, no RSA).
+# Device-authored lines (results, assignments) must carry a MAC (the companion checks results;
+# boards lack each other's secrets). Everything refused is quarantined with its reason and
+# returned to the sender; the good lines of the same delivery are kept.
 #
-# State (trust.json, next to the store, written atomically after the
-# accepted lines are durable): hwm (highest SEQ accepted), keys (trusted key
-# texts), retired (key ids retired by .k), cfg_key (cfg.json's pubkey when
-# seeded: a re-deploy with a new key starts over from cfg.json). Held SEQs
-# are not copied: they are the .b/.k records in the store itself.
+# State (trust.json, next to the store, written atomically after the accepted lines are
+# durable): hwm (highest SEQ accepted), keys (trusted key texts), retired (key ids retired by
+# .k), cfg_key (cfg.json's pubkey when seeded: a re-deploy with a new key starts over from
+# cfg.json). Held SEQs are not copied: they are the .b/.k records in the store itself.
 try:
     from micropython import const
 except ImportError:  # CPython (tools that read a board's flash)
@@ -21,7 +18,7 @@ except ImportError:  # CPython (tools that read a board's flash)
         return x
 import json
 import os
-from sporadic.core import jobline
+from sporadic.core.order import ID_LEN, own_text
 from sporadic.device import stamp
 
 batch = None   # sporadic.batch (and rsa), imported by the first signed store
@@ -122,14 +119,13 @@ class Trust:
         ref = 0
         wait = []     # fleet lines no batch of this delivery covers (yet)
         dev = []      # device records (results, assignments): their hosts checked last
-        # A fleet-authored line is looked up as it came first (raw: its
-        # digest in the batches, no parse): one a verified batch covers is,
-        # byte for byte, a line the fleet's owner sealed, and the companion
-        # seals the canonical text its parser made (companion/fleet/keys.py
-        # sign_lines). Only a line no batch covers as it came is parsed
-        # (_sort): its canonical text may be the one covered, else it is
-        # refused with its parse error or as not signed. The parse was
-        # ~2 M instructions a line on a Pico (docs/budgets.md#27).
+        # A fleet-authored line is looked up as it came first (raw: its digest in the batches,
+        # no parse): one a verified batch covers is, byte for byte, a line the fleet's owner
+        # sealed, and the companion seals the canonical text its parser made
+        # (companion/fleet/keys.py sign_lines). Only a line no batch covers as it came is parsed
+        # (_sort): its canonical text may be the one covered, else it is refused with its parse
+        # error or as not signed. The parse was ~2 M instructions a line on a Pico
+        # (docs/budgets.md#27).
         for raw in lines:
             if raw[:1] > ' ' and raw[-1:] > ' ' and raw[:1] != '#' and batch.needs_batch(raw):
                 wait.append(raw)
@@ -205,13 +201,11 @@ class Trust:
         return out, ref
 
     def _held_segs(self, st):
-        # The digests of the seal records the store holds (seals.held),
-        # kept across one sync's deliveries on a roomy heap (a Pico's: each
-        # P read them from jobs.txt and in.txt again, ~5 M instructions):
-        # valid until the store compacts (a compaction may drop a replaced
-        # slot); what a delivery adds is added as it commits. None: read
-        # them in pieces (a small heap holds no copy of a 1,000-job file's
-        # 16 seals).
+        # The digests of the seal records the store holds (seals.held), kept across one sync's
+        # deliveries on a roomy heap (a Pico's: each P read them from jobs.txt and in.txt again,
+        # ~5 M instructions): valid until the store compacts (a compaction may drop a replaced
+        # slot); what a delivery adds is added as it commits. None: read them in pieces (a small
+        # heap holds no copy of a 1,000-job file's 16 seals).
         c = self._segs
         if c is not None and c[0] == st.compactions:
             return c[1]
@@ -230,7 +224,8 @@ class Trust:
         # covered as it came: refused as not signed when its canonical text
         # is that same text (it was looked up already)
         try:
-            c = jobline.canonical(raw)
+            # (a seal record is its own text: no parser loaded for it, docs/budgets.md#31)
+            c = raw if own_text(raw) else _jl().canonical(raw)
         except MemoryError:
             raise                 # not the line's fault: nothing is quarantined
         except Exception as e:
@@ -246,15 +241,15 @@ class Trust:
                 self._refuse(st, c, 'not signed: no verified batch covers this line', src, refused)
                 return 1
             wait.append(c)
-        elif c[jobline.ID_LEN:jobline.ID_LEN + 3] in (' r ', ' a ') and _mac(c) == '-':
+        elif c[ID_LEN:ID_LEN + 3] in (' r ', ' a ') and _mac(c) == '-':
             self._refuse(st, c, 'no MAC: a device record must be authenticated', src, refused)
             return 1
-        elif self.secret and c[jobline.ID_LEN:jobline.ID_LEN + 3] == ' r ' and not self._mine_ok(c):
+        elif self.secret and c[ID_LEN:ID_LEN + 3] == ' r ' and not self._mine_ok(c):
             # a result naming this board that this board did not write
             self._refuse(st, c, 'bad MAC: a result of %s that %s did not write' % (self.me, self.me),
                          src, refused)
             return 1
-        elif c[jobline.ID_LEN:jobline.ID_LEN + 3] in (' r ', ' a '):
+        elif c[ID_LEN:ID_LEN + 3] in (' r ', ' a '):
             dev.append(c)
         else:
             out.append(c)
@@ -268,6 +263,7 @@ class Trust:
         # and kept it would settle a single-run job for everyone it reaches
         # (issue #29 case 1). Moves the known ones to out; returns the
         # number refused.
+        jl = _jl()
         hosts = self._hosts
         keys = self._hkeys
         if hosts is None:
@@ -279,17 +275,17 @@ class Trust:
                 if line[0] != '.' or line[:3] > '.h ':
                     break
                 if line[:3] == '.h ':
-                    hosts.append(jobline.host_of(line))
-                    if jobline.board_keyed(line):
+                    hosts.append(jl.host_of(line))
+                    if jl.board_keyed(line):
                         _hkey(keys, line)
             self._hosts = hosts
             self._hkeys = keys
         for c in out:
             if c[:3] == '.h ':
-                h = jobline.host_of(c)
+                h = jl.host_of(c)
                 if h not in hosts:
                     hosts.append(h)
-                if jobline.board_keyed(c):
+                if jl.board_keyed(c):
                     _hkey(keys, c)
         n = 0
         sig = []     # records of other hosts that have a board key: checked below
@@ -301,7 +297,7 @@ class Trust:
                              src, refused)
                 n += 1
             elif keys and not (f[1] == 'r' and f[2] == self.me) and (
-                    (f[5] if f[1] == 'a' else f[2]) in keys or jobline.board_signed(f[6])):
+                    (f[5] if f[1] == 'a' else f[2]) in keys or jl.board_signed(f[6])):
                 sig.append(c)
             else:
                 out.append(c)
@@ -422,18 +418,22 @@ class Trust:
 
 
 def _parsed(had):
-    # The parser's rarely used code this delivery loaded (job text, a
-    # calendar job's cron, zone and sun modules, a host record's) goes
-    # before the signature check on a tight heap (store.tight): a 128K unix
-    # board holds the sync's code and one of the two, not both
+    # The parser's rarely used code this delivery loaded (job text, a calendar job's cron, zone
+    # and sun modules, a host record's) goes before the signature check on a tight heap
+    # (store.tight): a 128K unix board holds the sync's code and one of the two, not both
     # (docs/budgets.md#27)
     from sporadic.device import store
     if not store.tight():
         return       # a roomy heap keeps them: no import again at the next delivery
-    if 'sporadic.core.jobtext' not in had:
-        jobline.unload()
+    if 'sporadic.core.jobline' in had and 'sporadic.core.jobtext' not in had:
+        _jl().unload()
     import sporadic
     sporadic.forget_since(had)
+
+
+def _jl():
+    from sporadic.core import jobline   # (loaded for a line that needs it)
+    return jobline
 
 
 def _hkey(keys, line):
@@ -441,7 +441,7 @@ def _hkey(keys, line):
     from sporadic.core import hostrec
     k = hostrec.pubkey(line)
     if k is not None:
-        keys[jobline.host_of(line)] = k
+        keys[_jl().host_of(line)] = k
 
 
 def _mac(c):
