@@ -34,11 +34,12 @@ from sporadic.device import store, wake
 MAX = 64        # agenda entries a carried index may hold (runtime.AGENDA and the delivery's jobs)
 
 
-def begin(st, pend=True):
+def begin(st, pend=True, lines=None):
     """The wake index's fields when it matches the store now, as a list
     [fields, entries, ids of the lines pending (pend: a delivery's; a
-    compaction adds no line), compactions, secret] (None: no index, or a
-    heap under store.ROOMY)."""
+    compaction adds no line), compactions, secret] (None: no index, a
+    heap under store.ROOMY, or `lines`, the delivery's canonical lines,
+    such that note() would give up on them: _fits)."""
     if not store.WAKE_INDEX or not store.roomy():
         return None
     secret = _secret(st)
@@ -50,7 +51,7 @@ def begin(st, pend=True):
         for e in f[7].split(','):
             e = e.split(':')
             ents.append([e[0], e[1], e[2]])
-    if len(ents) > MAX:
+    if len(ents) > MAX or (lines is not None and not _fits(ents, lines)):
         return None
     ids = []
     for p in (st.log, st.inp) if pend else ():
@@ -85,6 +86,28 @@ def note(st, c, line):
         return None
     ents.insert(0, [c[0][2], '+', jid])
     return c
+
+
+def _fits(ents, lines):
+    # False when note() is sure to give up on these lines: a '.h' record,
+    # or more jobs outside the agenda than it has entries left (each one
+    # either takes an entry or ends the carry). A first sync's deliveries
+    # of 300 new jobs found out after 64 notes, each a bisection of
+    # jobs.txt (~2 ms of a Pico's time), and wrote the index between.
+    room = MAX - len(ents)
+    have = [e[2] for e in ents]
+    new = []
+    for line in lines:
+        if line[:1] == '.':
+            if line[:3] == '.h ':
+                return False
+            continue
+        jid = line[:jobline.ID_LEN]
+        if jid not in have and jid not in new:
+            if len(new) == room:
+                return False
+            new.append(jid)
+    return True
 
 
 def end(st, c):

@@ -67,7 +67,7 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None, keep=F
     cw = None
     if sink is None and not stored and store.roomy():   # (never loaded on a smaller heap)
         from sporadic.device import carry as cw
-    cc = cw.begin(st) if cw is not None else None
+    cc = cw.begin(st, lines=lines if isinstance(lines, list) else None) if cw is not None else None
     try:
         for raw in lines:
             try:
