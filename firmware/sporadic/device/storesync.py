@@ -160,6 +160,25 @@ def trust(st):
     return st._tr
 
 
+def vouch(st, line):
+    """`V .v KEYID DIGESTS SIG` (docs/security.md#vouches): the companion's
+    one signature over the seal records its sync brings, checked here once;
+    a record it lists then needs no RSA check of its own in this session's
+    deliveries (st.vouch, given to trust.admit's Verifier: ~125 ms of a
+    Pico's time a record). '1', else '!' and why (nothing vouched)."""
+    st.vouch = None
+    tr = trust(st)
+    if tr is None:
+        return '!nothing is checked here'
+    from sporadic.core import batch
+    from sporadic.device import vouch as v
+    try:
+        st.vouch = v.check(line.strip(), batch.key_ids(tr.keys), tr.retired)
+    except ValueError as e:
+        return '!' + str(e)
+    return '1'
+
+
 def let_go(st):
     """The trust check's code may leave RAM (it loads again at the next
     delivery): a broker wake between its merges (net/broker.py). An

@@ -146,10 +146,10 @@ class Trust:
         self._newer = None
         if v is None:
             if self._kd is None:
-                # the trusted keys parsed once a boot (a key's parse and id
-                # were ~10 M instructions a delivery on a Pico)
+                # the trusted keys parsed once a boot (~10 M instructions a delivery on a Pico)
                 self._kd = batch.key_ids(self.keys)
             v = batch.Verifier(self._kd, self.hwm, held or self._held(st, recs), self.retired)
+            v.vouch = getattr(st, 'vouch', None)   # the sync's `V` (storesync.vouch)
             self._v = v
         elif recs:
             v.held = held or self._held(st, recs)
