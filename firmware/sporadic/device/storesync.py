@@ -54,12 +54,16 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None, keep=F
     # first sync was ~0.8 s; pending() holds in.txt's lines, ~1.4x its
     # bytes: a third of the free heap at most). (The seals a P's lines are
     # looked up in are kept across the sync, trust._held_segs: a longer
-    # in.txt is not read again for them at each P.)
+    # in.txt is not read again for them at each P.) A heap of store.ROOMY
+    # in all is roomy whatever is free now: a Pico's sync hovers about
+    # 128 KB free, and a few hundred bytes less made its limit 8 KB instead
+    # of 32 (a compaction in the P requests of a first sync, ~60 M
+    # instructions, docs/budgets.md#27).
     limit = IN_MAX
     if hasattr(gc, 'mem_free'):
         gc.collect()
         free = gc.mem_free()
-        limit = max(limit, free >> (2 if free >= IN_ROOMY else 4))
+        limit = max(limit, free >> (2 if free >= IN_ROOMY or store.roomy() else 4))
     buf = []      # accepted lines not yet written: one write a WRITE_MAX bytes
     n = 0
     # the wake index carried across the delivery (carry.py): the loop's

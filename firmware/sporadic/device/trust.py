@@ -209,14 +209,14 @@ class Trust:
         # kept across one sync's deliveries on a roomy heap (a Pico's: each
         # P read them from jobs.txt and in.txt again, ~5 M instructions):
         # valid until the store compacts (a compaction may drop a replaced
-        # slot); what a delivery adds is added as it commits. None: read
-        # them in pieces (a small heap holds no copy of a 1,000-job file's
-        # 16 seals).
+        # slot); what a delivery adds is added as it commits. None: read them
+        # in pieces (a small heap holds no copy of a 1,000-job file's 16 seals).
         c = self._segs
         if c is not None and c[0] == st.compactions:
             return c[1]
         self._segs = None
         import gc
+        gc.collect()    # (what is free, not the request's garbage: the P's seals read at every P)
         if not hasattr(gc, 'mem_free') or gc.mem_free() < SEGS_FREE:
             return None
         from sporadic.device import seals
