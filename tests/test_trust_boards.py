@@ -17,6 +17,8 @@ rsa ~15K, and a P of a signed batch leaves ~13K more; at 96K the P runs out
 of memory. The memory diet of the firmware is another engineer's work
 (bench/device_heap.py measures the runtime at 64K).
 """
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -451,3 +453,65 @@ def test_a_delivery_its_seals_cover_loads_no_parser(fleet, boards):
     good = sign(fleet, [JOB_C])
     assert b.push([good[0], JOB_C.replace(' each ', '  each ', 1)]) == {}
     assert JOB_C in b.held()
+
+
+def _vouch(fleet_dir, recs):
+    from sporadic.desktop import batching
+    return 'V ' + batching.make_vouch(keys.keyid(fleet_dir), recs, lambda d: keys.sign_digest(fleet_dir, d))
+
+
+def test_a_vouch_stands_for_the_signatures_of_the_records_it_lists(tmp_path, fleet, boards):
+    # `V` (docs/security.md#vouches): one signature of the fleet's key over
+    # the whole text of the seal records a sync brings; a record it lists
+    # needs no RSA check of its own (the key's holder wrote that very text,
+    # signature field included: here one it replaced, which alone would not
+    # verify). A record it does not list, a vouch of a forged signature or
+    # of another fleet's key: each record checked alone, as before.
+    b = boards()
+    a, b_, c = sign(fleet, [JOB_A]), sign(fleet, [JOB_B]), sign(fleet, [JOB_C])
+    resigned = b_[0][:b_[0].rfind(' ') + 1] + a[0][a[0].rfind(' ') + 1:]   # B's record, A's signature
+    assert b.call(_vouch(fleet.dir, [a[0], resigned])) == '1'
+    tampered = c[0][:c[0].rfind(' ') + 1] + a[0][a[0].rfind(' ') + 1:]    # not listed: checked alone
+    ref = b.push(a + [resigned, JOB_B] + [tampered, JOB_C])
+    assert set(ref) == {tampered, JOB_C}, ref
+    assert ref[tampered].startswith('bad signature')
+    assert {a[0], a[1], resigned, JOB_B} <= b.held()
+    # a vouch whose signature is not the key's, or another fleet's: refused, nothing vouched
+    other = Fleet(str(tmp_path / 'other'))
+    os.makedirs(other.dir)
+    other.init('o')
+    d = sign(fleet, ['d0000001 each 2026-12-01T09:00Z log d ; every=1d within=2h'])
+    bad = d[0][:d[0].rfind(' ') + 1] + a[0][a[0].rfind(' ') + 1:]
+    v = _vouch(fleet.dir, [bad])
+    forged = v[:v.rfind(' ') + 1] + a[0][a[0].rfind(' ') + 1:]
+    assert b.call(forged) == '!bad signature on vouch'
+    assert b.call(_vouch(other.dir, [bad])).startswith('!unknown key')
+    ref = b.push([bad, d[1]])
+    assert ref[bad].startswith('bad signature') and ref[d[1]].startswith('not signed')
+
+
+def test_a_sync_vouches_for_the_seal_records_it_brings_a_roomy_board(tmp_path, fleet, boards, monkeypatch):
+    # the companion's sync sends one `V` before its first P when that P and
+    # the ones after it bring two seal records or more, to a board with a
+    # roomy heap (syncer.ROOMY_HEAP); the board takes it and every line
+    monkeypatch.setitem(globals(), 'HEAP', '256K')
+    from companion import cli
+    src = tmp_path / 'jobs.txt'
+    src.write_text(''.join('%08x each 2026-12-01T06:%02dZ log j%d ; every=1d within=2h\n' % (0xd0000000 + i, i % 60, i)
+                           for i in range(140)))
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert cli.main(['--fleet', fleet.dir, 'add', '-f', str(src)]) in (None, 0)
+    b = boards()
+    seen = []
+    inner = b.call
+
+    def call(req, stream=False):
+        ans = inner(req, stream)
+        seen.append((req[:1], ans if req[:1] == 'V' else ''))
+        return ans
+    b.call = call
+    rep = syncer.sync(fleet, 'x', progress=False, link=b, now=T0)
+    assert rep['refused'] == [] and rep['lines_sent'] >= 140
+    assert [s for s in seen if s[0] == 'V'] == [('V', '1')]
+    assert seen.index(('V', '1')) < seen.index(('P', ''))
+    assert {l for l in fleet.lines() if l[:1] != '.' or l[:3] == '.b '} <= b.held()

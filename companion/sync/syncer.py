@@ -23,6 +23,7 @@ from companion.link import open as links
 from companion.fleet.actions import USER_ACTIONS, action_names, fleet_actions
 from companion.fleet.board_keys import device_secret, read_fleet_key, secret_for, verify_result
 from companion.link.base import LinkError, NotSporadic
+from companion.sync import vouches
 from companion.sync.outbox import board_answer, outbox
 
 
@@ -403,7 +404,12 @@ def _sync(fleet, port, link, now, base=0, seen=None):
     # one pass over the board's file, however large
     get_lines = recondrv.WHOLE if link.stream_answers else GET_LINES
 
+    vouch = [heap is not None and heap >= ROOMY_HEAP]
+
     def call(req):
+        if vouch[0] and req[:2] == 'P ':
+            vouch[0] = False       # (the records sort first: the first P has them)
+            vouches.send(fleet, link, req)
         return link.call(req, stream=True)
     stats = recondrv.reconcile(board_view(fleet, dev_id), local_receive, call, get_lines=get_lines,
                             put_bytes=put_bytes_for(heap))

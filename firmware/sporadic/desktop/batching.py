@@ -62,3 +62,13 @@ def digests_of(record):
 def covers(digests, line):
     """True when line's digest is among digests (from digests_of / parse_batch)."""
     return find_digest(digests, line_digest(line))
+
+
+def make_vouch(keyid, records, sign_fn):
+    """`.v KEYID DIGESTS SIG`: one signature over the .b records a sync
+    brings a board (device/vouch.py checks it there; docs/security.md#vouches):
+    DIGESTS is base64 of the sha256 of each whole record line, sorted;
+    sign_fn(sha256 digest) -> signature bytes."""
+    d = b"".join(sorted(hashlib.sha256(r.encode()).digest() for r in records))
+    body = ".v %s %s" % (keyid, _b64(d))
+    return body + " " + _b64(sign_fn(hashlib.sha256(body.encode()).digest()))

@@ -34,30 +34,34 @@ from sporadic.device import store, wake
 MAX = 64        # agenda entries a carried index may hold (runtime.AGENDA and the delivery's jobs)
 
 
-def begin(st, pend=True):
+def begin(st, pend=True, lines=None):
     """The wake index's fields when it matches the store now, as a list
     [fields, entries, ids of the lines pending (pend: a delivery's; a
-    compaction adds no line), compactions, secret] (None: no index, or a
-    heap under store.ROOMY)."""
+    compaction adds no line), compactions, secret, the head of jobs.txt's
+    last line (_last)] (None: no index, a
+    heap under store.ROOMY, or `lines`, the delivery's canonical lines,
+    such that note() would give up on them: _fits)."""
     if not store.WAKE_INDEX or not store.roomy():
         return None
-    secret = _secret(st)
-    f = wake.read(st, secret)
+    # (cfg.json's secret read only for an index that matches the store:
+    # a sync's deliveries after the first find it stale)
+    f = wake.read(st, lambda: _secret(st))
     if f is None:
         return None
+    secret = _secret(st)
     ents = []
     if f[7] != '-':
         for e in f[7].split(','):
             e = e.split(':')
             ents.append([e[0], e[1], e[2]])
-    if len(ents) > MAX:
+    if len(ents) > MAX or (lines is not None and not _fits(ents, lines)):
         return None
     ids = []
     for p in (st.log, st.inp) if pend else ():
         for l in store.read_lines(p):
             if l[:1] != '.' and l[:jobline.ID_LEN] not in ids:
                 ids.append(l[:jobline.ID_LEN])
-    return [f, ents, ids, st.compactions, secret]
+    return [f, ents, ids, st.compactions, secret, _last(st)]
 
 
 def note(st, c, line):
@@ -79,7 +83,8 @@ def note(st, c, line):
                 if e[1] != '?':
                     e[1] = '?'
             return c
-    if kind == 'r ' or kind == 'a ' or jid in c[2] or len(ents) >= MAX or _held(st, jid):
+    if kind == 'r ' or kind == 'a ' or jid in c[2] or len(ents) >= MAX or (
+            (c[5] is None or jid.encode() <= c[5]) and _held(st, jid)):
         # a job the store held outside the agenda (its old decision is not
         # known), or a new group's result before its job's line
         return None
@@ -87,11 +92,33 @@ def note(st, c, line):
     return c
 
 
+def _fits(ents, lines):
+    # False when note() is sure to give up on these lines: a '.h' record,
+    # or more jobs outside the agenda than it has entries left (each one
+    # either takes an entry or ends the carry). A first sync's deliveries
+    # of 300 new jobs found out after 64 notes, each a bisection of
+    # jobs.txt (~2 ms of a Pico's time), and wrote the index between.
+    room = MAX - len(ents)
+    have = [e[2] for e in ents]
+    new = []
+    for line in lines:
+        if line[:1] == '.':
+            if line[:3] == '.h ':
+                return False
+            continue
+        jid = line[:jobline.ID_LEN]
+        if jid not in have and jid not in new:
+            if len(new) == room:
+                return False
+            new.append(jid)
+    return True
+
+
 def end(st, c):
     """The index written again for the store as it is now (c: begin's)."""
     if c is None:
         return
-    f, ents, _, comp, secret = c
+    f, ents, _, comp, secret, _ = c
     if st.compactions != comp:
         for e in ents:
             if e[1] != '+':
@@ -129,6 +156,28 @@ def _secret(st):
         return None
     _sec = (st.root, k, sec)
     return sec
+
+
+def _last(st):
+    # the first ID_LEN bytes of jobs.txt's last line (b'' for no line, None
+    # when its last 128 bytes hold no line start): a job whose id sorts
+    # after it has no line there, no bisection needed (_held: ~3 ms of a
+    # Pico's time a line; every job of a first sync sorts after a store
+    # of '.' records alone)
+    try:
+        f = open(st.jobs, 'rb')
+    except OSError:
+        return b''
+    try:
+        n = f.seek(0, 2)
+        f.seek(max(0, n - 128))
+        b = f.read(128).rstrip(b'\n')
+    finally:
+        f.close()
+    i = b.rfind(b'\n')
+    if i < 0 and n > 128:
+        return None
+    return b[i + 1:i + 1 + jobline.ID_LEN]
 
 
 def _held(st, jid):

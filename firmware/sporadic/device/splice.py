@@ -247,6 +247,10 @@ def _rewrite(st, pend, extra, conf):
     rx = Index(st.root + RXN) if extra is None else None
     buf = []
     n = 0
+    # a roomy heap (a Pico's) writes 4 KB at a time: a first sync's 27 KB
+    # went in 65 writes of CHUNK, ~1 ms of a Pico's time each besides the
+    # bytes (docs/budgets.md#27)
+    most = store.CHUNK * 16 if store.roomy() else store.CHUNK
     src = merge.merge_sorted(st.jobs_lines(), pend)
     if extra is not None:
         src = merge.merge_sorted(src, extra)
@@ -256,7 +260,7 @@ def _rewrite(st, pend, extra, conf):
                 rx.add(line)
             buf.append(line)
             n += len(line) + 1
-            if n >= store.CHUNK:
+            if n >= most:
                 buf.append('')
                 write(f, '\n'.join(buf), h)
                 buf = []

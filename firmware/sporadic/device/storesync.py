@@ -54,12 +54,16 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None, keep=F
     # first sync was ~0.8 s; pending() holds in.txt's lines, ~1.4x its
     # bytes: a third of the free heap at most). (The seals a P's lines are
     # looked up in are kept across the sync, trust._held_segs: a longer
-    # in.txt is not read again for them at each P.)
+    # in.txt is not read again for them at each P.) A heap of store.ROOMY
+    # in all is roomy whatever is free now: a Pico's sync hovers about
+    # 128 KB free, and a few hundred bytes less made its limit 8 KB instead
+    # of 32 (a compaction in the P requests of a first sync, ~60 M
+    # instructions, docs/budgets.md#27).
     limit = IN_MAX
     if hasattr(gc, 'mem_free'):
         gc.collect()
         free = gc.mem_free()
-        limit = max(limit, free >> (2 if free >= IN_ROOMY else 4))
+        limit = max(limit, free >> (2 if free >= IN_ROOMY or store.roomy() else 4))
     buf = []      # accepted lines not yet written: one write a WRITE_MAX bytes
     n = 0
     # the wake index carried across the delivery (carry.py): the loop's
@@ -67,7 +71,7 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None, keep=F
     cw = None
     if sink is None and not stored and store.roomy():   # (never loaded on a smaller heap)
         from sporadic.device import carry as cw
-    cc = cw.begin(st) if cw is not None else None
+    cc = cw.begin(st, lines=lines if isinstance(lines, list) else None) if cw is not None else None
     try:
         for raw in lines:
             try:
@@ -165,6 +169,25 @@ def trust(st):
         from sporadic.device import trust
         st._tr = trust.load(st.root)
     return st._tr
+
+
+def vouch(st, line):
+    """`V .v KEYID DIGESTS SIG` (docs/security.md#vouches): the companion's
+    one signature over the seal records its sync brings, checked here once;
+    a record it lists then needs no RSA check of its own in this session's
+    deliveries (st.vouch, given to trust.admit's Verifier: ~125 ms of a
+    Pico's time a record). '1', else '!' and why (nothing vouched)."""
+    st.vouch = None
+    tr = trust(st)
+    if tr is None:
+        return '!nothing is checked here'
+    from sporadic.core import batch
+    from sporadic.device import vouch as v
+    try:
+        st.vouch = v.check(line.strip(), batch.key_ids(tr.keys), tr.retired)
+    except ValueError as e:
+        return '!' + str(e)
+    return '1'
 
 
 def let_go(st):

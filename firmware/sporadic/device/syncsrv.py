@@ -17,6 +17,8 @@
 #   A UPTO [LOST]-> "n" outbox files removed: the companion holds them (and
 #                   has counted LOST records the board dropped for want of flash)
 #   C            -> "1" after folding received lines into jobs.txt
+#   V VOUCH      -> "1": the companion's one signature over the seal records
+#                   this sync brings, checked (storesync.vouch), else "!why"
 #   anything else: recon.Responder (S, N, G, P ...)
 #
 # Memory: a sync runs after a soft reset (the companion's link does one), so
@@ -249,6 +251,9 @@ def h(req):
         if req == 'C':
             store().compact()
             return '1'
+        if c == 'V ':
+            from sporadic.device import storesync
+            return storesync.vouch(store(), req[2:])
         return responder().handle(req)
     except Exception as e:
         return '!error %s: %s' % (type(e).__name__, e)

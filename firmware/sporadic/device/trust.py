@@ -124,8 +124,7 @@ class Trust:
         # sealed, and the companion seals the canonical text its parser made
         # (companion/fleet/keys.py sign_lines). Only a line no batch covers as it came is parsed
         # (_sort): its canonical text may be the one covered, else it is refused with its parse
-        # error or as not signed. The parse was ~2 M instructions a line on a Pico
-        # (docs/budgets.md#27).
+        # error or as not signed. The parse was ~2 M instructions a line on a Pico (docs/budgets.md#27).
         for raw in lines:
             if raw[:1] > ' ' and raw[-1:] > ' ' and raw[:1] != '#' and batch.needs_batch(raw):
                 wait.append(raw)
@@ -142,10 +141,10 @@ class Trust:
         self._newer = None
         if v is None:
             if self._kd is None:
-                # the trusted keys parsed once a boot (a key's parse and id
-                # were ~10 M instructions a delivery on a Pico)
+                # the trusted keys parsed once a boot (~10 M instructions a delivery on a Pico)
                 self._kd = batch.key_ids(self.keys)
             v = batch.Verifier(self._kd, self.hwm, held or self._held(st, recs), self.retired)
+            v.vouch = getattr(st, 'vouch', None)   # the sync's `V` (storesync.vouch)
             self._v = v
         elif recs:
             v.held = held or self._held(st, recs)
@@ -211,6 +210,7 @@ class Trust:
             return c[1]
         self._segs = None
         import gc
+        gc.collect()    # (what is free, not the request's garbage: the P's seals read at every P)
         if not hasattr(gc, 'mem_free') or gc.mem_free() < SEGS_FREE:
             return None
         from sporadic.device import seals

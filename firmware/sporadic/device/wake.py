@@ -65,7 +65,8 @@ def _rtc():
 def read(st, secret):
     """The index's fields [key, limit, at, jobs, pending, lease, fs, agenda]
     when it is whole, under this board's MAC and matches the store now,
-    else None."""
+    else None. secret: the board's, or a function that reads it (called
+    only for an index that matches the store)."""
     b = _rtc()
     try:
         if b is not None:
@@ -80,8 +81,10 @@ def read(st, secret):
     except (OSError, ValueError, UnicodeError):
         return None
     f = text.split(' ')
-    if len(f) != 10 or f[0] != 'w2' or _mac(secret, text[:-len(f[9]) - 1]) != f[9].strip() \
-            or f[1] != key(st):
+    # the store's stats first (five stats): a sync's deliveries find the
+    # index stale after the first, and then compute no MAC for it
+    if len(f) != 10 or f[0] != 'w2' or f[1] != key(st) \
+            or _mac(secret() if callable(secret) else secret, text[:-len(f[9]) - 1]) != f[9].strip():
         return None
     return f[1:9]
 
