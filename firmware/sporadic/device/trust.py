@@ -1,6 +1,6 @@
 # Device ingest under signed batches (docs/security.md "On a board"): Store.receive hands every
 # delivery (a P chunk, a G answer, a file) here first. In a signed fleet a fleet-authored line
-# (batch.needs_batch: jobs, cancels, .h, .t) is kept only when a batch record verified under a
+# (batchid.needs_batch: jobs, cancels, .h, .t) is kept only when a batch record verified under a
 # trusted key covers it: a .b of the same delivery (one RSA verify per batch, never per line) or
 # a .b the store already holds (verified when it arrived: a digest look-up, no RSA).
 # Device-authored lines (results, assignments) must carry a MAC (the companion checks results;
@@ -21,7 +21,8 @@ import os
 from sporadic.core.order import ID_LEN, own_text
 from sporadic.device import stamp
 
-batch = None   # sporadic.batch (and rsa), imported by the first signed store
+batch = None   # sporadic.core.batch (and rsa): imported by the first delivery with a seal or fleet line
+bid = None     # sporadic.core.batchid (which lines need a batch): by the first delivery
 
 BACK_MAX = const(3600)   # a signed .t more than this behind a trusted clock is refused
 BUF_MAX = const(64)      # uncovered lines of a delivery looked up in held batches at a time
@@ -105,10 +106,8 @@ class Trust:
         checked (signature, key) but may be at or below the hwm. `keep`: the
         digests of the seals the store holds may be kept for the next
         delivery (_held_segs: a session with no loop, which a reset ends)."""
-        global batch
-        if batch is None:
-            from sporadic.core import batch as b   # and rsa: only once lines arrive
-            batch = b
+        global batch, bid
+        from sporadic.core import batchid as bid   # each line's kind: only once lines arrive
         import sys
         had = list(sys.modules)
         self._took = []
@@ -126,7 +125,7 @@ class Trust:
         # (_sort): its canonical text may be the one covered, else it is refused with its parse
         # error or as not signed. The parse was ~2 M instructions a line on a Pico (docs/budgets.md#27).
         for raw in lines:
-            if raw[:1] > ' ' and raw[-1:] > ' ' and raw[:1] != '#' and batch.needs_batch(raw):
+            if raw[:1] > ' ' and raw[-1:] > ' ' and raw[:1] != '#' and bid.needs_batch(raw):
                 wait.append(raw)
                 continue
             ref += self._sort(st, raw, recs, wait, dev, out, src, refused, None)
@@ -136,6 +135,7 @@ class Trust:
             if dev:
                 ref += self._hosts_known(st, dev, out, src, refused)
             return out, ref      # results, assignments: no batch to look at
+        from sporadic.core import batch   # and rsa: a seal or a fleet line to check
         v = self._v
         held = _Stored() if stored else None
         self._newer = None
@@ -148,14 +148,14 @@ class Trust:
             self._v = v
         elif recs:
             v.held = held or self._held(st, recs)
-        recs.sort(key=batch.ingest_key)
+        recs.sort(key=bid.ingest_key)
         for c in recs:
             why = v.take(c)
             if why is None:
                 out.append(c)
                 if c[:3] == '.b ':
                     self._took.append(c)
-            elif self._newer and why[:7] == 'replay:' and batch.rec_id(c) in self._newer:
+            elif self._newer and why[:7] == 'replay:' and bid.rec_id(c) in self._newer:
                 pass    # an older version (it verified) of a slot the store holds newer: nothing new
             else:
                 self._refuse(st, c, why, src, refused)
@@ -236,7 +236,7 @@ class Trust:
         k = c[:3]
         if k == '.b ' or k == '.k ':
             recs.append(c)
-        elif batch.needs_batch(c):
+        elif bid.needs_batch(c):
             if c == same:
                 self._refuse(st, c, 'not signed: no verified batch covers this line', src, refused)
                 return 1
@@ -326,11 +326,11 @@ class Trust:
         want = []
         slots = []
         for c in recs:
-            i = batch.rec_id(c)
-            q = batch.rec_seq(c)
+            i = bid.rec_id(c)
+            q = bid.rec_seq(c)
             if i and 0 <= q <= self.hwm:
                 want.append(i)
-                if batch.slot_of(c):
+                if bid.slot_of(c):
                     slots.append(i)
         held = []
         newer = []
@@ -338,12 +338,12 @@ class Trust:
             for line in st.stream():
                 if line[0] != '.':
                     break
-                i = batch.rec_id(line)
+                i = bid.rec_id(line)
                 if i in want:
-                    held.append(batch.rec_seq(line))
+                    held.append(bid.rec_seq(line))
                 elif i and i[3:4] == '@':
                     for c in slots:
-                        if c[:batch.SLOT_AT] == i[:batch.SLOT_AT] and c < i:
+                        if c[:bid.SLOT_AT] == i[:bid.SLOT_AT] and c < i:
                             newer.append(c)
         self._newer = newer
         return held
@@ -357,7 +357,7 @@ class Trust:
             # this delivery's seals are in in.txt now: held for the next one
             if self._segs is not None and st is not None and self._segs[0] == st.compactions:
                 for c in self._took:
-                    d = batch.held_digests(c)
+                    d = bid.held_digests(c)
                     if d:
                         self._segs[1].append(d)
             self._took = []

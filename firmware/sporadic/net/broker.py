@@ -161,22 +161,29 @@ class Broker:
             return          # nothing came: the trust checks are not even loaded
         names.sort()
         import gc
-        from sporadic.device import storesync
-        from sporadic.device.store import read_lines
-        # the trust checks' code loaded first, each part after a collection:
-        # in the emptiest heap of the merge, not between a delivery's lines
-        # (a 2048-bit signature check then finds its runs of 512 bytes)
-        gc.collect()
-        storesync.trust(self.st)
-        if names[0][0] == 'f':      # a fleet message: signed batches to check
-            gc.collect()
-            from sporadic.core import batch
-            batch = None
+        import sys
+        import sporadic
+        had = list(sys.modules)
         for name in names:
             p = self.spool + '/' + name
             if name == 'tmp':
                 os.remove(p)        # a message cut short: it comes again
                 continue
+            # each message with only the code its check needs, loaded after
+            # a collection: the trust checks first, the batch check (and
+            # RSA) for a snapshot message (f + SEQ: a seal), in the emptiest
+            # heap of the message, not between its lines (a 2048-bit
+            # signature check then finds its runs of 512 bytes); all of it
+            # goes after the message: another board's records (an Ed25519
+            # check each) never share the heap with the RSA code
+            gc.collect()
+            from sporadic.device import storesync
+            from sporadic.device.store import read_lines
+            storesync.trust(self.st)
+            if name[0] == 'f' and name[1:].isdigit():
+                gc.collect()
+                from sporadic.core import batch
+                batch = None
             # out of memory (a signature check in a full heap): the file
             # stays, merged at the next wake; nothing is refused for it
             gc.collect()
@@ -186,6 +193,9 @@ class Broker:
             for line, why in ref:
                 self.refused(line, why)
             os.remove(p)
+            storesync.let_go(self.st)
+            storesync = read_lines = None
+            sporadic.forget_since(had)
 
     def status(self):
         d = dict(self.stats)
