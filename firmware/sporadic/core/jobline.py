@@ -9,7 +9,7 @@ except ImportError:  # CPython
 
 from sporadic.core.timeutil import parse_time, parse_duration
 
-ID_LEN = const(8)
+from sporadic.core.order import ID_LEN  # noqa: F401 (the format's id length: order.py's)
 _OUTPUT_MAX = const(60)
 # the longest job text (type to options) any board takes: one sync request
 # (recon P) carries it whole, as it carries a .b record of ~2.4 KB

@@ -2,10 +2,10 @@
 # Compaction streams over lines in byte order, one group (job id) at a time,
 # holding at most one pending job line and one result line: constant memory,
 # so the device runs the same code over a file larger than its heap.
-from sporadic.core.jobline import ID_LEN
 # result_key and merge_sorted: the part a loop's pass needs (core/order.py),
-# merge.result_key and merge.merge_sorted to every caller of the compaction
-from sporadic.core.order import result_key, merge_sorted  # noqa: F401
+# merge.result_key and merge.merge_sorted to every caller of the compaction;
+# ID_LEN from there too: a compaction never loads the parser
+from sporadic.core.order import ID_LEN, result_key, merge_sorted  # noqa: F401
 
 
 def assign_key(line):

@@ -1,8 +1,10 @@
 # Opening the flash store: bring any interrupted operation to a consistent
 # end (docs/device.md#crash-safety). Loaded by Store.recover() for the open
 # only, then dropped from RAM.
-from sporadic.core import jobline
-from sporadic.device import stamp
+import gc
+import sys
+import sporadic
+from sporadic.device import stamp, store
 from sporadic.device.store import exists, size, read_lines, crashpoint, put as _put, write, rename, remove
 import os
 
@@ -80,9 +82,17 @@ def recover(st):
             except OSError:     # a full flash may refuse even that: the next open
                 continue
             st.notes.append('removed partial ' + p)
+    had = list(sys.modules)
     _check_log(st, st.log, 'log', cfg if signed and cfg.get('id') else None)
     _check_log(st, st.inp, 'in')
     _started(st, cfg)
+    if not store.roomy():
+        # the parser and the MAC the logs' lines were checked with go before
+        # the stamps' hashing and the wake index: on a small heap a sync
+        # session that delivers nothing never needs them again (a month of
+        # results handed over at 64K: docs/budgets.md#27)
+        sporadic.forget_since(had)
+        gc.collect()
     st.log_size = size(st.log)
     st.in_size = size(st.inp)
     # the stamps (before anything is compacted: a compaction stamps what it writes)
@@ -91,7 +101,7 @@ def recover(st):
     # compaction or sync hashes it (stamp.verify, docs/device.md#stamps)
     s = None
     if size(st.jobs):
-        from sporadic.device import store, wake
+        from sporadic.device import wake
         if store.WAKE_INDEX and wake.vouches(st):
             s = _read(ok)
             st.unverified = True
@@ -155,6 +165,7 @@ def _started(st, cfg):
                     and int(r[5].lstrip('abcdefghijklmnopqrstuvwxyz') or 1) == att:
                 done = True
         if not done:
+            from sporadic.core import jobline
             r = jobline.Result(jid, host, k, int(f[2]), 'run', att, '-', '')
             if cfg.get('secret'):
                 from sporadic.core import hmac
@@ -239,6 +250,7 @@ def _foreign(line, me, secret):
 
 
 def _valid(line):
+    from sporadic.core import jobline
     try:
         return jobline.canonical(line) == line
     except Exception:
@@ -248,6 +260,7 @@ def _valid(line):
 def _jobs_sorted(st):
     # insecure: is jobs.txt sorted and canonical, as a store writes it?
     # (an edited file is then taken as it is)
+    from sporadic.core import jobline
     last = ''
     n = 0
     for line in read_lines(st.jobs):

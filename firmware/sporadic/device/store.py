@@ -20,7 +20,7 @@ except ImportError:  # CPython (tools that read a board's flash)
 import binascii
 import os
 import sys
-from sporadic.core import jobline, order
+from sporadic.core import order
 
 LOG_MAX = const(2048)     # own log bytes that trigger a compaction
 # own log bytes past which the loop's pass leaves its other due jobs to the
@@ -223,7 +223,12 @@ class Store:
         finally:
             self._tr = 0
             _drop(had)
-            jobline.unload()   # a re-import may have needed jobx/timex
+            # a re-import may have needed jobx/timex: the parser's rare
+            # halves go (the parser itself only where the open loaded it:
+            # _drop above; a store's reads never parse)
+            jl = sys.modules.get('sporadic.core.jobline')
+            if jl is not None:
+                jl.unload()
 
     # ---- reading ----
 

@@ -4,7 +4,7 @@
 # after a soft reset, or TCP) and the store's recovery of a hand-written
 # job file load this module; the loop never does (docs/device.md#memory).
 import gc
-from sporadic.core import jobline, merge
+from sporadic.core import merge
 from sporadic.device import store
 from sporadic.device.store import IN_MAX, size, read_lines, write, remove
 
@@ -68,6 +68,10 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None, keep=F
     if sink is None and not stored and store.roomy():   # (never loaded on a smaller heap)
         from sporadic.device import carry as cw
     cc = cw.begin(st) if cw is not None else None
+    if tr is None:
+        # the parser, for the lines themselves (a sync that takes none, a
+        # month of results handed over, never loads it: store.py does not)
+        from sporadic.core import jobline
     try:
         for raw in lines:
             try:

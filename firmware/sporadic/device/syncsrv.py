@@ -72,6 +72,12 @@ def _refusals(lines):
     return refused
 
 
+def _lines(st):
+    # the compacted view (recon answers from the lines where there is no index)
+    from sporadic.device import storesync
+    return storesync.lines(st)
+
+
 def _index(st):
     # jobs.txt's digest index (splice.index), loaded with the first request that reads it
     from sporadic.device import splice
@@ -81,10 +87,14 @@ def _index(st):
 def responder():
     global _responder
     if _responder is None:
-        from sporadic.core import recon
-        from sporadic.device import storesync
+        # the store opened first (its recovery checks the log line by line:
+        # the parser and the MAC, let go after), what is pending folded in
+        # (the digest index's compaction), then the reconciliation's code:
+        # each part's peak without the others' code (a 64K board's month)
         st = store()
-        _responder = recon.Responder(lambda: storesync.lines(st), _refusals, index=lambda: _index(st))
+        _index(st)
+        from sporadic.core import recon
+        _responder = recon.Responder(lambda: _lines(st), _refusals, index=lambda: _index(st))
     return _responder
 
 

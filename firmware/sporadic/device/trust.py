@@ -21,10 +21,9 @@ except ImportError:  # CPython (tools that read a board's flash)
         return x
 import json
 import os
-from sporadic.core import jobline
 from sporadic.device import stamp
 
-batch = None   # sporadic.batch (and rsa), imported by the first signed store
+batch = jobline = None   # batch (and rsa), the parser: imported by the first delivery (a status reads neither)
 
 BACK_MAX = const(3600)   # a signed .t more than this behind a trusted clock is refused
 BUF_MAX = const(64)      # uncovered lines of a delivery looked up in held batches at a time
@@ -108,10 +107,10 @@ class Trust:
         checked (signature, key) but may be at or below the hwm. `keep`: the
         digests of the seals the store holds may be kept for the next
         delivery (_held_segs: a session with no loop, which a reset ends)."""
-        global batch
+        global batch, jobline
         if batch is None:
-            from sporadic.core import batch as b   # and rsa: only once lines arrive
-            batch = b
+            from sporadic.core import batch as b, jobline as j   # and rsa: only once lines arrive
+            batch, jobline = b, j
         import sys
         had = list(sys.modules)
         self._took = []
