@@ -243,9 +243,16 @@ def _outbox(req):
     # MOST bytes, in pieces (device/outbox.py answer)
     # the reconciliation is over when the outbox is asked for: its answerer
     # (and what it holds) goes first, the heaviest part of a sync session
-    # (a 128K unix board's `O` then found no 640-byte run)
+    # (a 128K unix board's `O` then found no 640-byte run), and on a heap
+    # under ROOMY its code (recon, the digest index's splice: 14 KB of a
+    # 64-bit heap; a compaction loads splice for itself)
     global _responder
     _responder = None
+    from sporadic.device import store as s
+    if not s.roomy():
+        import sporadic
+        sporadic.forget('sporadic.core.recon')
+        sporadic.forget('sporadic.device.splice')
     gc.collect()
     from sporadic.device import storesync, outbox
     st = store()
