@@ -30,8 +30,9 @@ HOURS = 30 * 24          # a month of hourly instances: 7,200 results
 # (outbox.outbox_bytes_for). At 64K a sync of this port's .mpy firmware
 # breaks off in the outbox's hand-over (devutil.E2E_HEAP).
 SYNC_HEAP = '96K'
-# the smallest heap at which this (64-bit) port hands the month over in one
-# sync (bench/scale_heap.py --parts month; docs/budgets.md#27)
+# the smallest heap at which this (64-bit) port hands every month over in
+# one sync (bench/scale_heap.py --parts month: 64K on most months, not all;
+# docs/budgets.md#27)
 MONTH_HEAP_64 = '72K'
 
 

@@ -118,6 +118,11 @@ def fleet_ids():
     return hmac.fleet_ids(c)
 
 
+def _clock_info():
+    from sporadic.device import clockset
+    return clockset.info()
+
+
 def status():
     """The board's status for the companion (a dict; `I` sends it as JSON).
     In a sync session (no loop running) it is built from the store, clock
@@ -126,14 +131,17 @@ def status():
     running loop adds its own figures (pending, next wake, last results)."""
     st = store()
     # the outbox hand-over is over when the status is asked for: its code goes
+    # (and the compaction's merge, on a heap under ROOMY)
     import sporadic
     sporadic.forget('sporadic.device.outbox')
     sporadic.forget('sporadic.core.outpack')
+    from sporadic.device import store as s
+    if not s.roomy():
+        sporadic.forget('sporadic.core.merge')
     gc.collect()
     if clock.state == 'unknown' and clock.source == '':
         clock.init()      # an RTC that kept its time across the reset
-    from sporadic.device import clockset
-    d = clockset.info()
+    d = _once(_clock_info)
     d['id'] = _host_id()
     try:
         import board
