@@ -66,6 +66,17 @@ from .rawrepl import RawRepl, onboard_code, onboard_request, text
 __all__ = ["SerialLink"]
 
 
+def _request_literal(request):
+    """The request as the board's code reads it: a str literal. MicroPython
+    interns a literal of 10 characters or fewer for good (one more name in its
+    qstr pool, MICROPY_ALLOC_PARSE_INTERN_STRING_LEN), so each `A UPTO` of a
+    month's hand-over kept one: such a request with its arguments goes as a
+    longer literal, sliced (a plain str on the board's heap, let go after)."""
+    if len(request) > 10 or " " not in request:
+        return repr(request)
+    return "%r[:%d]" % (request + "~" * (11 - len(request)), len(request))
+
+
 class SerialLink(RawRepl):
     """A board on a serial line (see the module docstring for the protocol).
 
@@ -138,7 +149,7 @@ class SerialLink(RawRepl):
                     code = onboard_request("request", "_sp_req(%s)" % self._stream_args(raw))
                     out = text(self._run(code, payload=raw))
                 else:
-                    out = text(self._run(onboard_request("request", repr(request))))
+                    out = text(self._run(onboard_request("request", _request_literal(request))))
             except LinkExecError as e:
                 if "'w'" not in e.traceback:
                     raise
@@ -156,7 +167,7 @@ class SerialLink(RawRepl):
             code = onboard_request("request_repr", "_sp_req(%s)" % self._stream_args(raw))
             out = text(self._run(code, payload=raw))
         else:
-            out = text(self._run(onboard_request("request_repr", repr(request))))
+            out = text(self._run(onboard_request("request_repr", _request_literal(request))))
         # The answer is the last line that is a string literal: anything else
         # the board printed (h's own prints, a finalizer's complaint) is not.
         lines = [ln.strip() for ln in out.split("\n")]

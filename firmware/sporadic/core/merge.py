@@ -3,7 +3,8 @@
 # holding at most one pending job line and one result line: constant memory,
 # so the device runs the same code over a file larger than its heap.
 # result_key and merge_sorted: the part a loop's pass needs (core/order.py),
-# merge.result_key and merge.merge_sorted to every caller of the compaction
+# merge.result_key and merge.merge_sorted to every caller of the compaction;
+# ID_LEN from there too: a compaction never loads the parser
 from sporadic.core.order import ID_LEN, result_key, merge_sorted  # noqa: F401
 
 

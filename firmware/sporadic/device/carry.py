@@ -28,7 +28,7 @@
 # A sync on a heap under store.ROOMY (160 KB in all: a 128K unix board, an
 # ESP8266) never loads this
 # module: its index stays stale, as before.
-from sporadic.core import jobline
+from sporadic.core.order import ID_LEN
 from sporadic.device import store, wake
 
 MAX = 64        # agenda entries a carried index may hold (runtime.AGENDA and the delivery's jobs)
@@ -59,8 +59,8 @@ def begin(st, pend=True, lines=None):
     ids = []
     for p in (st.log, st.inp) if pend else ():
         for l in store.read_lines(p):
-            if l[:1] != '.' and l[:jobline.ID_LEN] not in ids:
-                ids.append(l[:jobline.ID_LEN])
+            if l[:1] != '.' and l[:ID_LEN] not in ids:
+                ids.append(l[:ID_LEN])
     return [f, ents, ids, st.compactions, secret, _last(st)]
 
 
@@ -71,8 +71,8 @@ def note(st, c, line):
         return None
     if line[:1] == '.':
         return None if line[:3] == '.h ' else c
-    jid = line[:jobline.ID_LEN]
-    kind = line[jobline.ID_LEN + 1:jobline.ID_LEN + 3]
+    jid = line[:ID_LEN]
+    kind = line[ID_LEN + 1:ID_LEN + 3]
     if kind == 'ca':
         return None    # a cancel: the job leaves the count (the next step's full pass counts it)
     ents = c[1]
@@ -106,7 +106,7 @@ def _fits(ents, lines):
             if line[:3] == '.h ':
                 return False
             continue
-        jid = line[:jobline.ID_LEN]
+        jid = line[:ID_LEN]
         if jid not in have and jid not in new:
             if len(new) == room:
                 return False
@@ -177,7 +177,7 @@ def _last(st):
     i = b.rfind(b'\n')
     if i < 0 and n > 128:
         return None
-    return b[i + 1:i + 1 + jobline.ID_LEN]
+    return b[i + 1:i + 1 + ID_LEN]
 
 
 def _held(st, jid):
@@ -217,5 +217,5 @@ def _head(f, x):
             f.seek(p + i + 1)
             break
         p += len(b)
-    b = f.read(jobline.ID_LEN)
+    b = f.read(ID_LEN)
     return b or None

@@ -1,7 +1,10 @@
 # Opening the flash store: bring any interrupted operation to a consistent
 # end (docs/device.md#crash-safety). Loaded by Store.recover() for the open
 # only, then dropped from RAM.
-from sporadic.device import stamp
+import gc
+import sys
+import sporadic
+from sporadic.device import stamp, store
 from sporadic.device.store import exists, size, read_lines, crashpoint, put as _put, write, rename, remove
 import os
 
@@ -79,9 +82,17 @@ def recover(st):
             except OSError:     # a full flash may refuse even that: the next open
                 continue
             st.notes.append('removed partial ' + p)
+    had = list(sys.modules)
     _check_log(st, st.log, 'log', cfg if signed and cfg.get('id') else None)
     _check_log(st, st.inp, 'in')
     _started(st, cfg)
+    if not store.roomy():
+        # the parser and the MAC the logs' lines were checked with go before
+        # the stamps' hashing and the wake index: on a small heap a sync
+        # session that delivers nothing never needs them again (a month of
+        # results handed over at 64K: docs/budgets.md#27)
+        sporadic.forget_since(had)
+        gc.collect()
     st.log_size = size(st.log)
     st.in_size = size(st.inp)
     # the stamps (before anything is compacted: a compaction stamps what it writes)
@@ -90,7 +101,7 @@ def recover(st):
     # compaction or sync hashes it (stamp.verify, docs/device.md#stamps)
     s = None
     if size(st.jobs):
-        from sporadic.device import store, wake
+        from sporadic.device import wake
         if store.WAKE_INDEX and wake.vouches(st):
             s = _read(ok)
             st.unverified = True

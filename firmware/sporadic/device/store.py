@@ -223,9 +223,9 @@ class Store:
         finally:
             self._tr = 0
             _drop(had)
-            # a re-import may have needed jobx/timex (the parser itself
-            # only when a line needed it: a sync session loads no parser
-            # for the lines its seals cover)
+            # a re-import may have needed jobx/timex: the parser's rare
+            # halves go (the parser itself only where the open loaded it:
+            # _drop above; a store's reads never parse)
             jl = sys.modules.get('sporadic.core.jobline')
             if jl is not None:
                 jl.unload()

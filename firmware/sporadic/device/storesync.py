@@ -4,7 +4,6 @@
 # after a soft reset, or TCP) and the store's recovery of a hand-written
 # job file load this module; the loop never does (docs/device.md#memory).
 import gc
-from sporadic.core import merge
 from sporadic.device import store
 from sporadic.device.store import IN_MAX, size, read_lines, write, remove
 
@@ -23,6 +22,7 @@ def lines(st):
     each pass of a sync then reads the file with no merge on top."""
     if not st.pending():
         return st.jobs_lines()
+    from sporadic.core import merge
     return merge.compact(st.stream())
 
 

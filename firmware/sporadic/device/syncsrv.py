@@ -74,6 +74,12 @@ def _refusals(lines):
     return refused
 
 
+def _lines(st):
+    # the compacted view (recon answers from the lines where there is no index)
+    from sporadic.device import storesync
+    return storesync.lines(st)
+
+
 def _index(st):
     # jobs.txt's digest index (splice.index), loaded with the first request
     # that reads it. On a tight heap the signature check's code (trust,
@@ -101,13 +107,14 @@ def _index(st):
 def responder():
     global _responder
     if _responder is None:
-        # the store opens first: its recovery (the logs' lines parsed and
-        # their MACs checked) runs before the reconciliation's code is in
-        # the heap (a second sync's peak on a 32-bit port, docs/budgets.md#31)
+        # the store opened first (its recovery checks the log line by line:
+        # the parser and the MAC, let go after), what is pending folded in
+        # (the digest index's compaction), then the reconciliation's code:
+        # each part's peak without the others' code (a 64K board's month)
         st = store()
+        _index(st)
         from sporadic.core import recon
-        from sporadic.device import storesync
-        _responder = recon.Responder(lambda: storesync.lines(st), _refusals, index=lambda: _index(st))
+        _responder = recon.Responder(lambda: _lines(st), _refusals, index=lambda: _index(st))
     return _responder
 
 
@@ -131,6 +138,11 @@ def fleet_ids():
     return hmac.fleet_ids(c)
 
 
+def _clock_info():
+    from sporadic.device import clockset
+    return clockset.info()
+
+
 def status():
     """The board's status for the companion (a dict; `I` sends it as JSON).
     In a sync session (no loop running) it is built from the store, clock
@@ -141,17 +153,20 @@ def status():
     st = store()
     # the outbox hand-over is over when the status is asked for: its code
     # goes, and the reconciliation's (the next S, N, G or P loads it again):
-    # the trust state's reading takes its room (docs/budgets.md#31)
+    # the trust state's reading takes its room (docs/budgets.md#31); and
+    # the compaction's merge, on a heap under ROOMY
     _responder = None
     import sporadic
     for name in ('sporadic.device.outbox', 'sporadic.core.outpack', 'sporadic.core.recon',
                  'sporadic.device.splice'):
         sporadic.forget(name)
+    from sporadic.device import store as s
+    if not s.roomy():
+        sporadic.forget('sporadic.core.merge')
     gc.collect()
     if clock.state == 'unknown' and clock.source == '':
         clock.init()      # an RTC that kept its time across the reset
-    from sporadic.device import clockset
-    d = clockset.info()
+    d = _once(_clock_info)
     d['id'] = _host_id()
     try:
         import board
@@ -264,9 +279,16 @@ def _outbox(req):
     # MOST bytes, in pieces (device/outbox.py answer)
     # the reconciliation is over when the outbox is asked for: its answerer
     # (and what it holds) goes first, the heaviest part of a sync session
-    # (a 128K unix board's `O` then found no 640-byte run)
+    # (a 128K unix board's `O` then found no 640-byte run), and on a heap
+    # under ROOMY its code (recon, the digest index's splice: 14 KB of a
+    # 64-bit heap; a compaction loads splice for itself)
     global _responder
     _responder = None
+    from sporadic.device import store as s
+    if not s.roomy():
+        import sporadic
+        sporadic.forget('sporadic.core.recon')
+        sporadic.forget('sporadic.device.splice')
     gc.collect()
     from sporadic.device import storesync, outbox
     st = store()
