@@ -11,7 +11,11 @@ except ImportError:  # CPython
         return x
 
 
-ID_LEN = const(8)   # a job id's characters: every line's group, before its first space
+# A job id's characters: a line's group (its first ID_LEN characters, the
+# key the store sorts by). jobline re-exports it; a compaction, a splice and
+# the wake index's carry read it here, and a sync that parses no line (a
+# board's month of results handed over) never loads the parser for it
+ID_LEN = const(8)
 
 
 def own_text(line):
@@ -22,18 +26,6 @@ def own_text(line):
     k = line[:3]
     return (k == '.b ' or k == '.k ') and line[3:4] not in ' \t' and line[-1:] not in ' \t\r\n'
 
-
-try:
-    from micropython import const
-except ImportError:  # CPython
-    def const(x):
-        return x
-
-# A job id's characters: a line's group (its first ID_LEN characters, the
-# key the store sorts by). jobline re-exports it; a compaction, a splice and
-# the wake index's carry read it here, and a sync that parses no line (a
-# board's month of results handed over) never loads the parser for it
-ID_LEN = const(8)
 
 # A result's rank, read straight from its canonical text:
 #   ID r HOST K AT OUTCOME MAC [OUTPUT]
