@@ -215,7 +215,10 @@ def test_outbox_cut_mid_way_resumes(tmp_path):
     total, cut, _, rep, _ = point('ref', float('inf'))
     assert not cut and rep['new_results'] >= len(held) - JOBS
     partial = 0
-    for i, frac in enumerate((0.3, 0.5, 0.7, 0.9)):
+    # points up to 3/4 of the reference: one sync of the same flash moves
+    # by ~20% in bytes from run to run (58-70 KB seen), and a budget past
+    # the sync's own end cuts nothing (0.9 failed so in a CI run)
+    for i, frac in enumerate((0.15, 0.35, 0.55, 0.75)):
         _, cut, got, _, again = point('p%d' % i, int(total * frac))
         assert cut
         if 0 < got and again['new_results'] > 0:
