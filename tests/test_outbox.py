@@ -248,29 +248,10 @@ import os
 from sporadic.device import store, storesync, outbox
 from sporadic.core import jobline
 
-class RAM:
-    # a small flash: LittleFS on 512-byte blocks in RAM
-    def __init__(self, n, size):
-        self.size = size
-        self.data = bytearray(b'\xff' * (n * size))
-        self.n = n
-    def readblocks(self, b, buf, off=0):
-        a = b * self.size + off
-        buf[:] = self.data[a:a + len(buf)]
-    def writeblocks(self, b, buf, off=None):
-        a = b * self.size + (off or 0)
-        self.data[a:a + len(buf)] = buf
-    def ioctl(self, op, arg):
-        if op == 4:
-            return self.n
-        if op == 5:
-            return self.size
-        if op == 6:
-            a = arg * self.size
-            self.data[a:a + self.size] = b'\xff' * self.size
-        return 0
+sys.path.insert(0, %r)
+from ramflash import RAMFlash   # a small flash: LittleFS on 512-byte blocks in RAM
 
-bd = RAM(%d, 512)
+bd = RAMFlash(%d)
 os.VfsLfs2.mkfs(bd)
 os.mount(os.VfsLfs2(bd), '/flash')
 with open('/flash/jobs.txt', 'w') as f:
@@ -301,7 +282,7 @@ def test_a_full_flash_drops_the_oldest_results_counted_and_reported():
     keeps compacting (no ENOSPC)."""
     from tests.mpy import run_mpy
     job = 'aaaaaaaa each 2026-12-01T00:00Z log t ; every=1h'
-    out = run_mpy(FULL % (48, [job], 1500), heap='128K', timeout=300)
+    out = run_mpy(FULL % (os.path.dirname(os.path.abspath(__file__)), 48, [job], 1500), heap='128K', timeout=300)
     f = out.split()
     n, kept, lost = int(f[f.index('N') + 1]), int(f[f.index('KEPT') + 1]), int(f[f.index('LOST') + 1])
     assert n == 1500 and lost > 0 and kept + lost == n, out
