@@ -203,6 +203,26 @@ def _snapshot(*folders):
     return out
 
 
+def test_a_board_that_cannot_say_its_fleet_is_refused_and_older_firmware_passes(tmp_path):
+    """`F` is how a sync knows the board is of this fleet. A board whose
+    answer is an error (out of memory, a /cfg.json it cannot read as a
+    config) is refused in one line naming the error, before anything moves
+    (it passed as 'firmware without F' before, and the sync went on with a
+    board of unknown fleet); firmware that predates F (recon's `!unknown
+    request`) still passes."""
+    from companion.errors import UserError
+    from companion.sync.syncer import check_fleet
+    fleet = Fleet(str(tmp_path / 'fleet'))
+    fleet.init()
+    oom = '!error MemoryError: memory allocation failed, allocating 1024 bytes'
+    with pytest.raises(UserError) as e:
+        check_fleet(fleet, oom, '/dev/pts/7')
+    said = str(e.value)
+    assert '\n' not in said and '/dev/pts/7' in said and 'MemoryError' in said and 'nothing was exchanged' in said
+    assert check_fleet(fleet, '!unknown request', '/dev/pts/7') is None
+    assert check_fleet(fleet, '- - -', '/dev/pts/7') is None
+
+
 @pytest.mark.slow
 def test_a_board_of_another_fleet_is_refused_before_anything_moves(tmp_path):
     """A board deployed from fleet A meets fleet B: `sync` and `deploy` from B

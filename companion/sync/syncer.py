@@ -175,10 +175,20 @@ class ForeignBoard(UserError):
     """The board belongs to another fleet: nothing was exchanged or written."""
 
 
+UNKNOWN_REQUEST = '!unknown request'     # what a board's firmware answers a request it predates (core/recon.py)
+
+
 def check_fleet(fleet, answer, port, moving=False):
     """Raise ForeignBoard when a board's `F` answer names another fleet than
     this one's (neither its key nor its fleet key is this fleet's). A board
-    naming no fleet (never deployed, or firmware without `F`) passes."""
+    naming no fleet (never deployed, or firmware without `F`: its answer is
+    recon's `!unknown request`) passes; a board that could not answer (out
+    of memory, a damaged /cfg.json) is refused in one line, as a foreign
+    one: which fleet it belongs to is not known, so nothing moves."""
+    if answer.startswith('!') and answer != UNKNOWN_REQUEST:
+        raise UserError('%s could not say which fleet it belongs to (%s): nothing was exchanged; sync it '
+                        'again (a board out of memory answers from a fresh heap after a reset)'
+                        % (port, answer.lstrip('!')))
     f = answer.split()
     if answer.startswith('!') or len(f) < 3 or (f[0] == '-' and f[1] == '-'):
         return None
