@@ -180,6 +180,12 @@ class Relay(CtrlC):
         else:
             env["SPORADIC_VBOARD_FLASH"] = self.flash_dir
         env["SPORADIC_VBOARD_BOOT"] = kind
+        # a unix port with a ROM segment (bench/build_micropython32.sh's
+        # micropython-romfs) maps this file outside its heap and mounts it
+        # at /rom itself, as a board's firmware its ROMFS partition (#31)
+        env.pop("MICROPY_ROMFS", None)
+        if env.get("SPORADIC_VBOARD_ROMFS"):
+            env["MICROPY_ROMFS"] = env["SPORADIC_VBOARD_ROMFS"]
         env["SPORADIC_VBOARD_WDT"] = str(self._wdt_w)
         argv = list(self.command) + ["-X", "heapsize=" + self.heap, BOOT_SHIM]
         pid, mb = pty.fork()
