@@ -24,8 +24,9 @@ Each tree runs its own bench scripts (PYTHONPATH = the tree and its
 firmware/), so the base column is what the base commit measured of itself,
 but for bench/heap_romfs.py: this tree's runs on both (on each tree's own
 firmware and companion), so that both measure the ROMFS alike, and the
-virtual board's boot shim (companion/vboard/onboard/vboard_boot.py): this
-tree's on both, the one that leaves a ROM build's /rom mounted as it is.
+virtual board's boot shim, relay and interpreter look-up (vboard_boot.py,
+relay.py, unixport.py under companion/vboard/): this tree's on both, the ones that leave a ROM
+build's /rom mounted as it is and run its frozen shim.
 The base tree is a `git worktree` of REV (default: scale-base, the commit the
 #31 work started from), removed afterwards. The 32-bit interpreters come
 from bench/build_micropython32.sh (bench/.mp32/); without them the rows say
@@ -92,8 +93,9 @@ def rom_build():
     """bench/.mp32/micropython-romfs ($SPORADIC_MICROPYTHON32_ROMFS): the
     32-bit unix port with a ROM segment, or None."""
     sys.path.insert(0, os.path.join(ROOT, "bench"))
-    from heap_romfs import MICROPYTHON32_ROMFS, has_rom
-    return MICROPYTHON32_ROMFS if has_rom(MICROPYTHON32_ROMFS) else None
+    from heap_romfs import has_rom
+    exe = os.environ.get("SPORADIC_MICROPYTHON32_ROMFS") or os.path.join(MP32, "micropython-romfs")
+    return exe if has_rom(exe) else None
 
 
 def measure(tree, tag, skip_sync, step, rom=None):
@@ -132,7 +134,8 @@ def measure(tree, tag, skip_sync, step, rom=None):
         # companion, so both columns measure it the same way: on the ROM
         # build when there is one (measured), else the 32-bit port with the
         # image's heap subtracted (an estimate)
-        for rel in ("bench/heap_romfs.py", "companion/vboard/onboard/vboard_boot.py"):
+        for rel in ("bench/heap_romfs.py", "companion/vboard/onboard/vboard_boot.py", "companion/vboard/relay.py",
+                    "companion/vboard/unixport.py"):
             if os.path.abspath(tree) != ROOT:
                 shutil.copyfile(os.path.join(ROOT, rel), os.path.join(tree, rel))
         label = "32-bit ROM" if rom else "32-bit"

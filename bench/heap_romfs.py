@@ -26,7 +26,9 @@ The rows:
   $SPORADIC_MICROPYTHON32_ROMFS): it maps the image file named by
   $MICROPY_ROMFS read-only outside the GC heap and mounts it at /rom at
   start-up, as a board's firmware its memory-mapped partition; the heap
-  found is the board's.
+  found is the board's. That build also has the virtual board's boot shim
+  frozen in (the relay then runs it with -m, as a board its frozen
+  _boot.py): --sync's figure holds none of the shim's names or bytecode.
 - `32-bit` and `64-bit` (estimates): a port without ROM (bench/.mp32/micropython,
   the PyPI `micropython`) reads the image into a bytes object in the heap
   first (one block, never freed); what that costs the heap is subtracted
