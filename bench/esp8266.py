@@ -9,9 +9,11 @@ commit, in one run:
    --modes signed, 32-bit unix port);
 3. the same two with the firmware frozen (a 32-bit unix port with that
    tree's firmware/manifest.py frozen in, built here for each tree), and the
-   first with the .mpy files in a ROMFS partition, as the stock
+   both with the .mpy files in a ROMFS partition, as the stock
    ESP8266_GENERIC FLASH_2M_ROMFS firmware runs them (bench/heap_romfs.py:
-   an estimate);
+   measured on bench/.mp32/micropython-romfs, a 32-bit unix port that maps
+   the image outside its heap as a board's flash; an estimate, labelled so,
+   without that build);
 4. bytes written to flash per completion on a provisioned board
    (bench/flash_writes.py);
 5. beside 1., the heap from which every heap up (128-byte steps) boots and
@@ -21,7 +23,10 @@ commit, in one run:
 Each tree runs its own bench scripts (PYTHONPATH = the tree and its
 firmware/), so the base column is what the base commit measured of itself,
 but for bench/heap_romfs.py: this tree's runs on both (on each tree's own
-firmware and companion), so that both subtract a ROMFS image's heap alike.
+firmware and companion), so that both measure the ROMFS alike, and the
+virtual board's boot shim, relay and interpreter look-up (vboard_boot.py,
+relay.py, unixport.py under companion/vboard/): this tree's on both, the ones that leave a ROM
+build's /rom mounted as it is and run its frozen shim.
 The base tree is a `git worktree` of REV (default: scale-base, the commit the
 #31 work started from), removed afterwards. The 32-bit interpreters come
 from bench/build_micropython32.sh (bench/.mp32/); without them the rows say
@@ -37,7 +42,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MP32 = os.path.join(ROOT, "bench", ".mp32")
+MP32 = os.environ.get("MP32_OUT") or os.path.join(ROOT, "bench", ".mp32")   # as bench/build_micropython32.sh
 BASE = "origin/scale-base"
 
 
@@ -84,12 +89,22 @@ def frozen_build(tree, tag):
     return out
 
 
-def measure(tree, tag, skip_sync, step):
+def rom_build():
+    """bench/.mp32/micropython-romfs ($SPORADIC_MICROPYTHON32_ROMFS): the
+    32-bit unix port with a ROM segment, or None."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    from heap_romfs import has_rom
+    exe = os.environ.get("SPORADIC_MICROPYTHON32_ROMFS") or os.path.join(MP32, "micropython-romfs")
+    return exe if has_rom(exe) else None
+
+
+def measure(tree, tag, skip_sync, step, rom=None):
     mp32 = os.path.join(MP32, "micropython")
     have32 = os.path.isfile(mp32)
     frz = frozen_build(tree, tag) if have32 else None
     env = {"SPORADIC_MICROPYTHON32": mp32 if have32 else "/nonexistent",
-           "SPORADIC_MICROPYTHON32_FROZEN": frz or "/nonexistent"}
+           "SPORADIC_MICROPYTHON32_FROZEN": frz or "/nonexistent",
+           "SPORADIC_MICROPYTHON32_ROMFS": rom or "/nonexistent"}
     row = {}
     b = run(tree, ["bench/heap_boards.py", "esp8266"], env)
     e = (b or {}).get("boards", {}).get("esp8266", {})
@@ -115,17 +130,22 @@ def measure(tree, tag, skip_sync, step):
     row["run_mpy_steady_b"] = (st or {}).get("steady_bytes")
     if have32:
         # the firmware in a ROMFS partition: this tree's bench/heap_romfs.py
-        # run on each tree's own firmware and companion, so both columns
-        # subtract the ROMFS image's heap the same way (its GC tables'
-        # share too since 2026-12-06; an older script subtracted its length)
-        script = os.path.join(tree, "bench", "heap_romfs.py")
-        if os.path.abspath(tree) != ROOT:
-            shutil.copyfile(os.path.join(ROOT, "bench", "heap_romfs.py"), script)
-        r = run(tree, ["bench/heap_romfs.py", "esp8266"], env)
-        row["run_romfs_k"] = (r or {}).get("romfs", {}).get("32-bit", {}).get("heap_k")
+        # and vboard boot shim run on each tree's own firmware and
+        # companion, so both columns measure it the same way: on the ROM
+        # build when there is one (measured), else the 32-bit port with the
+        # image's heap subtracted (an estimate)
+        for rel in ("bench/heap_romfs.py", "companion/vboard/onboard/vboard_boot.py", "companion/vboard/relay.py",
+                    "companion/vboard/unixport.py"):
+            if os.path.abspath(tree) != ROOT:
+                shutil.copyfile(os.path.join(ROOT, rel), os.path.join(tree, rel))
+        label = "32-bit ROM" if rom else "32-bit"
+        r = run(tree, ["bench/heap_romfs.py", "esp8266", "--rows", label], env)
+        r = (r or {}).get("romfs", {}).get(label, {})
+        row["run_romfs_k"] = r.get("heap_k")
+        row["romfs_measured"] = r.get("measured")
         if not skip_sync:   # needs `companion vboard --romfs` (#31): none on an older tree
-            r = run(tree, ["bench/heap_romfs.py", "--sync", "--step", str(step)], env)
-            row["sync_romfs_k"] = (r or {}).get("romfs_sync", {}).get("32-bit", {}).get("heap_k")
+            r = run(tree, ["bench/heap_romfs.py", "--sync", "--step", str(step), "--rows", label], env)
+            row["sync_romfs_k"] = (r or {}).get("romfs_sync", {}).get(label, {}).get("heap_k")
     w = run(tree, ["bench/flash_writes.py"], {})
     row["bytes_per_completion"] = (w or {}).get("bytes_per_completion")
     return row
@@ -134,8 +154,8 @@ def measure(tree, tag, skip_sync, step):
 ROWS = [("run_mpy_k", "smallest heap that boots the image and runs a job, .mpy (KiB)", 28),
         ("run_mpy_steady_b", "  every heap from this one up runs it (bytes, heap_steady.py)", 28 * 1024),
         ("sync_mpy_k", "smallest heap that makes a signed sync, .mpy (KiB)", 32),
-        ("run_romfs_k", "runs a job, .mpy in a ROMFS partition (KiB, estimate: heap_romfs.py)", 28),
-        ("sync_romfs_k", "signed sync, .mpy in a ROMFS partition (KiB, estimate)", 32),
+        ("run_romfs_k", "runs a job, .mpy in a ROMFS partition (KiB, %s: heap_romfs.py)", 28),
+        ("sync_romfs_k", "signed sync, .mpy in a ROMFS partition (KiB, %s)", 32),
         ("run_frozen_k", "the same, frozen: run (KiB)", None),
         ("sync_frozen_k", "the same, frozen: sync (KiB)", None),
         ("bytes_per_completion", "bytes written to flash per completion, provisioned", 128)]
@@ -158,8 +178,9 @@ def main(argv):
     try:
         rev = subprocess.run(["git", "-C", base_tree, "rev-parse", "--short", "HEAD"], capture_output=True,
                              text=True).stdout.strip()
-        base = measure(base_tree, "base", args.skip_sync, args.step)
-        now = measure(ROOT, "now", args.skip_sync, args.step)
+        rom = rom_build() if have32 else None
+        base = measure(base_tree, "base", args.skip_sync, args.step, rom)
+        now = measure(ROOT, "now", args.skip_sync, args.step, rom)
     finally:
         subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", base_tree], capture_output=True)
         shutil.rmtree(tmp, ignore_errors=True)
@@ -170,12 +191,15 @@ def main(argv):
     print("#31, ESP8266 (32-bit unix port%s); base %s" % ("" if have32 else ": ABSENT, 64-bit figures", rev))
     print("%-66s %8s %8s %8s %5s" % ("figure", "base", "now", "target", "met"))
     for key, label, target in ROWS:
+        if "%s" in label:
+            label = label % ("measured" if rom else "estimate")
         b, n = base.get(key), now.get(key)
         limit = b if target is None else target     # "keep or better": the base's own figure
         met = "-" if n is None or limit is None else ("yes" if n <= limit else "NO")
         print("%-66s %8s %8s %8s %5s" % (label, "-" if b is None else b, "-" if n is None else n,
                                            target or "keep", met))
-    print(json.dumps({"base_rev": rev, "interpreter_32bit": have32, "base": base, "now": now,
+    print(json.dumps({"base_rev": rev, "interpreter_32bit": have32, "romfs_measured": bool(rom),
+                      "base": base, "now": now,
                       "targets": {k: t for k, _, t in ROWS}}))
 
 

@@ -4,8 +4,8 @@ ESP8266_GENERIC FLASH_2M_ROMFS download) instead of on the LittleFS
 filesystem: a .mpy in ROMFS runs in place, its bytecode is not copied into
 the heap.
 
-    python bench/heap_romfs.py [BOARD]
-    python bench/heap_romfs.py --sync [--step 2]
+    python bench/heap_romfs.py [BOARD] [--rows "32-bit ROM,32-bit,64-bit"]
+    python bench/heap_romfs.py --sync [--step 2] [--rows ...]
 
 --sync: the smallest heap in which a virtual board whose ROMFS holds the
 package (`companion vboard --romfs`, the image of `companion image
@@ -13,20 +13,33 @@ package (`companion vboard --romfs`, the image of `companion image
 it (deploy finds the package in /rom and writes no /lib/sporadic).
 
 As bench/heap_boards.py (the same image, the same job, three passes, 1 KiB
-bisection of -X heapsize on the 32-bit unix port), except that the image is
-built without /lib/sporadic (`--frozen`'s file list) and the package goes
-into a ROMFS image (mpremote's romfs builder), mounted at /rom with /rom/lib
-on sys.path, as the ROMFS firmware does. The unix port has no ROM: the
-ROMFS image is a bytes object in the heap, read first (one block, never
-freed); what it costs that heap is subtracted from the heap found: its
-bytes and the GC's allocation and finaliser tables' share for them (3 bits
-a 16-byte block on the 32-bit port: 2.5 KB for a 109 KB image), measured
-in the same run (rom_heap_bytes: the smallest heap that reads the image and
-then allocates a 20,000-byte block, less the smallest that allocates the
-block alone). So the figure is an estimate of the board's, good to about
-1 KiB. (Before 2026-12-06 only the image's length was subtracted: the
-figure was 2-3 KiB over, the tables counted as the loop's.) The companion does not make
-ROMFS images yet: this measures what it would buy. The last line is JSON.
+bisection of -X heapsize), except that the image is built without
+/lib/sporadic (`--frozen`'s file list) and the package goes into a ROMFS
+image (`companion image --romfs`'s builder), mounted at /rom with /rom and
+/rom/lib on sys.path before /lib, as the ESP8266 firmware does (mp_init()
+mounts the partition and appends both; main() then appends /lib).
+
+The rows:
+
+- `32-bit ROM` (**measured**): the 32-bit unix port with a ROM segment,
+  bench/.mp32/micropython-romfs (bench/build_micropython32.sh, or
+  $SPORADIC_MICROPYTHON32_ROMFS): it maps the image file named by
+  $MICROPY_ROMFS read-only outside the GC heap and mounts it at /rom at
+  start-up, as a board's firmware its memory-mapped partition; the heap
+  found is the board's. That build also has the virtual board's boot shim
+  frozen in (the relay then runs it with -m, as a board its frozen
+  _boot.py): --sync's figure holds none of the shim's names or bytecode.
+- `32-bit` and `64-bit` (estimates): a port without ROM (bench/.mp32/micropython,
+  the PyPI `micropython`) reads the image into a bytes object in the heap
+  first (one block, never freed); what that costs the heap is subtracted
+  from the heap found: its bytes and the GC's allocation and finaliser
+  tables' share for them, measured in the same run (rom_heap_bytes: the
+  smallest heap that reads the image and then allocates a 20,000-byte
+  block, less the smallest that allocates the block alone). Good to about
+  1 KiB (docs/budgets.md#31 has both beside each other).
+
+The last line is JSON: per row heap_k (the figure) and measured (true for
+the ROM build).
 """
 import json
 import os
@@ -38,23 +51,30 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-from heap_boards import MICROPYTHON, interpreters_32bit  # noqa: E402
+from heap_boards import MICROPYTHON, interpreters_32bit, is_32bit  # noqa: E402
 
-# tests/lfsboot.py with the ROMFS read first and mounted at /rom
-BOOT = r'''
+# tests/lfsboot.py with the ROMFS read first and mounted at /rom (a port
+# without ROM: argument 7 names the image), or found mounted there by the
+# port itself (micropython-romfs: argument 7 is "-"); sys.path as the
+# ESP8266 firmware's ('/' is last there: this shim's host folder instead)
+BOOT = r"""
 import os, sys, vfs
 a = sys.argv[1:]
-f = open(a[6], "rb")
-rom = f.read()
-f.close()
+if a[6] != "-":
+    f = open(a[6], "rb")
+    rom = f.read()
+    f.close()
+elif not vfs.rom_ioctl(1):
+    raise SystemExit("no ROM segment: MICROPY_ROMFS unset?")
 from vboard_blockdev import FileBlockDevice
 dev = FileBlockDevice(a[0], int(a[1]), int(a[2]))
 vfs.mount(vfs.VfsLfs2(dev, progsize=int(a[3])), "/")
-vfs.mount(vfs.VfsRom(rom), "/rom")
+if a[6] != "-":
+    vfs.mount(vfs.VfsRom(rom), "/rom")
 if a[4] != "-":
     vfs.mount(vfs.VfsPosix(a[4]), "/host")
 os.chdir("/")
-sys.path[:] = ["", ".frozen", "/lib", "/rom", "/rom/lib", "/host"]
+sys.path[:] = ["", ".frozen", "/rom", "/rom/lib", "/lib", "/host"]
 steps = int(a[5])
 del a
 try:
@@ -70,7 +90,31 @@ try:
 finally:
     vfs.umount("/")
     dev.f.close()
-'''
+"""
+
+MICROPYTHON32_ROMFS = (os.environ.get("SPORADIC_MICROPYTHON32_ROMFS")
+                       or os.path.join(ROOT, "bench", ".mp32", "micropython-romfs"))
+
+
+def has_rom(exe):
+    """True when `exe` is a unix port with a ROM segment (micropython-romfs:
+    the file $MICROPY_ROMFS mapped and mounted at /rom)."""
+    if not exe or not os.path.isfile(exe):
+        return False
+    with tempfile.NamedTemporaryFile(suffix=".img") as f:
+        f.write(b"\xd2\xcd\x31\x00")   # an empty ROMFS
+        f.flush()
+        p = subprocess.run([exe, "-c", "import vfs; print(vfs.rom_ioctl(1))"], capture_output=True, text=True,
+                           env=dict(os.environ, MICROPY_ROMFS=f.name), timeout=30)
+    return p.returncode == 0 and p.stdout.strip() == "1"
+
+
+def rows_present():
+    """[(label, interpreter, measured)] of the rows this machine can run."""
+    mp32 = interpreters_32bit()[0]
+    rom = MICROPYTHON32_ROMFS if has_rom(MICROPYTHON32_ROMFS) and is_32bit(MICROPYTHON32_ROMFS) else None
+    return [(label, exe, measured) for label, exe, measured in
+            (("32-bit ROM", rom, True), ("32-bit", mp32, False), ("64-bit", MICROPYTHON, False))]
 
 
 # rom_heap_bytes's two scripts: the ROMFS image read as the boots read it
@@ -145,7 +189,9 @@ def rom_image(board, tmp):
         return romfs.make_romfs(src, mpy_cross=False)
 
 
-def smallest(board, exe):
+def smallest(board, exe, measured=False):
+    """(KiB found, ROMFS bytes, their heap cost or None when measured on
+    the ROM build) of the run with the package in ROMFS."""
     import heap_boards as hb
     files, image = _companion()
     with tempfile.TemporaryDirectory() as tmp:
@@ -159,6 +205,8 @@ def smallest(board, exe):
         rom_path = os.path.join(tmp, "rom.img")
         with open(rom_path, "wb") as f:
             f.write(rom)
+        if measured:
+            env = dict(env, MICROPY_ROMFS=rom_path)
         clean = os.path.join(tmp, "clean-frozen.bin")
         import time
         due = int(time.time()) - 60 if board != "unix" else 1796083200
@@ -171,7 +219,8 @@ def smallest(board, exe):
             img = os.path.join(tmp, "fs.bin")
             shutil.copyfile(clean, img)
             p = subprocess.run([exe, "-X", "heapsize=%dK" % k, "-m", "romboot", img, str(g["block_size"]),
-                                str(g["block_count"]), str(g["prog_size"]), lib, "3", rom_path],
+                                str(g["block_count"]), str(g["prog_size"]), lib, "3",
+                                "-" if measured else rom_path],
                                capture_output=True, text=True, timeout=120, env=dict(os.environ, MICROPYPATH=lib,
                                                                                      **env))
             if p.returncode != 0 or "ID bench-1" not in p.stdout or "MemoryError" in p.stdout:   # boot.main's restart
@@ -181,7 +230,7 @@ def smallest(board, exe):
             text = b"".join(found.get(n, b"") for n in ("/log.txt", "/jobs.txt")).decode()
             return any(" r bench-1 0 " in l and " ok " in l for l in text.splitlines())
 
-        cost = rom_heap_bytes(exe, rom_path)
+        cost = None if measured else rom_heap_bytes(exe, rom_path)
         lo, hi = 8, 512
         if not boots(hi):
             return None, len(rom), cost
@@ -194,63 +243,86 @@ def smallest(board, exe):
         return hi, len(rom), cost
 
 
-def smallest_sync(exe, step):
-    """(KiB found, ROMFS bytes, their heap cost) of bench/heap_sync.py's signed sync on a
-    unix virtual board with the package in its ROMFS."""
+def smallest_sync(exe, step, measured=False):
+    """(KiB found, ROMFS bytes, their heap cost or None when measured) of
+    bench/heap_sync.py's signed sync on a unix virtual board with the
+    package in its ROMFS (the vboard's relay names the image in
+    $MICROPY_ROMFS: the ROM build maps it, another port's boot shim reads
+    it into the heap)."""
     import heap_sync
     from companion.make.romfs import romfs_image
     rom = romfs_image("unix", {})
     fd, path = tempfile.mkstemp(suffix=".img")
     with os.fdopen(fd, "wb") as f:
         f.write(rom)
-    before = os.environ.get("SPORADIC_VBOARD_ROMFS")
+    # MICROPY_ROMFS too: an older tree's relay does not set it
+    before = {k: os.environ.get(k) for k in ("SPORADIC_VBOARD_ROMFS", "MICROPY_ROMFS")}
     os.environ["SPORADIC_VBOARD_ROMFS"] = path
+    os.environ["MICROPY_ROMFS"] = path
     try:
-        return heap_sync.smallest(exe, False, step), len(rom), rom_heap_bytes(exe, path)
+        return heap_sync.smallest(exe, False, step), len(rom), None if measured else rom_heap_bytes(exe, path)
     finally:
-        if before is None:
-            os.environ.pop("SPORADIC_VBOARD_ROMFS", None)
-        else:
-            os.environ["SPORADIC_VBOARD_ROMFS"] = before
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
         os.remove(path)
+
+
+def _rows(argv):
+    want = None
+    if "--rows" in argv:
+        want = [w.strip() for w in argv[argv.index("--rows") + 1].split(",")]
+    rows = rows_present()
+    if want is not None:
+        rows = [r for r in rows if r[0] in want]
+    return rows
+
+
+def _report(label, exe, measured, k, n, cost, over):
+    if exe is None:
+        why = ("no ROM build: run bench/build_micropython32.sh" if label == "32-bit ROM"
+               else "no 32-bit build: run bench/build_micropython32.sh" if label == "32-bit"
+               else "no micropython on PATH")
+        print("%-10s %s" % (label, why))
+        return None
+    if measured:
+        print("%-10s %s KiB (measured: the %d-byte ROMFS image mapped outside the heap)"
+              % (label, k if k is not None else over, n), flush=True)
+        return {"heap_k": k, "rom_bytes": n, "measured": True}
+    est = None if k is None else -(-(k * 1024 - cost) // 1024)
+    print("%-10s %s KiB (estimate: %s KiB found, less the %d bytes of heap the %d-byte ROMFS image takes)"
+          % (label, est if est is not None else over, k, cost, n), flush=True)
+    return {"heap_k_with_rom": k, "rom_bytes": n, "rom_heap_bytes": cost, "heap_k": est, "measured": False,
+            "heap_k_less_rom_length": None if k is None else -(-(k * 1024 - n) // 1024)}
 
 
 def main_sync(argv):
     step = int(argv[argv.index("--step") + 1]) if "--step" in argv else 2
-    mp32 = interpreters_32bit()[0]
-    rows = {}
+    out = {}
     print("smallest heap (KiB) in which a unix virtual board with the package in ROMFS syncs twice (signed)")
-    for label, exe in (("64-bit", MICROPYTHON), ("32-bit", mp32)):
-        if exe is None:
-            print("%-8s no 32-bit build: run bench/build_micropython32.sh" % label)
-            continue
-        k, n, cost = smallest_sync(exe, step)
-        est = None if k is None else -(-(k * 1024 - cost) // 1024)
-        rows[label] = {"heap_k_with_rom": k, "rom_bytes": n, "rom_heap_bytes": cost, "heap_k": est,
-                       "heap_k_less_rom_length": None if k is None else -(-(k * 1024 - n) // 1024)}
-        print("%-8s %s KiB (%s KiB found, less the %d bytes of heap the %d-byte ROMFS image takes)"
-              % (label, est if est is not None else ">256", k, cost, n), flush=True)
-    print(json.dumps({"romfs_sync": rows, "step_k": step}))
+    for label, exe, measured in _rows(argv):
+        k, n, cost = smallest_sync(exe, step, measured) if exe else (None, 0, None)
+        row = _report(label, exe, measured, k, n, cost, ">256")
+        if row is not None:
+            out[label] = row
+    print(json.dumps({"romfs_sync": out, "step_k": step}))
 
 
 def main(argv):
     if "--sync" in argv:
         return main_sync(argv)
-    board = argv[0] if argv else "esp8266"
-    mp32 = interpreters_32bit()[0]
-    rows = {}
+    pos = [a for i, a in enumerate(argv) if not a.startswith("--") and (i == 0 or argv[i - 1] != "--rows")]
+    board = pos[0] if pos else "esp8266"
+    out = {}
     print("smallest heap (KiB) that boots the %s image and runs a job, firmware in ROMFS" % board)
-    for label, exe in (("64-bit", MICROPYTHON), ("32-bit", mp32)):
-        if exe is None:
-            print("%-8s no 32-bit build: run bench/build_micropython32.sh" % label)
-            continue
-        k, n, cost = smallest(board, exe)
-        est = None if k is None else -(-(k * 1024 - cost) // 1024)
-        rows[label] = {"heap_k_with_rom": k, "rom_bytes": n, "rom_heap_bytes": cost, "heap_k": est,
-                       "heap_k_less_rom_length": None if k is None else -(-(k * 1024 - n) // 1024)}
-        print("%-8s %s KiB (%s KiB found, less the %d bytes of heap the %d-byte ROMFS image takes)"
-              % (label, est if est is not None else ">512", k, cost, n))
-    print(json.dumps({"board": board, "romfs": rows}))
+    for label, exe, measured in _rows(argv):
+        k, n, cost = smallest(board, exe, measured) if exe else (None, 0, None)
+        row = _report(label, exe, measured, k, n, cost, ">512")
+        if row is not None:
+            out[label] = row
+    print(json.dumps({"board": board, "romfs": out}))
 
 
 if __name__ == "__main__":

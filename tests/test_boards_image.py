@@ -798,6 +798,9 @@ def test_image_romfs_puts_the_package_in_a_romfs_image_and_leaves_it_off_the_fil
     # each .mpy named by the path the board imports it from (/rom/lib/...): its
     # __file__ and source name one qstr, not two (docs/budgets.md#31)
     assert b"/rom/lib/sporadic/device/runtime.mpy" in data
+    # the board module too, as boards/<name>/manifest.py freezes it: /rom/lib
+    # precedes /lib on the board's sys.path, so the ROM's is the one imported
+    assert b"/rom/lib/board.mpy" in data
     assert "ROMFS image" in p.stdout and "flash offset 0xb0000" in p.stdout   # board.json romfs
     assert len(data) <= files.board_data("esp8266")["romfs"]["size"]
     bad = companion("--fleet", fleet, "image", "--board", "esp8266", "--id", "e-s", "-o", out, "--romfs",

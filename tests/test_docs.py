@@ -32,6 +32,7 @@ NOT_OURS = {
     'bench/.mp32': 'built by bench/build_micropython32.sh',
     'bench/.mp32/micropython': 'built by bench/build_micropython32.sh',
     'bench/.mp32/micropython-frozen': 'built by bench/build_micropython32.sh',
+    'bench/.mp32/micropython-romfs': 'built by bench/build_micropython32.sh',
 }
 
 TOKEN = re.compile(r'(?<![\w/.:-])((?:[\w.*-]+/)*[\w*-][\w.*-]*\.(?:py|md|sh|toml)'

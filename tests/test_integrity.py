@@ -221,6 +221,37 @@ def test_lines_appended_to_in_txt_and_a_planted_jobs_new_are_refused(tmp_path):
     assert not os.path.exists(os.path.join(flash, 'jobs.new'))
 
 
+def test_the_open_checks_the_boards_own_results_by_their_mac_without_the_parser(tmp_path):
+    """#31: a signed board's log holds its results under its MAC; the open
+    checks each one's MAC and loads no parser for them (its names would
+    stay in the qstr pool of a small board's sync session). A line that
+    fails the check is still quarantined."""
+    flash, _, ids = provisioned(tmp_path)
+    run(flash, T0 + 6 * 3600 + 60)                 # A.0 runs: its outcome is in log.txt
+    assert any(' r pump-1 ' in l for l in lines(flash, 'log.txt'))
+    code = '''
+from sporadic.device import recover, store
+parsed = []
+valid = recover._valid
+def counted(line):
+    parsed.append(line)
+    return valid(line)
+recover._valid = counted
+st = store.open_store()
+print('PARSED', len(parsed), len(st.notes))
+'''
+
+    def opened():
+        p = boot(flash, code, start=T0 + D, heap=HEAP)
+        (line,) = [l for l in p.stdout.splitlines() if l.startswith('PARSED ')]
+        return [int(x) for x in line.split()[1:]]
+
+    assert opened() == [0, 0]
+    append(flash, 'log.txt', result(ids[JOB_B], 'pump-1', 0, 'ok', '11' * 32))   # not under its MAC
+    opened()
+    assert any(l.startswith('edited log.txt: bad MAC') for l in quarantined(flash))
+
+
 @pytest.mark.slow
 def test_unchanged_store_opens_without_a_pass(tmp_path):
     """The stamp short-cut: opening a store whose files match their stamps

@@ -42,7 +42,9 @@ def add_arguments(p):
     p.add_argument("--clock-scale", type=float, help="board clock speed-up (SPORADIC_CLOCK_SCALE)")
     p.add_argument("--romfs", metavar="FILE",
                    help="a ROMFS image (companion image --romfs) as the board's ROMFS partition, mounted at "
-                        "/rom; the unix port holds its bytes in the heap: add its size to --heap")
+                        "/rom; a unix port with a ROM segment (bench/build_micropython32.sh's "
+                        "micropython-romfs, as $SPORADIC_MICROPYTHON) maps it outside the heap as a board; "
+                        "another holds its bytes in the heap: add its size to --heap")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                    help="more environment for the board's interpreter")
     p.add_argument("--raw-output", action="store_true",

@@ -222,7 +222,7 @@ def firmware_files(board, compile=True, frozen=False, cfg=None, under=""):
     board_py = boards().board_py(data["name"])
     if board_py:
         if use_mpy:
-            files.append(("/lib/board.mpy", compile_mpy(board_py, arch, "/lib/board.mpy")))
+            files.append(("/lib/board.mpy", compile_mpy(board_py, arch, under + "/lib/board.mpy")))
         else:
             files.append(("/lib/board.py", _read(board_py)))
     return files

@@ -6,10 +6,16 @@ bytecode costs no heap, as frozen code (#31; docs/hardware.md#frozen-firmware).
     romfs_image(board, cfg=None) -> bytes
 
 The package files `companion.fleet.files` gives the board (the modules its
-/cfg.json settings use), under /lib/sporadic/ in the image, which the
-firmware mounts at /rom: /rom/lib is on its sys.path after /lib, so the
-filesystem image goes without /lib/sporadic (as with --frozen) and
-`companion deploy` finds the package in ROM and writes none either. The
+/cfg.json settings use), under /lib/sporadic/ in the image, and the board
+module as /lib/board.mpy (as boards/<name>/manifest.py freezes it), which
+the firmware mounts at /rom: /rom and /rom/lib come before /lib on its
+sys.path (mp_init() mounts the partition and appends both, the ESP8266
+port's main() then /lib), so the filesystem image goes without
+/lib/sporadic (as with --frozen) and `companion deploy` finds the package
+in ROM and writes none either. The board module's copy that both still
+write to /lib (`--frozen`'s file list) is the one a firmware without this
+image imports; with it, the ROM's comes first: its bytecode and names
+stay in flash (#31: 2-3 KB of a 32-bit heap, docs/budgets.md#31). The
 image is built by mpremote's ROMFS builder; `mpremote romfs deploy` writes
 it to a board (or esptool at the partition's flash offset, board.json
 `romfs`: 0xB0000 on an ESP8266).
@@ -40,7 +46,9 @@ def romfs_image(board, cfg=None, compile=True):
 
 def _build(board, cfg, compile):
     from mpremote import romfs
-    held = {p for p, _ in _files.firmware_files(board, compile, frozen=True, cfg=cfg)}
+    # what the filesystem holds beside a firmware with the package, less
+    # the board module: the image carries it too
+    held = {p for p, _ in _files.firmware_files(board, compile, frozen=True, cfg=cfg)} - {"/lib/board.mpy"}
     with tempfile.TemporaryDirectory() as tmp:
         for path, body in _files.firmware_files(board, compile, cfg=cfg, under="/rom"):
             if path in held:

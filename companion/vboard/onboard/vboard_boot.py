@@ -15,10 +15,15 @@
 #   SPORADIC_VBOARD_WDT    the file descriptor of the relay's watchdog pipe:
 #                          machine.WDT here (_vboard_wdt) writes to it
 #   SPORADIC_VBOARD_ROMFS  a ROMFS image file (mpremote's format): mounted at
-#                          /rom, /rom and /rom/lib after /lib on sys.path, as
-#                          a firmware with a ROMFS partition does (ESP8266
-#                          FLASH_2M_ROMFS); its bytes are read first and stay
-#                          in the heap (the unix port has no ROM: #31)
+#                          /rom, /rom and /rom/lib before /lib on sys.path,
+#                          as a firmware with a ROMFS partition does (ESP8266
+#                          FLASH_2M_ROMFS: mp_init() mounts it and appends
+#                          both, the port's main() then /lib). A port with a
+#                          ROM segment (bench/build_micropython32.sh's
+#                          micropython-romfs: the relay names the file in
+#                          MICROPY_ROMFS) has mapped it outside the heap and
+#                          mounted it already, as a board; on another port
+#                          its bytes are read first and stay in the heap (#31)
 #   SPORADIC_VBOARD_BOOT   'main' (power-on / soft reboot from the friendly
 #                          REPL: boot.py then main.py), 'raw' (soft reboot
 #                          from the raw REPL: boot.py only) or 'interrupted'
@@ -56,10 +61,14 @@ def _vboard_boot(g, interrupted):
     image = os.getenv('SPORADIC_VBOARD_IMAGE')
     kind = os.getenv('SPORADIC_VBOARD_BOOT') or 'main'
     rom = os.getenv('SPORADIC_VBOARD_ROMFS')
-    if rom:   # first: one block at the start of the heap, for the whole run
-        f = open(rom, 'rb')
-        rom = f.read()
-        f.close()
+    if rom:
+        import vfs
+        if getattr(vfs, 'rom_ioctl', None) and vfs.rom_ioctl(1) > 0:
+            rom = 1   # the port's ROM segment, mounted at /rom by mp_init()
+        else:   # first: one block at the start of the heap, for the whole run
+            f = open(rom, 'rb')
+            rom = f.read()
+            f.close()
     _vboard_wdt(os, sys)   # a host path: before the flash hides the host's files
     if image:
         os.mount(_vboard_lfs(os, image), '/')
@@ -70,9 +79,9 @@ def _vboard_boot(g, interrupted):
         sys.modules['os'] = _vboard_os(os)
     sys.path[:] = ['', '.frozen', '/lib']
     if rom:
-        import vfs
-        os.mount(vfs.VfsRom(rom), '/rom')
-        sys.path.extend(('/rom', '/rom/lib'))
+        if rom != 1:
+            os.mount(vfs.VfsRom(rom), '/rom')
+        sys.path[2:2] = ['/rom', '/rom/lib']
     rom = None
     # The unix port enters its REPL after the script when this is set; a
     # SystemExit from main.py clears it, so the process ends and the relay
