@@ -48,14 +48,18 @@ def _merged_first():
         f.close()
     except OSError:
         return False
-    if what == 's' or what == 'r':
+    if what == 'm':
+        try:
+            from sporadic.net import spool
+        except ImportError:
+            what = ''       # deployed again without a broker: no phase to take
+    if what != 'm':
         import os
         os.remove('mq.go')
-        return what == 'r' or what
+        return True if what == 'r' else 's' if what == 's' else False
     import board
     from sporadic.device import store
     store.feed = board.wdt_feed
-    from sporadic.net import spool
     spool.after_reset(store.open_store())
     board.reset()
 
