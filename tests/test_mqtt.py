@@ -659,10 +659,13 @@ def test_a_board_asleep_for_a_simulated_day_gets_what_it_missed(tmp_path, capsys
 # tight) took it to 88 on a saved scenario (2 KiB steps; 96 fails before).
 SMALL_HEAP_KIB = 96
 # The same wake on the 32-bit build of the unix port (a board's word size,
-# bench/build_micropython32.sh; skipped without it, as in CI): 72 KiB on a
-# saved scenario before the phases across restarts, 64 after
-# (docs/mqtt.md#memory), the issue's figure.
-SMALL_HEAP_KIB_32 = 64
+# bench/build_micropython32.sh; skipped without it, as in CI): bench/mqtt.py
+# 74 KiB before the phases across restarts, 63 after (2 KiB steps; 62 on
+# a saved scenario, 72 before; docs/mqtt.md#memory). At 64K this test
+# passed 3 of 5 runs with -n 2 (a records' boot out of memory leaves a
+# message spooled): 68, with the margin of docs (HELPERS: 4-8 KiB); it
+# fails before the change (72-74 KiB).
+SMALL_HEAP_KIB_32 = 68
 MP32 = os.environ.get('SPORADIC_MICROPYTHON32') or os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'bench', '.mp32', 'micropython')
 
