@@ -810,13 +810,13 @@ def test_image_romfs_puts_the_package_in_a_romfs_image_and_leaves_it_off_the_fil
 
 
 def test_the_broker_link_goes_only_to_a_board_given_a_broker(tmp_path):
-    # #31: net/mqtt.py, net/broker.py and net/exchange.py (#32) only with --mqtt; the rest of
+    # #31: net/mqtt.py, net/broker.py, net/exchange.py and net/spool.py (#32) only with --mqtt; the rest of
     # net/ with any network; nothing of net/ without one (a firmware tree
     # laid out with those modules)
     fw = tmp_path / "fw"
     for rel in ("sporadic/__init__.py", "sporadic/core/leader.py", "sporadic/core/plan.py",
                 "sporadic/net/__init__.py", "sporadic/net/node.py", "sporadic/net/mqtt.py",
-                "sporadic/net/broker.py", "sporadic/net/exchange.py"):
+                "sporadic/net/broker.py", "sporadic/net/exchange.py", "sporadic/net/spool.py"):
         (fw / rel).parent.mkdir(parents=True, exist_ok=True)
         (fw / rel).write_text("")
     net = lambda cfg: sorted(m for m in files.needed_modules("esp8266", cfg, str(fw))
@@ -826,7 +826,8 @@ def test_the_broker_link_goes_only_to_a_board_given_a_broker(tmp_path):
     assert net(wifi) == ["sporadic/core/leader.py", "sporadic/net/__init__.py", "sporadic/net/node.py"]
     assert net(dict(wifi, mqtt={"url": "mqtt://h"})) == ["sporadic/core/leader.py", "sporadic/net/__init__.py",
                                                           "sporadic/net/broker.py", "sporadic/net/exchange.py",
-                                                          "sporadic/net/mqtt.py", "sporadic/net/node.py"]
+                                                          "sporadic/net/mqtt.py", "sporadic/net/node.py",
+                                                          "sporadic/net/spool.py"]
     assert "sporadic/core/plan.py" in files.needed_modules("esp8266", {}, str(fw))
 
 

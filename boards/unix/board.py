@@ -46,6 +46,10 @@ HOST_NETWORK = True     # no Wi-Fi to join: a sync port is enough for a network
 NET_BIND = '127.0.0.1'
 NET_BROADCAST = False
 NET_DROP = _env('SPORADIC_NET_DROP')
+# A broker wake restarts the board after its network phase when it spooled
+# messages, and merges them at the next boot in a fresh heap (net/broker.py,
+# docs/mqtt.md#memory): the clock survives the restart (rtc.txt).
+PHASE_RESET = True
 
 
 def _tune(text):

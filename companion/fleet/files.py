@@ -148,7 +148,8 @@ def board_modules(fw=None):
 NETWORK_ONLY = ("sporadic/net/", "sporadic/core/leader.py")
 # The broker link (#32): its client and its loop, only on a board given a
 # broker (deploy/image --mqtt); the network loop loads them for that only.
-MQTT_ONLY = ("sporadic/net/mqtt.py", "sporadic/net/broker.py", "sporadic/net/exchange.py")
+MQTT_ONLY = ("sporadic/net/mqtt.py", "sporadic/net/broker.py", "sporadic/net/exchange.py",
+             "sporadic/net/spool.py")
 # Modules only a board module imports (an RP2040's clock after a watchdog
 # reset): carried by the boards whose boards/<name>/board.py imports them.
 BOARD_ONLY = ("sporadic/device/keeptime.py",)

@@ -47,7 +47,38 @@ def main(**kw):
         board.reset()
 
 
+def _merged_first():
+    """A broker wake in phases across restarts (net/broker.py, board.PHASE_RESET;
+    the mark mq.go, net/spool.py): 'm', the wake's network phase spooled
+    messages and restarted the board: this boot merges them in a fresh
+    heap, before the parser, the broker loop or the runtime is loaded, and
+    restarts again; 'r', the wake's step is taken: the loop runs (True);
+    's', the loop restarted for its broker step (its heap held too little):
+    the step, then 'r' ('s'). Other boots: False."""
+    try:
+        f = open('mq.go')
+        what = f.read()
+        f.close()
+    except OSError:
+        return False
+    if what == 'm':
+        try:
+            from sporadic.net import spool
+        except ImportError:
+            what = ''       # deployed again without a broker: no phase to take
+    if what != 'm':
+        import os
+        os.remove('mq.go')
+        return True if what == 'r' else 's' if what == 's' else False
+    import board
+    from sporadic.device import store
+    store.feed = board.wdt_feed
+    spool.after_reset(store.open_store())
+    board.reset()
+
+
 def _loop(**kw):
+    woke = _merged_first()
     # the parser first, as the store's import loaded it before #31's sync
     # let it go: the loop needs it, and the loop's heap keeps its layout
     from sporadic.core import jobline  # noqa: F401
@@ -70,7 +101,7 @@ def _loop(**kw):
         if cfg.get('mqtt') and not (cfg.get('sync_port') or cfg.get('peers')):
             # a broker alone: its loop never loads the TCP server (docs/mqtt.md)
             from sporadic.net import broker
-            return broker.main(**kw)
+            return broker.main(woke=woke, **kw)
         # the TCP network: the runtime set up first (its boot's work in the
         # heap before the server's code), as node.main's loop wants it
         from sporadic.device import runtime

@@ -31,7 +31,8 @@ from sporadic.net.ticks import ticks_ms, ticks_diff
 
 SLICE_MS = const(3000)     # connect to disconnect, at most
 EVERY_MS = const(5000)     # a sync each this often (and after the loop wrote records)
-REPORT_MAX = const(8)      # refusals kept for the report of one wake
+RESTART = const(-1)        # sync's answer: restart the board, its next boot merges the spool
+STEP_FREE = const(24576)   # free heap under which the loop of a PHASE_RESET board takes its step as a wake
 
 
 def topic_of(cfg):
@@ -69,24 +70,29 @@ class Broker:
         self.reasons = []
         self.steps = []          # the last few steps: [ms, bytes, lines in, lines out] (status)
         self.k = 0               # the last number of a spooled message's name (net/exchange.py)
+        self.phased = False      # its loop restarts the board for a step its heap cannot hold (main)
 
     def due(self, now):
         return ticks_diff(now, self.next) >= 0
 
-    def sync(self):
+    def sync(self, restart=False):
         """One broker sync, bounded by slice_ms; returns the lines taken
         (0 when the broker could not be reached: the loop goes on). Three
         phases, each with only its own code in RAM: the log sealed into the
         outbox (a compaction), connect to disconnect (net/exchange.py and
         the client: what arrives is spooled to flash), then the merge of
-        the spool (the trust checks). What either loaded
-        leaves RAM after it: a small heap holds the loop and one phase."""
+        the spool (the trust checks, net/spool.py). What either loaded
+        leaves RAM after it: a small heap holds the loop and one phase.
+        restart: when something is spooled, leave the merge to the next
+        boot (the mark spool.MARK) and return RESTART: the caller restarts
+        the board (main: a wake's merge in a fresh heap)."""
         import sys
         import sporadic
         had = list(sys.modules)
         t0 = self.ticks()
         self.next = t0 + self.every_ms
         self.taken = 0
+        self.spooled = 0        # messages this step spooled (net/exchange.py)
         self.refusals = []
         out0 = self.stats['lines_out']
         try:
@@ -106,6 +112,12 @@ class Broker:
             self._failed(e)
         exchange = None
         sporadic.forget_since(had)      # the client's code, the outbox's
+        if restart and self.spooled:
+            # the merge after a restart, in a fresh heap (device/boot.py)
+            from sporadic.net import spool
+            spool.keep_report(self.st, self.refusals)
+            spool.mark(self.st, 'm')
+            return RESTART
         try:
             # what was spooled (acknowledged: on flash), this wake's and what a
             # wake cut short left, through the trust checks
@@ -132,16 +144,10 @@ class Broker:
         self.last_err = str(e) or repr(e)
 
     def _keep_report(self):
-        # the merge's refusals, kept for the next wake's report (mq.q: the
-        # merge runs after the disconnect), at most REPORT_MAX a wake
-        if not self.refusals:
-            return
-        f = open(self.st.root + 'mq.q', 'a')
-        try:
-            f.write('\n'.join(self.refusals[:REPORT_MAX]) + '\n')
-        finally:
-            f.close()
-        self.refusals = []
+        if self.refusals:
+            from sporadic.net import spool
+            spool.keep_report(self.st, self.refusals)
+            self.refusals = []
 
     # ---- what the fleet wrote comes down ----
 
@@ -154,48 +160,9 @@ class Broker:
         self.refusals.append('%s\t%s' % (why, line[:200]))
 
     def _merge(self):
-        """The spooled messages through the store's checks, in name order
-        (batches by SEQ first), each file removed once merged."""
-        names = os.listdir(self.spool)
-        if not names:
-            return          # nothing came: the trust checks are not even loaded
-        names.sort()
-        import gc
-        import sys
-        import sporadic
-        had = list(sys.modules)
-        for name in names:
-            p = self.spool + '/' + name
-            if name == 'tmp':
-                os.remove(p)        # a message cut short: it comes again
-                continue
-            # each message with only the code its check needs, loaded after
-            # a collection: the trust checks first, the batch check (and
-            # RSA) for a snapshot message (f + SEQ: a seal), in the emptiest
-            # heap of the message, not between its lines (a 2048-bit
-            # signature check then finds its runs of 512 bytes); all of it
-            # goes after the message: another board's records (an Ed25519
-            # check each) never share the heap with the RSA code
-            gc.collect()
-            from sporadic.device import storesync
-            from sporadic.device.store import read_lines
-            storesync.trust(self.st)
-            if name[0] == 'f' and name[1:].isdigit():
-                gc.collect()
-                from sporadic.core import batch
-                batch = None
-            # out of memory (a signature check in a full heap): the file
-            # stays, merged at the next wake; nothing is refused for it
-            gc.collect()
-            ref = []
-            acc, _ = storesync.receive(self.st, read_lines(p), 'mqtt', ref)
-            self.taken += acc
-            for line, why in ref:
-                self.refused(line, why)
-            os.remove(p)
-            storesync.let_go(self.st)
-            storesync = read_lines = None
-            sporadic.forget_since(had)
+        # what was spooled, through the trust checks (net/spool.py)
+        from sporadic.net import spool
+        self.taken += spool.merge(self.st, self.refused)
 
     def status(self):
         d = dict(self.stats)
@@ -206,13 +173,19 @@ class Broker:
         return d
 
 
-def main(max_ms=None, max_steps=None):
+def main(max_ms=None, max_steps=None, woke=False):
     """The board's loop with a broker and no TCP network (cfg mqtt, no
     sync_port or peers: boot.main picks it): the runtime's steps, a broker
     step every every_ms. Never imports net/node.py nor the TCP server. A
     board that cannot join its Wi-Fi says why and runs the plain loop.
     The wake's step comes before the runtime is loaded (its pass code, the
-    planner, the actions): its merge has their room (docs/mqtt.md#memory)."""
+    planner, the actions): its merge has their room (docs/mqtt.md#memory).
+    A board whose clock survives a restart (board.PHASE_RESET) restarts
+    after a wake's network phase that spooled messages: its boot merges
+    them before this (net/spool.py after_reset) and calls it with woke
+    (True); its loop restarts the board for a later step when its heap
+    holds less than STEP_FREE (a wake then, woke 's': the step, then the
+    loop at the next boot)."""
     import sys
     import board
     import sporadic
@@ -228,7 +201,18 @@ def main(max_ms=None, max_steps=None):
     bk = None
     if joined:
         bk = Broker(me, cfg, store.open_store())
-        bk.sync()
+        phased = getattr(board, 'PHASE_RESET', False)
+        if woke is not True:
+            if bk.sync(phased) == RESTART:
+                board.reset()
+            if woke:
+                # the loop restarted for this step: it runs in a fresh heap again
+                from sporadic.net import spool
+                spool.mark(bk.st, 'r')
+                board.reset()
+        else:
+            bk.next = bk.ticks() + bk.every_ms     # the step was taken before the restart
+        bk.phased = phased
         board.wdt_feed()
     cfg = None
     from sporadic.device import runtime
@@ -238,6 +222,14 @@ def main(max_ms=None, max_steps=None):
         return runtime.main(max_steps=max_steps)
     bk.m = rt.cfg['mqtt']
     return loop(rt, bk, None, max_ms, max_steps, True)
+
+
+def _tight():
+    import gc
+    if not hasattr(gc, 'mem_free'):
+        return False
+    gc.collect()
+    return gc.mem_free() < STEP_FREE
 
 
 def loop(rt, bk, node=None, max_ms=None, max_steps=None, woke=False):
@@ -281,6 +273,12 @@ def loop(rt, bk, node=None, max_ms=None, max_steps=None, woke=False):
                 bk.next = ticks_ms()
         board.wdt_feed()
         if bk.due(ticks_ms()):
+            if bk.phased and _tight():
+                # too little heap for the step beside the loop: the step as
+                # a wake, in a fresh heap (main), the loop at the boot after
+                from sporadic.net import spool
+                spool.mark(st, 's')
+                board.reset()
             if bk.sync():
                 changed = True
             board.wdt_feed()

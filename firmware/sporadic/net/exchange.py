@@ -192,6 +192,7 @@ def _take(bk, topic, size, piece):
     finally:
         f.close()
     os.rename(tmp, bk.spool + '/' + name)
+    bk.spooled += 1
 
 
 def _n(bk):
