@@ -100,6 +100,17 @@ def reimport_all(st, todo, signed):
     through reimport(). Out of memory, it fails closed: what is not
     re-checked yet stays in its .bad file, runs nothing, and the next open
     (a sync session's, with no loop in RAM) tries again."""
+    # the compaction's names (fold.py, merge.py) interned first, in the
+    # open's emptiest heap, their code let go at once: the qstr pool's next
+    # block (640 entries, one piece) is not left to the first delivery's
+    # compaction, in a heap its lines cut up (a 2,000-line file at 128K
+    # on the 64-bit port failed so: `allocating 640 bytes`)
+    import sys
+    import sporadic
+    had = list(sys.modules)
+    from sporadic.device import fold  # noqa: F401
+    fold = None
+    sporadic.forget_since(had)
     for path, name in todo:
         try:
             reimport(st, path, name, signed)
