@@ -194,51 +194,6 @@ def test_out_of_memory_restarts_the_board(tmp_path):
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
 
 
-def _restarts(d):
-    got = lines(d, 'restarts.txt')
-    return got[0].split(' ', 3) if got else None
-
-
-def _board_time(d):
-    got = lines(d, 'rtc.txt')
-    return int(got[0].split()[0]) if got else None
-
-
-def test_restarts_out_of_memory_back_off_and_are_reported(tmp_path):
-    """A board whose loop cannot get through its heap restarts again and
-    again (vboard/devboot start the process again, as a board's reset
-    does): the first restart is at once, then it waits a minute, two,
-    four (device/restarts.py), by the board's own clock, instead of
-    booting at once for ever. With room again, the loop runs, the run of
-    restarts is over (the next one is a first again) and the sync's
-    status still says how many there were and why. Before, each restart
-    came at once and left no trace."""
-    d = make_flash(os.path.join(str(tmp_path), 'oom'), jobs=JOBS)
-    code = 'from sporadic.device import boot\nboot.main(until=%d)\n' % END
-    waits = []
-    for n in range(1, 5):
-        t = _board_time(d)
-        p = boot(d, code, start=T0, heap='44K', check=False)
-        assert 'MemoryError' in p.stdout and p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
-        r = _restarts(d)
-        assert r is not None and r[:2] == [str(n), str(n)], r
-        assert r[3].startswith('MemoryError'), r
-        waits.append((_board_time(d) or T0) - (t or T0))
-    assert waits == [0, 60, 120, 240], waits
-    # room again: the loop runs to its end; the run is over, the count kept
-    p = boot(d, code + 'from sporadic.device import syncsrv\nprint("status", syncsrv.status()["restarts"])\n',
-             start=T0, heap=HEAP)
-    r = _restarts(d)
-    assert r[:2] == ['0', '4'], r
-    said = [l for l in p.stdout.splitlines() if l.startswith('status ')]
-    assert said and said[-1].startswith('status (0, 4, %d, ' % (T0 + 180)), p.stdout[-2000:]
-    assert sum(actlog(d).values()) > 0       # it ran its jobs
-    # the next restart is a first one: at once
-    t = _board_time(d)
-    boot(d, code, start=T0, heap='44K', check=False)
-    assert _restarts(d)[:2] == ['1', '5'] and _board_time(d) == t
-
-
 LFS = r'''
 import os, sys
 from sporadic.device import store, storesync

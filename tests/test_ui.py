@@ -233,19 +233,6 @@ def test_status_says_why_a_board_needs_attention(tmp_path):
     f.save_device(d)
     rows = {r['id']: r for r in fleetcmd.status_rows(f, T0 + 1900)}
     assert ('trouble', 'refused 2 line(s); last: bad MAC: x') in rows['pump-1']['attention']
-    # restarts after running out of memory (the board's status, firmware device/restarts.py):
-    # said while in a row, or once ended since the sync before the last; not again after
-    oom = 'MemoryError: memory allocation failed, allocating 646 bytes'
-    syncs = f.device('pump-2')['syncs']
-    for r, says in (([2, 5, syncs[-1] - 60, oom], 'restarted 2 time(s) in a row after running out of memory'),
-                    ([0, 5, syncs[-2] + 60, oom], 'restarted after running out of memory at'),
-                    ([0, 5, syncs[-2] - 60, oom], None)):
-        d = f.device('pump-2')
-        d['status'] = {'restarts': r}
-        f.save_device(d)
-        row = [x for x in fleetcmd.status_rows(f, T0 + 1900) if x['id'] == 'pump-2'][0]
-        notes = [t for k, t in row['attention'] if k == 'trouble']
-        assert [t for t in notes if says and t.startswith(says) and oom in t] if says else notes == [], (r, notes)
 
 
 def test_status_prints_the_boards_that_are_late(tmp_path, capsys):

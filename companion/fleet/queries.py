@@ -365,7 +365,6 @@ def status_rows(fleet, now=None, dups=None):
             'refusals': (st.get('trust') or {}).get('refusals') or [],
             'clock_refused': (st.get('trust') or {}).get('clock_refused'),
             'recovered': (st.get('store') or {}).get('recovered') or [],
-            'restarts': st.get('restarts'),      # after running out of memory: restarts_note
             'deployed': provisioned_at(d),
             'usual_interval_s': usual_interval(d.get('syncs') or []),
             # own records the board dropped for want of flash: those the
@@ -426,23 +425,7 @@ def attention(row, d, now, actions_at=None):
         out.append(('trouble', '%d record(s) in its name do not verify' % row['unverified_records']))
     for note in row['recovered']:
         out.append(('trouble', 'store: %s' % note))
-    note = restarts_note(row.get('restarts'), d.get('syncs') or [])
-    if note:
-        out.append(('trouble', note))
     return out
-
-
-def restarts_note(r, syncs):
-    """A board's restarts after running out of memory ([in a row, total,
-    last, what]: firmware device/restarts.py) when they are news: a run of
-    them now (it backs off between them), or one since the sync before."""
-    if not r or len(r) < 4 or not (r[0] or (r[2] and len(syncs) > 1 and r[2] > syncs[-2])):
-        return None
-    when = (' at %s' % format_time(r[2])) if r[2] else ''
-    if r[0]:
-        return ('restarted %d time(s) in a row after running out of memory, the last%s (%s): it waits longer '
-                'before each; a smaller job file or a board with more RAM (%d in all)' % (r[0], when, r[3], r[1]))
-    return 'restarted after running out of memory%s (%s), then ran on (%d in all)' % (when, r[3], r[1])
 
 
 def duration_text(s):

@@ -27,23 +27,10 @@ def main(**kw):
         # its reset button for weeks). Out of memory where no part of the
         # loop caught it (a heap cut up by a recovery: docs/device.md#memory),
         # it says so and restarts: the store's open has nothing left to
-        # recover then, and the loop starts in an unfragmented heap. A run
-        # of them backs off (device/restarts.py): a minute before the
-        # second, twice as long each time after, an hour at most.
+        # recover then, and the loop starts in an unfragmented heap.
         import sys
-        import gc
         import board
         sys.print_exception(e)
-        what = 'MemoryError: %s' % (e.args[0] if e.args else '')
-        e = None
-        gc.collect()
-        try:
-            from sporadic.device import clock, restarts
-            if clock.state == 'unknown' and clock.source == '':
-                clock.init()      # an RTC that kept its time: the restart is dated
-            board.sleep_ms(restarts.backoff_ms(restarts.count(clock.now(), what)))
-        except MemoryError:
-            pass                  # not even room to count it: a restart at once, as before
         board.reset()
 
 

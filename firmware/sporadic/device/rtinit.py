@@ -48,21 +48,11 @@ def init(rt, root='', cfg=None):
     rt.unknown_since_boot = not clock.trusted()
     rt.reset_wanted = False
     rt.error = ''
-    rt.restarts = _restarts()   # restarts after running out of memory (device/restarts.py), or None
     rt._asg = None          # (k, host) of the job being decided (leader.py)
     rt._tally = [-1, 0, 0]  # a rollout's outcomes heard, for the job being decided (groups.scan)
     rt._lease = None        # this step's lease check (step's `lease`)
     rt._pj = None           # (text, job) _cap parsed for _visit
     rt.mac = bool(rt.cfg.get('secret'))   # records carry hmac.mac_result (docs/security.md)
-
-
-def _restarts():
-    # restarts.py's file, as text: the module is loaded only when there is one
-    try:
-        with open('/restarts.txt') as f:
-            return f.read()
-    except OSError:
-        return None
 
 
 def names():

@@ -223,13 +223,6 @@ class Runtime:
         if self.reset_wanted:
             self.reset_wanted = False
             board.reset()
-        if self.restarts is not None and self.restarts[:2] != '0 ':
-            # a pass completed after restarts: their run is over (the next
-            # one is a first again), their count stays for the status
-            from sporadic.device import restarts
-            restarts.settled(self.restarts)
-            self.restarts = restarts = None
-            sporadic.forget('sporadic.device.restarts')
         return self.next_wake
 
     def _index(self, now, led, after):

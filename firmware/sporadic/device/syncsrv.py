@@ -176,9 +176,6 @@ def status():
     from sporadic.device import storesync
     d['store'] = storesync.health(st)
     d['quarantined'] = st.quarantined
-    r = _once(_restarts)
-    if r is not None:
-        d['restarts'] = r     # [in a row, total, last (Unix time), what]: device/restarts.py
     tr = storesync.trust(st)
     d['trust'] = tr.info() if tr else {'mode': 'insecure or no key'}
     runtime = sys.modules.get('sporadic.device.runtime')
@@ -223,11 +220,6 @@ def _watchdog():
         _dog()
     except Exception:
         pass   # a board module without a watchdog: nothing to feed
-
-
-def _restarts():
-    from sporadic.device import restarts
-    return restarts.read()
 
 
 def _set_clock(t):
