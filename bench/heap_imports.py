@@ -78,16 +78,20 @@ micropython.qstr_info()
 def image_lib(tmp, board="esp8266"):
     """The board's /lib as its image holds it (.mpy, the 32-bit arch of the
     board), the unix stand-in `machine` beside it."""
-    lib = os.path.join(tmp, "lib")
-    for path, body in files.firmware_files(board) + [
-            ("/lib/machine.mpy", files.compile_mpy(os.path.join(ROOT, "tests", "standin", "machine.py")))]:
+    _lay(tmp, files.firmware_files(board) + [
+        ("/lib/machine.mpy", files.compile_mpy(os.path.join(ROOT, "tests", "standin", "machine.py")))])
+    return os.path.join(tmp, "lib")
+
+
+def _lay(root, pairs):
+    # the (path, bytes) pairs under /lib/ written below root
+    for path, body in pairs:
         if not path.startswith("/lib/"):
             continue
-        dest = os.path.join(tmp, path.lstrip("/"))
+        dest = os.path.join(root, path.lstrip("/"))
         os.makedirs(os.path.dirname(dest), exist_ok=True)
         with open(dest, "wb") as f:
             f.write(body)
-    return lib
 
 
 def rom_image(tmp, board="esp8266"):
@@ -97,15 +101,9 @@ def rom_image(tmp, board="esp8266"):
     import contextlib
     import io
     src = os.path.join(tmp, "romsrc")
-    for path, body in files.firmware_files(board, under="/rom") + [
-            ("/lib/machine.mpy", files.compile_mpy(os.path.join(ROOT, "tests", "standin", "machine.py"), None,
-                                                   "/rom/lib/machine.mpy"))]:
-        if not path.startswith("/lib/"):
-            continue
-        dest = os.path.join(src, path.lstrip("/"))
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
-        with open(dest, "wb") as f:
-            f.write(body)
+    _lay(src, files.firmware_files(board, under="/rom") + [
+        ("/lib/machine.mpy", files.compile_mpy(os.path.join(ROOT, "tests", "standin", "machine.py"), None,
+                                               "/rom/lib/machine.mpy"))])
     with contextlib.redirect_stdout(io.StringIO()):
         data = romfs.make_romfs(src, mpy_cross=False)
     path = os.path.join(tmp, "rom.img")
