@@ -300,14 +300,20 @@ def _report(label, exe, measured, k, n, cost, over):
 
 def main_sync(argv):
     step = int(argv[argv.index("--step") + 1]) if "--step" in argv else 2
-    out = {}
     print("smallest heap (KiB) in which a unix virtual board with the package in ROMFS syncs twice (signed)")
+    out = _table(argv, lambda exe, measured: smallest_sync(exe, step, measured), ">256")
+    print(json.dumps({"romfs_sync": out, "step_k": step}))
+
+
+def _table(argv, smallest_of, over):
+    # each row's smallest heap (smallest_of(exe, measured) -> (k, n, cost)), reported
+    out = {}
     for label, exe, measured in _rows(argv):
-        k, n, cost = smallest_sync(exe, step, measured) if exe else (None, 0, None)
-        row = _report(label, exe, measured, k, n, cost, ">256")
+        k, n, cost = smallest_of(exe, measured) if exe else (None, 0, None)
+        row = _report(label, exe, measured, k, n, cost, over)
         if row is not None:
             out[label] = row
-    print(json.dumps({"romfs_sync": out, "step_k": step}))
+    return out
 
 
 def main(argv):
@@ -315,13 +321,8 @@ def main(argv):
         return main_sync(argv)
     pos = [a for i, a in enumerate(argv) if not a.startswith("--") and (i == 0 or argv[i - 1] != "--rows")]
     board = pos[0] if pos else "esp8266"
-    out = {}
     print("smallest heap (KiB) that boots the %s image and runs a job, firmware in ROMFS" % board)
-    for label, exe, measured in _rows(argv):
-        k, n, cost = smallest(board, exe, measured) if exe else (None, 0, None)
-        row = _report(label, exe, measured, k, n, cost, ">512")
-        if row is not None:
-            out[label] = row
+    out = _table(argv, lambda exe, measured: smallest(board, exe, measured), ">512")
     print(json.dumps({"board": board, "romfs": out}))
 
 
