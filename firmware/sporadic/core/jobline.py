@@ -17,7 +17,7 @@ JOB_MAX = const(1024)
 _HOST_MAX = const(32)
 B32 = '0123456789abcdefghijklmnopqrstuv'
 _HOST_CHARS = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:-'
-_OPTS = ' every within on tick grace retry at tz tzr waves wave abort need '
+_OPTS = ('every', 'within', 'on', 'tick', 'grace', 'retry', 'at', 'tz', 'tzr', 'waves', 'wave', 'abort', 'need')
 OUTCOMES = ('run', 'err', 'miss', 'ok')  # rank order: a later one settles more
 FLEET_KINDS = 'htbk'
 _DEFAULT_WITHIN_ONCE = const(86400)
@@ -301,21 +301,19 @@ def parse_int(s, what):
     return int(s)
 
 
-def is_hex(s):
-    for c in s:
-        if c not in '0123456789abcdef':
-            return False
-    return True
-
-
-def parse_job(s, jid=None, salt=None, zone_rule=None):
+def parse_job(s, jid=None, salt=None, zone_rule=None, words=None):
     """A job line (type time command [; options]) -> Job. jid given for
     machine lines; otherwise derived from the canonical text (and salt).
     zone_rule: zone name -> POSIX rule, the companion's (a tz= zone name
-    without tzr= needs it; a board has none, and its lines carry tzr=)."""
-    if len(s) > JOB_MAX:
-        raise _err(_E_JOB_LONG, (len(s), JOB_MAX))
-    typ, rest = _split1(s)
+    without tzr= needs it; a board has none, and its lines carry tzr=).
+    words: s's words (parse has split them), s None."""
+    if words is None:
+        if len(s) > JOB_MAX:
+            raise _err(_E_JOB_LONG, (len(s), JOB_MAX))
+        words = tokens(s)       # one split (a leading space: an empty type, as before)
+        if s.startswith(' '):
+            words.insert(0, '')
+    typ = words[0] if words else ''
     j = Job()
     j.arg = ''
     j.threshold = 0
@@ -335,14 +333,13 @@ def parse_job(s, jid=None, salt=None, zone_rule=None):
     else:
         raise _err(_E_TYPE, repr(typ))
     j.kind = kind
-    ts, rest = _split1(rest)
-    if not ts:
+    if len(words) < 2:
         raise _err(_E_NO_TIME)
     try:
-        j.t0 = parse_time(ts)
+        j.t0 = parse_time(words[1])
     except ValueError as e:
         raise ParseError(str(e))
-    words = tokens(rest)
+    words = words[2:]
     opts = []
     if ';' in words:
         i = words.index(';')
@@ -366,7 +363,7 @@ def parse_job(s, jid=None, salt=None, zone_rule=None):
         key, eq, val = o.partition('=')
         if not eq or not val:
             raise _err(_E_OPTION_FORM, repr(o))
-        if not key or ' ' in key or ' ' + key + ' ' not in _OPTS:
+        if key not in _OPTS:   # (a tuple: no new string a test, each is looked up in the qstr pools)
             raise _err(_E_OPTION_UNKNOWN, repr(key))
         if key in seen:
             raise _err(_E_OPTION_TWICE, key)
@@ -430,10 +427,17 @@ def parse(line, salt=None, zone_rule=None):
     """One line -> Job | Result | Assign | Cancel | Fleet, or None for blank/comment.
     Raises ParseError(reason). zone_rule: see parse_job."""
     s = line.strip()
-    if not s or s[0] == '#':
+    if not s or s.startswith('#'):   # (not s[0]: a board looks each new string up, docs/budgets.md#27)
         return None
+    if s.startswith(' ', ID_LEN) and not s.startswith('r ', ID_LEN + 1) and not s.startswith('.') \
+            and '"' not in s and '\t' not in s:   # an id and a job (jobs.txt's lines): one split
+        w = s.split(' ')
+        if '' not in w and is_id(w[0]) and w[1] not in ('cancel', 'a', 'r'):
+            if len(s) - ID_LEN - 1 > JOB_MAX:
+                raise _err(_E_JOB_LONG, (len(s) - ID_LEN - 1, JOB_MAX))
+            return parse_job(None, w[0], None, zone_rule, w[1:])
     first, rest = _split1(s)
-    if first[0] == '.':
+    if first.startswith('.'):
         if len(first) != 2 or first[1] not in FLEET_KINDS:
             raise _err(_E_FLEET_KIND, repr(first))
         if first[1] == 'h':
@@ -446,8 +450,6 @@ def parse(line, salt=None, zone_rule=None):
                 check_host(rest)
         return Fleet(first[1], rest)
     if is_id(first):
-        if rest[:1] in 'eow' and rest:   # each, one, who: a job (the loop's pass: no second split)
-            return parse_job(rest, first, None, zone_rule)
         kind, rest2 = _split1(rest)
         if kind == 'cancel':
             if rest2:

@@ -7,7 +7,7 @@
 import hashlib
 
 from sporadic.core.jobline import (ParseError, ID_LEN, DEFAULT_TICK, DEFAULT_GRACE, B32, OUTCOMES,
-                              Result, check_host, default_within, parse_int, is_hex)
+                              Result, check_host, default_within, parse_int)
 from sporadic.core.timefmt import format_time, format_duration
 
 # jobline's error messages, one a line, in the order of jobline's _E_ names
@@ -39,6 +39,13 @@ _MSG = (
     'assignment needs: host k at leader mac\n'
     'within=%s is longer than every=%s: two instances would be open at once (the newest wins); use within <= every\n'
     'job line of %d characters: longer than a board takes (at most %d)')
+
+
+def is_hex(s):
+    for c in s:
+        if c not in '0123456789abcdef':
+            return False
+    return True
 
 
 def msg(n, a=()):

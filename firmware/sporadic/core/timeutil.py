@@ -8,10 +8,14 @@ except ImportError:  # CPython
         return x
 
 
+_UNITS = ('s', 'm', 'h', 'd', 'w')
+_UNIT_S = (1, 60, 3600, 86400, 604800)
+
+
 def unit_seconds(c):
     # seconds in a duration unit (s m h d w), 0 for anything else
     i = 'smhdw'.find(c) if len(c) == 1 else -1
-    return (1, 60, 3600, 86400, 604800)[i] if i >= 0 else 0
+    return _UNIT_S[i] if i >= 0 else 0
 
 
 # timeutil's error messages: each names its line of timemsg._MSG
@@ -66,7 +70,11 @@ def _num(s, lo, hi, what):
 
 def parse_time(s):
     """'2026-12-01T06:00Z' or '...T06:00:30Z' -> Unix epoch seconds (UTC)."""
-    if len(s) < 17 or s[-1] != 'Z' or s[4] != '-' or s[7] != '-' or s[10] != 'T' or s[13] != ':':
+    # (startswith, not s[4]: no new string a test, each of which a board
+    # looks up in its qstr pools, as jobline.parse says)
+    n = len(s)
+    if n < 17 or not s.endswith('Z') or not s.startswith('-', 4) or not s.startswith('-', 7) \
+            or not s.startswith('T', 10) or not s.startswith(':', 13):
         raise _err(_E_TIME_FORM, repr(s))
     y = _num(s[0:4], 1970, 9999, 'year')
     mo = _num(s[5:7], 1, 12, 'month')
@@ -74,9 +82,9 @@ def parse_time(s):
     h = _num(s[11:13], 0, 23, 'hour')
     mi = _num(s[14:16], 0, 59, 'minute')
     sec = 0
-    if len(s) == 20 and s[16] == ':':
+    if n == 20 and s.startswith(':', 16):
         sec = _num(s[17:19], 0, 59, 'second')
-    elif len(s) != 17:
+    elif n != 17:
         raise _err(_E_TIME_FORM, repr(s))
     if d > 28 and d > month_days(y, mo):
         raise _err(_E_TIME_DATE, s[:10])
@@ -92,9 +100,17 @@ def month_days(y, m):
 
 def parse_duration(s):
     """'30s 10m 2h 1d 1w' -> seconds (> 0)."""
-    if len(s) < 2 or not unit_seconds(s[-1]) or not s[:-1].isdigit():
+    # the unit by endswith, not s[-1]: no new string (jobline.parse says why)
+    u = 0
+    if len(s) >= 2:
+        for i in range(5):
+            if s.endswith(_UNITS[i]):
+                u = _UNIT_S[i]
+                break
+    num = s[:-1]
+    if not u or not num.isdigit():
         raise _err(_E_DURATION, repr(s))
-    n = int(s[:-1]) * unit_seconds(s[-1])
+    n = int(num) * u
     if n <= 0:
         raise _err(_E_DURATION_SIGN, repr(s))
     return n
