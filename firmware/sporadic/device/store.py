@@ -211,6 +211,11 @@ class Store:
         # what that loads is dropped after it)
         import gc
         had = list(sys.modules)
+        if roomy():
+            # what the open loaded that a sync loads again (the stamps, the
+            # wake index) stays on a roomy heap: an import is ~2-4 M
+            # instructions on a Pico (docs/budgets.md#27)
+            had += ('sporadic.device.stamp', 'sporadic.device.wake')
         try:
             from sporadic.device import recover
             todo, signed = recover.recover(self)
@@ -320,7 +325,10 @@ class Store:
         """Fold the logs (and `extra`, a sorted stream of canonical lines)
         into jobs.txt (see the top of this file): device/fold.py, loaded
         for a compaction only and let go after it on a tight heap (a sync's
-        `O` seals the log with one, then wants a 640-byte run for the outbox)."""
+        `O` seals the log with one, then wants a 640-byte run for the outbox).
+        Nothing to fold loads nothing (a sync's `C` after its `G` compacted)."""
+        if extra is None and not self.pending():
+            return False
         from sporadic.device import fold
         try:
             return fold.compact(self, extra)
