@@ -420,6 +420,22 @@ class Store:
 
 ROOMY = const(163840)   # a heap this large (a Pico's 240 KB) carries the wake index across a sync (carry.py)
 _heap = 0
+_shared = False         # the TCP network loop shares the heap (share())
+
+
+def share():
+    """The board-to-board network loop (net/node.py) shares this heap from
+    now on (boot.py): its server, peers and requests take the room that
+    roomy()'s extras (code kept loaded, bigger buffers, held indexes)
+    assume, so roomy() is False after this. A 224K mesh board on the
+    64-bit port whose loop held ~1 KB more code failed its peer syncs
+    (MemoryError in trust.admit) and its single-run records' signatures:
+    its peers never got its records (docs/budgets.md#27). What the open
+    kept for a sync goes."""
+    global _shared
+    _shared = True
+    import sporadic
+    sporadic.forget('sporadic.device.wake')
 
 
 def roomy():
@@ -429,7 +445,7 @@ def roomy():
     if not _heap:
         import gc
         _heap = gc.mem_alloc() + gc.mem_free() if hasattr(gc, 'mem_free') else 1
-    return _heap >= ROOMY
+    return _heap >= ROOMY and not _shared
 
 
 def tight():
