@@ -252,14 +252,26 @@ def first_sync(kind, tmp, n, log):
         f.write(('x' * 63 + '\n') * max(1, wire // 64))
     b = Board(kind, tmp, 'bare', fleet, bare=True)
     try:
+        c0 = b.stats()
         _, dt_cp = mpremote(b.path, 'cp', blob, ':blob.txt')
+        c1 = b.stats()
+        ins = s1.get('instructions', 0) - s0.get('instructions', 0) or None
         out = {'jobs': n, 'added_with': how, 's': round(dt, 1), 'wire_bytes': wire,
                'Bps': round(wire / dt), 'mpremote_cp_s': round(dt_cp, 1),
                'mpremote_cp_Bps': round(os.path.getsize(blob) / dt_cp), 'ratio': round(dt / dt_cp, 2),
-               'instructions': s1.get('instructions', 0) - s0.get('instructions', 0) or None,
+               'instructions': ins,
                'sectors_erased': s1.get('erased_sectors', 0) - s0.get('erased_sectors', 0) if s1 else None}
-        log('first sync of %d jobs: %d B in %.1f s (%d B/s), %s instructions on the board; mpremote cp of the '
-            'same bytes %.1f s: %.2fx' % (n, wire, dt, out['Bps'], out['instructions'], dt_cp, out['ratio']))
+        if ins:
+            # the emulator's pace in this run (instructions of the board a
+            # second of the sync's wall time), and what mpremote cp itself
+            # costs the board: what instruction count would give 2x
+            # (docs/budgets.md#27)
+            out['emulator_mips'] = round(ins / dt / 1e6, 1)
+            out['mpremote_cp_instructions'] = c1.get('instructions', 0) - c0.get('instructions', 0)
+        log('first sync of %d jobs: %d B in %.1f s (%d B/s), %s instructions on the board (%s M a second); '
+            'mpremote cp of the same bytes %.1f s (%s instructions): %.2fx' % (
+                n, wire, dt, out['Bps'], out['instructions'], out.get('emulator_mips'), dt_cp,
+                out.get('mpremote_cp_instructions'), out['ratio']))
         return out
     finally:
         b.stop()

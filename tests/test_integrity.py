@@ -344,6 +344,48 @@ boot.main(until=%d)
 
 
 @pytest.mark.slow
+def test_in_txt_is_stamped_as_a_chain_of_its_deliveries(tmp_path):
+    """Each delivery stamps only what it appended to in.txt (in.ok: the
+    chain of its pieces, docs/device.md#stamps): a sync's P does not hash
+    the whole file again. The store reopens with the three deliveries as
+    they were; an edit of the middle one (same size) is caught at the open."""
+    flash, fleet, ids = provisioned(tmp_path)
+    for n in range(3):
+        companion(fleet, 'add', 'each 2026-12-01T0%d:30Z log later%d ; every=1h' % (n + 1, n))
+    with open(os.path.join(fleet, 'jobs.txt')) as f:
+        got = [l for l in f.read().splitlines() if l and 'later' in l or l.startswith('.b ')]
+    parts = [got[:len(got) // 3], got[len(got) // 3:2 * len(got) // 3], got[2 * len(got) // 3:]]
+    code = """
+from sporadic.device import store, storesync
+st = store.open_store()
+for part in %r:
+    print('TOOK', storesync.receive(st, part, 'peer'))
+print('INOK', open('in.ok').read())
+""" % (parts,)
+    p = boot(flash, code, start=T0, heap=HEAP)
+    assert p.stdout.count('TOOK') == 3 and 'TOOK (0,' not in p.stdout and ', 0)' in p.stdout, p.stdout
+    ok = p.stdout.split('INOK ')[1].split()
+    with open(os.path.join(flash, 'in.txt'), 'rb') as f:
+        body = f.read()
+    ends = [int(x) for x in ok[0].split(',')]
+    assert len(ends) == 3 and ends[-1] == len(body), ok
+    again = """
+from sporadic.device import store
+st = store.open_store()
+print('OPENED', st.in_size, st.notes)
+"""
+    p = boot(flash, again, start=T0, heap=HEAP)
+    assert 'OPENED %d []' % len(body) in p.stdout, p.stdout
+    i = body.index(b'later', ends[0])
+    assert i < ends[1]
+    with open(os.path.join(flash, 'in.txt'), 'wb') as f:
+        f.write(body[:i] + b'latex' + body[i + 5:])      # the middle delivery, same size
+    p = boot(flash, again, start=T0, heap=HEAP)
+    assert 'OPENED %d []' % len(body) not in p.stdout, p.stdout
+    assert any(l.startswith('edited in.txt: ') and 'latex' in l for l in quarantined(flash)), quarantined(flash)
+
+
+@pytest.mark.slow
 def test_insecure_fleet_takes_an_edited_file_as_before(tmp_path):
     flash, _, ids = provisioned(tmp_path, insecure=True)
     edit(flash, 'jobs.txt', 'log other', 'log edited')

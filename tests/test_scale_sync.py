@@ -276,10 +276,10 @@ st = store.open_store('')
 st.rx = True        # as in a sync (splice.index sets it at S)
 new = [l for l in open('new.txt').read().split('\\n') if l]
 i = 0
-while i < len(new):      # P requests of 4 KB (syncer.PUT_ROOMY: a Pico's heap)
+while i < len(new):      # P requests of syncer.PUT_ROOMY characters (a Pico's heap)
     j = i
     n = 0
-    while j < len(new) and n + len(new[j]) < 4096:
+    while j < len(new) and n + len(new[j]) < %d:
         n += len(new[j]) + 1
         j += 1
     acc, ref = storesync.receive(st, new[i:j], 'sync', [], keep=True)
@@ -292,7 +292,7 @@ print('RESULT', st.compactions, store.bytes_written)
 
 def test_a_first_sync_onto_a_roomy_board_writes_each_line_twice_not_three_times(tmp_path):
     """A board imaged before the fleet had jobs takes 300 (`companion add
-    -f`: 5 seal slots) in 4 KB deliveries, as a first sync sends them to a
+    -f`: 5 seal slots) in 8 KB deliveries, as a first sync sends them to a
     board with a Pico's heap: its in.txt holds them all until the sync's
     compaction (in.txt may grow to a quarter of a roomy free heap), so the
     board compacts once and writes each line twice (in.txt, jobs.txt), not
@@ -311,7 +311,8 @@ def test_a_first_sync_onto_a_roomy_board_writes_each_line_twice_not_three_times(
     assert len(new) > 300 and size > 20000
     with open(os.path.join(flash, 'new.txt'), 'w') as fh:
         fh.write(''.join(l + '\n' for l in new))
-    p = boot(flash, FIRST, heap=HEAP, check=False)
+    from companion.sync import syncer
+    p = boot(flash, FIRST % syncer.PUT_ROOMY, heap=HEAP, check=False)
     res = [l for l in p.stdout.splitlines() if l.startswith('RESULT')]
     assert res, p.stdout[-2000:] + p.stderr[-2000:]
     comp, written = [int(x) for x in res[-1].split()[1:]]

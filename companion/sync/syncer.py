@@ -349,7 +349,7 @@ SYNCS_KEPT = 1000  # sync times a devices/ID.json keeps (about 11 KB)
 GET_LINES = 128   # lines in one G answer at most (about 9 KB on the board)
 
 
-PUT_ROOMY = 4096          # characters in one P for a board with ROOMY_HEAP or more
+PUT_ROOMY = 8192          # characters in one P for a board with ROOMY_HEAP or more
 ROOMY_HEAP = 160 * 1024
 
 
@@ -358,10 +358,11 @@ def put_bytes_for(heap):
     T answer says; None from older firmware). A request arrives as source
     text the board compiles, so it is held about three times over: an
     ESP8266's 38K heap takes 512 (bench/heap_sync.py). A roomy heap (a
-    Pico's ~190 KB) takes PUT_ROOMY: each P costs the board ~5 M
-    instructions besides its lines (the request's execution, the store's
-    stamp of in.txt, the trust state), a fifth of a 2 KB one's
-    (docs/budgets.md#27)."""
+    Pico's ~190 KB) takes PUT_ROOMY (a streamed request: held twice, not
+    compiled): each P costs the board ~6 M instructions besides its lines
+    (the request's execution, the store's in.txt stamp and its wake index
+    read, the trust state); a first sync of 300 jobs takes 3 of 8 KB, not 7
+    of 4 KB (docs/budgets.md#27)."""
     if heap is not None and heap >= ROOMY_HEAP:
         return PUT_ROOMY
     if heap is None or heap >= 128 * 1024:

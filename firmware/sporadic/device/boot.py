@@ -90,7 +90,9 @@ def _loop(**kw):
             from sporadic.net import broker
             return broker.main(woke=woke, **kw)
         # the TCP network: the runtime set up first (its boot's work in the
-        # heap before the server's code), as node.main's loop wants it
+        # heap before the server's code), as node.main's loop wants it;
+        # the store's roomy extras give way to the loop (store.share)
+        store.share()
         from sporadic.device import runtime
         runtime.get()
         from sporadic.net import node

@@ -214,6 +214,8 @@ def _head(f, x):
             return None
         i = b.find(b'\n')
         if i >= 0:
+            if i + 1 + ID_LEN <= len(b):
+                return b[i + 1:i + 1 + ID_LEN]   # in the bytes read: no second read
             f.seek(p + i + 1)
             break
         p += len(b)

@@ -20,6 +20,7 @@ import binascii
 from sporadic.core import batch
 
 _PIECE = const(128)      # bytes of jobs.txt read at a time
+SET_MAX = const(512)     # held digests kept as a set at most (~37 bytes each on a 32-bit heap)
 
 
 class _Dots:
@@ -161,3 +162,51 @@ def held(st):
             seg = batch.held_digests(line)
             if seg is not None:
                 yield seg
+
+
+def kept(st):
+    """held()'s digests, kept across a sync's deliveries (trust._held_segs):
+    a set of the 8-byte digests when there are SET_MAX or fewer (a line's
+    look-up is then one hash, not a bisection of each seal in Python: ~1 ms
+    a line on a Pico, a first sync's 300 lines against its 5 seals,
+    docs/budgets.md#27), else a list of each seal's."""
+    segs = [bytes(seg) for seg in held(st)]
+    n = 0
+    for seg in segs:
+        n += len(seg)
+    if n > SET_MAX * batch.DIGEST:
+        return segs
+    d = set()
+    for seg in segs:
+        keep(d, seg)
+    return d
+
+
+def keep(segs, d):
+    """A seal's digests d (bytes) into kept()'s segs."""
+    if not d:
+        return
+    if isinstance(segs, set):
+        for i in range(0, len(d), batch.DIGEST):
+            segs.add(d[i:i + batch.DIGEST])
+    else:
+        segs.append(d)
+
+
+def cover(st, lines, segs=None):
+    """[bool]: which lines a .b record held in the store covers (they were
+    verified when they arrived; here one sha256 a line, no RSA). The held
+    records are read in pieces, unless `segs` (kept()) has their digests."""
+    ds = [batch.line_digest(c) for c in lines]
+    if isinstance(segs, set):
+        return [d in segs for d in ds]
+    ok = [False] * len(lines)
+    left = len(lines)
+    for seg in (held(st) if segs is None else segs):
+        for i in range(len(ds)):
+            if not ok[i] and batch.find_digest(seg, ds[i]):
+                ok[i] = True
+                left -= 1
+        if not left:
+            break
+    return ok

@@ -30,6 +30,8 @@ SLOT_AT = const(9)        # batch.SLOT_AT: len('.b @0001 '), a seal record's slo
 
 BLOCK = const(512)     # bytes of jobs.txt copied at a time
 RECS = const(32)       # index records copied at a time
+RX_RAM = const(24576)  # bytes of jobs.rx a splice holds in RAM on a heap of store.ROOMY
+ROOMY_X = const(8)     # both times this there: a write is ~0.2 M instructions on a Pico
 
 
 class Index:
@@ -44,7 +46,7 @@ class Index:
         # f: a binary stream to write to instead (companion.files: an image's)
         self.own = f is None
         self.f = open(path, 'wb') if f is None else f
-        self.buf = bytearray(REC * 32)
+        self.buf = bytearray(REC * RECS)
         self.n = 0           # bytes in buf
         self.count = 0
         self.off = 0         # offset of the next line
@@ -305,15 +307,23 @@ def valid(st):
 
 
 class _Old:
-    # jobs.txt and its index, read at record i
+    # jobs.txt and its index, read at record i (an index of up to RX_RAM
+    # bytes held in RAM on a roomy heap: a bisection step is one read)
     def __init__(self, st, n):
         self.rx = open(st.root + RX, 'rb')
         self.jf = open(st.jobs, 'rb')
         self.n = n
         self.size = self.jf.seek(0, 2)
         self.r = bytearray(REC)
+        self.all = None
+        if n * REC <= RX_RAM and store.roomy():
+            a = bytearray(n * REC)
+            if self.rx.readinto(a) == len(a):
+                self.all = a
 
     def rec(self, i):
+        if self.all is not None:
+            return memoryview(self.all)[i * REC:(i + 1) * REC]
         self.rx.seek(i * REC)
         self.rx.readinto(self.r)
         return self.r
@@ -321,8 +331,13 @@ class _Old:
     def off(self, i):
         if i >= self.n:
             return self.size
-        r = self.rec(i)
-        return r[8] | (r[9] << 8) | (r[10] << 16) | (r[11] << 24)
+        r = self.all
+        if r is None:
+            r = self.rec(i)
+            o = 8
+        else:
+            o = i * REC + 8
+        return r[o] | (r[o + 1] << 8) | (r[o + 2] << 16) | (r[o + 3] << 24)
 
     def head(self, i, k):
         # the first k bytes of line i (enough to compare it with a k-byte key)
@@ -334,6 +349,8 @@ class _Old:
         # below the key exactly when its first len(key) bytes are
         hi = self.n
         k = len(key)
+        if lo < hi and self.head(lo, k) >= key:
+            return lo      # (a unit the file does not hold: its end is found in one step)
         while lo < hi:
             m = (lo + hi) >> 1
             if self.head(m, k) < key:
@@ -366,11 +383,22 @@ def splice(st, pend, conf):
     rxo = open(st.root + RXN, 'wb')
     h = hashlib.sha256()
     w = [0, n]        # bytes written, records in the output
-    buf = bytearray(BLOCK)
-    rb = bytearray(REC * RECS)
+    x8 = ROOMY_X if store.roomy() else 1
+    buf = bytearray(BLOCK * x8)
+    rb = bytearray(REC * RECS * x8)
+    pj = []           # put()'s lines and their index records not yet written
+    pr = []
+
+    def flush():
+        if pj:
+            write(out, b''.join(pj), h)
+            write(rxo, b''.join(pr))
+            del pj[:]
+            del pr[:]
 
     def copy(a, b):
         # records [a, b) of the old file: their bytes, their index records
+        flush()
         if a >= b:
             return
         o0 = old.off(a)
@@ -380,13 +408,13 @@ def splice(st, pend, conf):
         mv = memoryview(buf)
         blocks = 0
         while left > 0:
-            k = old.jf.readinto(mv[:min(BLOCK, left)])
+            k = old.jf.readinto(mv[:min(len(buf), left)])
             if not k:
                 raise OSError('jobs.txt shorter than its index')
             write(out, mv[:k], h)
             left -= k
             blocks += 1
-            if not blocks & 7 and store.feed is not None:
+            if not blocks & (7 // x8) and store.feed is not None:
                 # every 4 KB copied: the watchdog, and the companion's
                 # silence timeout (a Pico's 445 KB file is ~20 s of it)
                 store.feed()
@@ -396,7 +424,7 @@ def splice(st, pend, conf):
         i = a
         rm = memoryview(rb)
         while i < b:
-            c = min(RECS, b - i)
+            c = min(len(rb) // REC, b - i)
             old.rx.readinto(rm[:c * REC])
             for j in range(c):
                 p = j * REC + 8
@@ -424,10 +452,12 @@ def splice(st, pend, conf):
         r = bytearray(REC)
         u = w[0]
         _rec(r, 0, d, x, u)
-        write(out, e + b'\n', h)
-        write(rxo, r)
+        pj.append(e + b'\n')
+        pr.append(r)
         w[0] = u + len(e) + 1
         w[1] += 1
+        if len(pj) >= RECS:
+            flush()
 
     try:
         pos = 0
@@ -453,7 +483,7 @@ def splice(st, pend, conf):
             had = None
             pos = hi
             i = j
-        copy(pos, n)
+        copy(pos, n)     # (and what put() holds: flush)
         out.close()
         out = None
         s = store.stamp_text(w[0], h)

@@ -211,6 +211,11 @@ class Store:
         # what that loads is dropped after it)
         import gc
         had = list(sys.modules)
+        if roomy():
+            # what the open loaded that a sync loads again (the stamps, the
+            # wake index) stays on a roomy heap: an import is ~2-4 M
+            # instructions on a Pico (docs/budgets.md#27)
+            had += ('sporadic.device.stamp', 'sporadic.device.wake')
         try:
             from sporadic.device import recover
             todo, signed = recover.recover(self)
@@ -320,7 +325,10 @@ class Store:
         """Fold the logs (and `extra`, a sorted stream of canonical lines)
         into jobs.txt (see the top of this file): device/fold.py, loaded
         for a compaction only and let go after it on a tight heap (a sync's
-        `O` seals the log with one, then wants a 640-byte run for the outbox)."""
+        `O` seals the log with one, then wants a 640-byte run for the outbox).
+        Nothing to fold loads nothing (a sync's `C` after its `G` compacted)."""
+        if extra is None and not self.pending():
+            return False
         from sporadic.device import fold
         try:
             return fold.compact(self, extra)
@@ -412,6 +420,22 @@ class Store:
 
 ROOMY = const(163840)   # a heap this large (a Pico's 240 KB) carries the wake index across a sync (carry.py)
 _heap = 0
+_shared = False         # the TCP network loop shares the heap (share())
+
+
+def share():
+    """The board-to-board network loop (net/node.py) shares this heap from
+    now on (boot.py): its server, peers and requests take the room that
+    roomy()'s extras (code kept loaded, bigger buffers, held indexes)
+    assume, so roomy() is False after this. A 224K mesh board on the
+    64-bit port whose loop held ~1 KB more code failed its peer syncs
+    (MemoryError in trust.admit) and its single-run records' signatures:
+    its peers never got its records (docs/budgets.md#27). What the open
+    kept for a sync goes."""
+    global _shared
+    _shared = True
+    import sporadic
+    sporadic.forget('sporadic.device.wake')
 
 
 def roomy():
@@ -421,7 +445,7 @@ def roomy():
     if not _heap:
         import gc
         _heap = gc.mem_alloc() + gc.mem_free() if hasattr(gc, 'mem_free') else 1
-    return _heap >= ROOMY
+    return _heap >= ROOMY and not _shared
 
 
 def tight():

@@ -14,6 +14,7 @@ except ImportError:  # CPython (tools that read a board's flash)
         return x
 
 WRITE_MAX = const(1024)    # bytes of accepted lines gathered for one write to in.txt
+WRITE_ROOMY = const(4096)  # the same on a heap of store.ROOMY (each write ~0.2 M instructions on a Pico)
 IN_ROOMY = const(131072)   # free heap from which in.txt may grow to 1/8 of it (else 1/16)
 
 def lines(st):
@@ -66,6 +67,9 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None, keep=F
         limit = max(limit, free >> (2 if free >= IN_ROOMY or store.roomy() else 4))
     buf = []      # accepted lines not yet written: one write a WRITE_MAX bytes
     n = 0
+    most = WRITE_ROOMY if store.roomy() else WRITE_MAX
+    ch = None     # in.txt's stamp as a chain (stamp.chain_start), fed what is written
+    h = None
     # the wake index carried across the delivery (carry.py): the loop's
     # next step decides the jobs it touched, not the whole file again
     cw = None
@@ -95,36 +99,40 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None, keep=F
             if cw is not None:
                 cc = cw.note(st, cc, c)
             if f is None:
+                ch = _chain(st)
                 f = open(st.inp, 'a')
+                h = ch[1]
             st.in_size += len(c) + 1
-            if len(c) >= WRITE_MAX:
+            if len(c) >= most:
                 # a seal record (~1-2.4 KB) is written as it is: no joined copy of it
                 if buf:
-                    write(f, ''.join(buf))
+                    write(f, ''.join(buf), h)
                     buf = []
                     n = 0
-                write(f, c)
-                write(f, '\n')
+                write(f, c, h)
+                write(f, '\n', h)
             else:
                 buf.append(c)
                 buf.append('\n')
                 n += len(c) + 1
-                if n >= WRITE_MAX or st.in_size > limit:
-                    write(f, ''.join(buf))
+                if n >= most or st.in_size > limit:
+                    write(f, ''.join(buf), h)
                     buf = []
                     n = 0
             if st.in_size > limit:
                 f.close()
                 f = None
-                _stamp_in(st)      # before the compaction, which a full flash may refuse
+                _stamp_in(st, ch)      # before the compaction, which a full flash may refuse
                 st._pend = None
                 st.compact()
     finally:
         if f is not None:
-            if buf:
-                write(f, ''.join(buf))
-            f.close()
-            _stamp_in(st)
+            try:
+                if buf:
+                    write(f, ''.join(buf), h)
+            finally:
+                f.close()
+                _stamp_in(st, ch)
 
     st._pend = None
     if tr is not None:
@@ -141,10 +149,29 @@ def _canonical(raw):
     return jobline.canonical(raw)
 
 
-def _stamp_in(st):
+def _chain(st):
+    # in.txt's stamp so far, to be carried on by what this delivery writes
+    # (stamp.chain_start: the file is not read again at each P)
+    from sporadic.device import stamp
+    t = None
+    if st.in_size:
+        try:
+            with open(st.inp[:-4] + '.ok') as f:
+                t = f.read().strip()
+        except OSError:
+            pass
+    return stamp.chain_start(st.inp, st.in_size, t)
+
+
+def _stamp_in(st, ch):
+    # in.ok after a delivery's writes: the chain carried on when in.txt is
+    # the size the delivery counted (every byte went through ch's hash),
+    # else (a write that failed part-way) the whole file hashed again
     from sporadic.device import stamp
     try:
-        store.put(st.inp[:-4] + '.ok', stamp.file_stamp(st.inp))
+        n = size(st.inp)
+        t = stamp.chain_text(ch, n) if n == st.in_size else stamp.file_stamp(st.inp)
+        store.put(st.inp[:-4] + '.ok', t)
     except OSError:
         pass    # no room for the stamp: the next open checks in.txt again
 

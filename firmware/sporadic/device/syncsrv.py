@@ -230,7 +230,13 @@ def _set_clock(t):
 def _once(f, *a):
     # F and T, once a sync: the code they load (the public key's id, the
     # fleet key's MAC, the clock setter) goes after them, the reconciliation
-    # and the outbox take its room (a 64K board: docs/budgets.md#27)
+    # and the outbox take its room (a 64K board: docs/budgets.md#27). A
+    # roomy heap keeps it: the signature check loads rsa again, the status
+    # the clock's code (each import ~2-4 M instructions on a Pico: its
+    # path looked up on the flash, docs/budgets.md#27)
+    from sporadic.device import store as s
+    if s.roomy():
+        return f(*a)
     had = list(sys.modules)
     try:
         return f(*a)

@@ -87,7 +87,7 @@ class Trust:
         self._hosts = None        # the signed host list (_hosts_known), read once
         self._hkeys = None        # {host: board key (32 bytes)} of its records that carry one
         self._kd = None           # {key id: (n, e)} of self.keys (batch.key_ids), parsed once
-        self._segs = None         # (compactions, [digests]) of the seals held (_held_segs)
+        self._segs = None         # (compactions, [digests] or a set of them) of the seals held (_held_segs)
         self._took = []           # this delivery's accepted .b records (added to _segs at commit)
 
     # ---- one delivery ----
@@ -124,8 +124,16 @@ class Trust:
         # (companion/fleet/keys.py sign_lines). Only a line no batch covers as it came is parsed
         # (_sort): its canonical text may be the one covered, else it is refused with its parse
         # error or as not signed. The parse was ~2 M instructions a line on a Pico (docs/budgets.md#27).
+        # (A job line as the companion sends it, 'ID KIND ...' with KIND
+        # no result's nor assignment's, goes to the look-up without a copy
+        # of any part of it: batchid.needs_batch's slices were ~1 ms a line
+        # on a Pico. Whatever waits is taken only when a verified batch
+        # covers it byte for byte, and parsed otherwise: a line put there
+        # wrongly is sorted as before.)
         for raw in lines:
-            if raw[:1] > ' ' and raw[-1:] > ' ' and raw[:1] != '#' and bid.needs_batch(raw):
+            if (raw.startswith(' ', ID_LEN) and not raw.startswith('r ', ID_LEN + 1)
+                    and not raw.startswith('a ', ID_LEN + 1) and raw[0] > '.') or (
+                    raw[:1] > ' ' and raw[-1:] > ' ' and raw[:1] != '#' and bid.needs_batch(raw)):
                 wait.append(raw)
                 continue
             ref += self._sort(st, raw, recs, wait, dev, out, src, refused, None)
@@ -214,7 +222,7 @@ class Trust:
         if not hasattr(gc, 'mem_free') or gc.mem_free() < SEGS_FREE:
             return None
         from sporadic.device import seals
-        c = (st.compactions, [bytes(seg) for seg in seals.held(st)])
+        c = (st.compactions, seals.kept(st))
         self._segs = c
         return c[1]
 
@@ -356,10 +364,9 @@ class Trust:
         if self._took:
             # this delivery's seals are in in.txt now: held for the next one
             if self._segs is not None and st is not None and self._segs[0] == st.compactions:
+                from sporadic.device import seals   # (loaded: it made _segs)
                 for c in self._took:
-                    d = bid.held_digests(c)
-                    if d:
-                        self._segs[1].append(d)
+                    seals.keep(self._segs[1], bid.held_digests(c))
             self._took = []
         if v is not None:
             if v.hwm != self.hwm or v.rotated or v.retired != self.retired:
@@ -452,24 +459,9 @@ def _mac(c):
 
 
 def _held_cover(st, lines, segs=None):
-    """[bool]: which lines a .b record held in the store covers (they were
-    verified when they arrived; here one sha256 a line, no RSA). The held
-    records are read in pieces (device/seals.py, loaded for this only),
-    unless `segs` (Trust._held_segs) has their digests already."""
-    ds = [batch.line_digest(c) for c in lines]
-    ok = [False] * len(lines)
-    left = len(lines)
-    if segs is None:
-        from sporadic.device import seals
-        segs = seals.held(st)
-    for seg in segs:
-        for i in range(len(ds)):
-            if not ok[i] and batch.find_digest(seg, ds[i]):
-                ok[i] = True
-                left -= 1
-        if not left:
-            break
-    return ok
+    # [bool]: which lines a .b record held in the store covers (seals.cover)
+    from sporadic.device import seals
+    return seals.cover(st, lines, segs)
 
 
 def last_reasons(root='', n=REASONS):
