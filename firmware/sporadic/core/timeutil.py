@@ -8,14 +8,10 @@ except ImportError:  # CPython
         return x
 
 
-_UNITS = ('s', 'm', 'h', 'd', 'w')
-_UNIT_S = (1, 60, 3600, 86400, 604800)
-
-
 def unit_seconds(c):
     # seconds in a duration unit (s m h d w), 0 for anything else
     i = 'smhdw'.find(c) if len(c) == 1 else -1
-    return _UNIT_S[i] if i >= 0 else 0
+    return (1, 60, 3600, 86400, 604800)[i] if i >= 0 else 0
 
 
 # timeutil's error messages: each names its line of timemsg._MSG
@@ -103,9 +99,9 @@ def parse_duration(s):
     # the unit by endswith, not s[-1]: no new string (jobline.parse says why)
     u = 0
     if len(s) >= 2:
-        for i in range(5):
-            if s.endswith(_UNITS[i]):
-                u = _UNIT_S[i]
+        for c in ('s', 'm', 'h', 'd', 'w'):
+            if s.endswith(c):
+                u = unit_seconds(c)
                 break
     num = s[:-1]
     if not u or not num.isdigit():
