@@ -459,9 +459,17 @@ def _mac(c):
 
 
 def _held_cover(st, lines, segs=None):
-    # [bool]: which lines a .b record held in the store covers (seals.cover)
-    from sporadic.device import seals
-    return seals.cover(st, lines, segs)
+    # [bool]: which lines a .b record held in the store covers (seals.cover).
+    # Read from the file (no kept digests) on a tight heap, seals.py goes
+    # after it: the compaction after the delivery wants its room (a 96K
+    # board found no 640-byte run for fold's names, tests/test_scale_sync.py)
+    from sporadic.device import seals, store
+    try:
+        return seals.cover(st, lines, segs)
+    finally:
+        if segs is None and store.tight():
+            import sporadic
+            sporadic.forget('sporadic.device.seals')
 
 
 def last_reasons(root='', n=REASONS):
