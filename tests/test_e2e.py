@@ -20,7 +20,7 @@ import os
 
 import pytest
 
-from tests.devutil import wait_for
+from tests.devutil import outbox_lines, wait_for
 from sporadic.core import plan
 from sporadic.core.timefmt import format_time
 
@@ -157,6 +157,11 @@ def test_store_and_forward_between_two_boards(world):
     t_any = world.clock.now() + 300
     c.sync(A.path)                                   # only A knows the `any` job yet
     wait_for(lambda: actlog(A)['%s.0' % j_one] and actlog(A)['%s.0' % j_any], what='A to run both')
+    # and their outcomes on A's flash: a sync between a run's action and its
+    # outcome record interrupts the run (recorded `err interrupted`)
+    done = lambda: {l[:8] for l in board_lines(A) + outbox_lines(A.flash_dir)
+                    if ' r %s 0 ' % A.board_id in l and ' run ' not in l}
+    wait_for(lambda: {j_one, j_any} <= done(), what="A to record both outcomes")
     c.sync(A.path)                                   # A's done records to the companion
     c.sync(B.path)                                   # ... and on to B
     assert world.clock.now() < t_one + grace, 'too slow: B took over before the news reached it'
