@@ -121,14 +121,19 @@ def test_kill_points(tmp_path):
     tmp = str(tmp_path)
     ops = count_ops(tmp)
     rnd = random.Random(1)
-    # one flash mutation of every three of the workload is a kill point
-    # (~130; which one of the three is drawn, so every kind of write is hit),
-    # and 30 more crash again while recovering
-    jobs = [(min(ops, n + rnd.randint(0, 2)), None) for n in range(1, ops + 1, 3)]
+    # every flash mutation of the first boot's start (its store's opening
+    # and a peer's delivery, each written once) is a kill point, then one of
+    # every six (~100 of ~620; which one of the six is drawn): from there on
+    # the workload repeats its writes, a run's five every few minutes and a
+    # compaction's several times over, so each is hit many times. 30 more
+    # crash again while recovering
+    START = 24
+    jobs = [(n, None) for n in range(1, min(ops, START) + 1)]
+    jobs += [(min(ops, n + rnd.randint(0, 5)), None) for n in range(START + 1, ops + 1, 6)]
     jobs += [(rnd.randint(1, ops), rnd.randint(1, 40)) for _ in range(30)]
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as ex:
         res = list(ex.map(lambda a: one_crash(tmp, *a), jobs))
-    assert res.count('crashed') >= ops // 3 + 20, (ops, res.count('crashed'))   # incl. the double crashes
+    assert res.count('crashed') >= START + (ops - START) // 6 + 20, (ops, res.count('crashed'))   # incl. the double crashes
 
 
 def test_sigkill_at_random_instants(tmp_path):
