@@ -442,7 +442,7 @@ from tests import test_rp2 as _rp2    # noqa: E402  (the emulated Pico's firmwar
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group('rp2')
+@pytest.mark.xdist_group('rp2-long')
 @pytest.mark.skipif(_rp2.WHY is not None, reason='emulated Pico: %s' % _rp2.WHY)
 def test_an_emulated_pico_cut_off_mid_sync_is_back_in_its_loop(fleet_cli, tmp_path):
     """The real rp2 firmware: its hardware watchdog (8 s, started by the

@@ -44,6 +44,10 @@ def _why_skip():
 
 
 WHY = _why_skip()
+# The emulated Pico's tests run in two xdist groups, each on one worker:
+# 'rp2' (these and the short ones elsewhere) and 'rp2-long' (the 5,000-job
+# board, the idle hours, the cut-off sync), so at most two emulators share
+# the machine while the other worker runs the rest of the suite.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('rp2'), pytest.mark.skipif(WHY is not None, reason='emulated Pico: %s' % WHY)]
 
 GEOMETRY = image.geometry('rp2-pico')

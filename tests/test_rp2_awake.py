@@ -16,7 +16,7 @@ from tests.test_rp2 import BOOTROM, UF2, WHY, flash_files, flash_snapshot
 from companion.vboard.rp2 import RP2VBoard
 from tests.devutil import InProcessCompanion
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('rp2'),
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('rp2-long'),
               pytest.mark.skipif(WHY is not None, reason='emulated Pico: %s' % WHY)]
 
 HOURS = 2.0
