@@ -8,10 +8,15 @@ except ImportError:  # CPython
         return x
 
 
-def unit_seconds(c):
-    # seconds in a duration unit (s m h d w), 0 for anything else
-    i = 'smhdw'.find(c) if len(c) == 1 else -1
-    return (1, 60, 3600, 86400, 604800)[i] if i >= 0 else 0
+def unit_seconds(s):
+    # seconds in the duration unit s ends with (s m h d w), 0 for anything
+    # else; endswith, not s[-1]: no new string (jobline.parse says why)
+    i = 0
+    for c in ('s', 'm', 'h', 'd', 'w'):
+        if s.endswith(c):
+            return (1, 60, 3600, 86400, 604800)[i]
+        i += 1
+    return 0
 
 
 # timeutil's error messages: each names its line of timemsg._MSG
@@ -96,13 +101,7 @@ def month_days(y, m):
 
 def parse_duration(s):
     """'30s 10m 2h 1d 1w' -> seconds (> 0)."""
-    # the unit by endswith, not s[-1]: no new string (jobline.parse says why)
-    u = 0
-    if len(s) >= 2:
-        for c in ('s', 'm', 'h', 'd', 'w'):
-            if s.endswith(c):
-                u = unit_seconds(c)
-                break
+    u = unit_seconds(s) if len(s) >= 2 else 0
     num = s[:-1]
     if not u or not num.isdigit():
         raise _err(_E_DURATION, repr(s))
