@@ -50,6 +50,13 @@ def board_lines(vb):
     return out
 
 
+def outcomes(vb, host):
+    """Jobs whose instance 0 the board has recorded an outcome of (not the
+    `run` it writes first), on its flash: its store and its outbox."""
+    return {l[:8] for l in board_lines(vb) + outbox_lines(vb.flash_dir)
+            if ' r %s 0 ' % host in l and ' run ' not in l}
+
+
 def asleep(vb):
     """The board's interpreter is in time.sleep (nanosleep), not running."""
     for p in vb.interpreter_pids():
@@ -97,8 +104,7 @@ def test_deploy_sync_run_results_and_redeploy(world):
     assert 'synced pump-1' in out
     wait_for(lambda: actlog(vb)['%s.0' % j_ok], what='the board to run %s.0' % j_ok)
     # the board records its outcomes on its flash; then one sync brings them back
-    mine = lambda: {l[:8] for l in board_lines(vb) if ' r pump-1 0 ' in l and ' run ' not in l}
-    wait_for(lambda: {j_ok, j_err, j_miss} <= mine(), what='the board to record three outcomes')
+    wait_for(lambda: {j_ok, j_err, j_miss} <= outcomes(vb, 'pump-1'), what='the board to record three outcomes')
     c.sync(vb.path)
     got = {r['job']: r for r in results(c)}
     assert {j_ok, j_err, j_miss} <= set(got), got
@@ -159,9 +165,7 @@ def test_store_and_forward_between_two_boards(world):
     wait_for(lambda: actlog(A)['%s.0' % j_one] and actlog(A)['%s.0' % j_any], what='A to run both')
     # and their outcomes on A's flash: a sync between a run's action and its
     # outcome record interrupts the run (recorded `err interrupted`)
-    done = lambda: {l[:8] for l in board_lines(A) + outbox_lines(A.flash_dir)
-                    if ' r %s 0 ' % A.board_id in l and ' run ' not in l}
-    wait_for(lambda: {j_one, j_any} <= done(), what="A to record both outcomes")
+    wait_for(lambda: {j_one, j_any} <= outcomes(A, A.board_id), what="A to record both outcomes")
     c.sync(A.path)                                   # A's done records to the companion
     c.sync(B.path)                                   # ... and on to B
     assert world.clock.now() < t_one + grace, 'too slow: B took over before the news reached it'
