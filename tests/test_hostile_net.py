@@ -396,9 +396,11 @@ def results_since(records, host, job):
     return out
 
 
-def back_in_loop(read_records, host, job, cut, after, count, late):
+def back_in_loop(read_records, host, job, cut, after, count, late, slack=0):
     """Instances due from `after` s past the cut on ran, each within
-    `late` s of its time: the board went back to its loop by itself."""
+    `late` s of its time: the board went back to its loop by itself.
+    slack: more seconds of the wall to wait for their records (an emulated
+    chip sharing two cores with the suite runs at a fraction of its speed)."""
     k0 = 0
     while plan.due(job, k0) < cut + after:
         k0 += 1
@@ -407,7 +409,7 @@ def back_in_loop(read_records, host, job, cut, after, count, late):
     def done():
         r = results_since(read_records(), host, job)
         return r if all(k in r for k in want) else None
-    r = wait_for(done, after + count * job.every + 60, '%s back in its loop (instances %d-%d)' % (host, want[0], want[-1]),
+    r = wait_for(done, after + count * job.every + 60 + slack, '%s back in its loop (instances %d-%d)' % (host, want[0], want[-1]),
                  every=0.5)
     lateness = {k: r[k] - plan.due(job, k) for k in want}
     assert all(0 <= v <= late for v in lateness.values()), lateness
@@ -465,7 +467,7 @@ def test_an_emulated_pico_cut_off_mid_sync_is_back_in_its_loop(fleet_cli, tmp_pa
                 if path in ('/jobs.txt', '/log.txt', '/in.txt') or path.startswith('/out/'):
                     out += data.decode(errors='replace').splitlines()
             return out
-        lateness, first = back_in_loop(records, 'pico-1', job, cut, 20, 4, LATE)
+        lateness, first = back_in_loop(records, 'pico-1', job, cut, 20, 4, LATE, slack=120)
         print('pico lateness', lateness, 'first run after the cut: %.1f s' % first)
         assert first <= 8 + 10 + EVERY, first     # the watchdog, the boot (the store opens in seconds here)
         assert c('sync', vb.path, '-q').startswith('synced pico-1')
