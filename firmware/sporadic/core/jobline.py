@@ -8,7 +8,7 @@ except ImportError:  # CPython
         return x
 
 from sporadic.core.timeutil import parse_time, parse_duration
-from sporadic.core.order import ID_LEN, own_text
+from sporadic.core.order import ID_LEN, own_text, board_keyed, board_signed, host_of  # noqa: F401 (re-exported)
 
 _OUTPUT_MAX = const(60)
 # the longest job text (type to options) any board takes: one sync request
@@ -474,24 +474,6 @@ def canonical(line, salt=None, zone_rule=None):
         return line
     r = parse(line, salt, zone_rule)
     return None if r is None else r.line()
-
-
-def board_keyed(line):
-    """A host record '.h HOST ... ed25519:<64 hex>' that gives its board's public
-    key (core/hostrec.py pubkey() reads it; docs/security.md#board-signatures)."""
-    return line[-72:-64] == 'ed25519:'
-
-
-def board_signed(mac):
-    """A record's MAC field 'HMAC.SIG': its board's signature after the HMAC
-    (core/recsig.py checks it)."""
-    return mac[16:17] == '.'
-
-
-def host_of(line):
-    """The host a host record '.h HOST [SINCE [LAT LON]]' names."""
-    i = line.find(' ', 3)
-    return line[3:] if i < 0 else line[3:i]
 
 
 def group(line):

@@ -3,7 +3,11 @@
 # picks the newest) and the merge of two sorted line streams (merge_sorted:
 # jobs.txt and the logs, store.stream). merge.py (the compaction) builds on
 # them; a loop's pass loads only this module, the compaction's code stays on
-# the flash until a compaction (device/fold.py).
+# the flash until a compaction (device/fold.py). Also the few fields of a
+# canonical line that a sync's trust checks read without the parser (a job
+# id's length, a host record's host and key, a record's signature mark):
+# jobline re-exports them; a board signature's check runs without the
+# parser's ~8 KB in RAM (docs/mqtt.md#memory).
 try:
     from micropython import const
 except ImportError:  # CPython
@@ -25,6 +29,24 @@ def own_text(line):
     (docs/budgets.md#31), and keeps no second copy of ~1 KB."""
     k = line[:3]
     return (k == '.b ' or k == '.k ') and line[3:4] not in ' \t' and line[-1:] not in ' \t\r\n'
+
+
+def board_keyed(line):
+    """A host record '.h HOST ... ed25519:<64 hex>' that gives its board's public
+    key (core/hostrec.py pubkey() reads it; docs/security.md#board-signatures)."""
+    return line[-72:-64] == 'ed25519:'
+
+
+def board_signed(mac):
+    """A record's MAC field 'HMAC.SIG': its board's signature after the HMAC
+    (core/recsig.py checks it)."""
+    return mac[16:17] == '.'
+
+
+def host_of(line):
+    """The host a host record '.h HOST [SINCE [LAT LON]]' names."""
+    i = line.find(' ', 3)
+    return line[3:] if i < 0 else line[3:i]
 
 
 # A result's rank, read straight from its canonical text:

@@ -13,7 +13,7 @@
 # only when such a record is written or arrives: `each` results stay HMAC
 # alone (docs/budgets.md#31's bytes per completion do not move).
 import binascii
-from sporadic.core import jobline
+from sporadic.core.order import board_signed
 
 SIG_LEN = 88
 MAC_LEN = 105   # 16 hex, '.', SIG_LEN
@@ -22,7 +22,7 @@ MAC_LEN = 105   # 16 hex, '.', SIG_LEN
 def signed(mac):
     """True when a record's MAC field carries a signature (its form: the
     check is verify())."""
-    return len(mac) == MAC_LEN and jobline.board_signed(mac)
+    return len(mac) == MAC_LEN and board_signed(mac)
 
 
 def single(text):

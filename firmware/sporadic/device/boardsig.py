@@ -2,8 +2,11 @@
 # records of other hosts that settle a single-run decision, checked under
 # the board key their host record gives. Loaded by trust.py only when a
 # delivery brings such a record (device records of a host with a key, or
-# one that carries a signature), and dropped after it.
-from sporadic.core import jobline, recsig
+# one that carries a signature), and dropped after it. Reads a line's
+# fields without the parser (core/order.py): the check's curve code
+# finds the parser's room (docs/mqtt.md#memory).
+from sporadic.core import recsig
+from sporadic.core.order import ID_LEN
 
 
 def check(tr, st, recs, keys, out, src, refused):
@@ -17,7 +20,7 @@ def check(tr, st, recs, keys, out, src, refused):
     # without one is refused when its job is single-run (the job line of
     # this delivery or the store's: _single). Moves the good ones to out.
     n = 0
-    want = [c[:jobline.ID_LEN] for c in recs if c[jobline.ID_LEN + 1] == 'r'
+    want = [c[:ID_LEN] for c in recs if c[ID_LEN + 1] == 'r'
             and not recsig.signed(recsig.mac_field(c))]
     single = _single(st, want, out) if want else ()
     for c in recs:
@@ -29,7 +32,7 @@ def check(tr, st, recs, keys, out, src, refused):
                 why = 'signed, but %s has no board key in the host list' % who
             elif not recsig.verify(key, c):
                 why = 'bad board signature: not written by %s' % who
-        elif key is not None and (c[jobline.ID_LEN + 1] == 'a' or c[:jobline.ID_LEN] in single):
+        elif key is not None and (c[ID_LEN + 1] == 'a' or c[:ID_LEN] in single):
             why = 'not signed: a single-run record needs the board signature of %s' % who
         if why is None:
             out.append(c)
@@ -54,8 +57,8 @@ def _single(st, ids, out):
         left.append(j)
     for src in (out, st.pending()):
         for c in src:
-            j = c[:jobline.ID_LEN]
-            if j in left and c[jobline.ID_LEN:jobline.ID_LEN + 1] == ' ' and recsig.single(c):
+            j = c[:ID_LEN]
+            if j in left and c[ID_LEN:ID_LEN + 1] == ' ' and recsig.single(c):
                 found.append(j)
     for j in left:
         if j not in found:
@@ -80,7 +83,7 @@ def _job_line(path, jid):
             f.seek(mid)
             f.readline()
             line = f.readline()
-            if not line or line[:jobline.ID_LEN] >= key:
+            if not line or line[:ID_LEN] >= key:
                 hi = mid
             else:
                 lo = mid
@@ -91,11 +94,11 @@ def _job_line(path, jid):
             line = f.readline()
             if not line:
                 return None
-            p = line[:jobline.ID_LEN]
+            p = line[:ID_LEN]
             if p > key:
                 return None
-            if p == key and line[jobline.ID_LEN:jobline.ID_LEN + 3] not in (b' r ', b' a ') \
-                    and line[jobline.ID_LEN:jobline.ID_LEN + 7] != b' cancel':
+            if p == key and line[ID_LEN:ID_LEN + 3] not in (b' r ', b' a ') \
+                    and line[ID_LEN:ID_LEN + 7] != b' cancel':
                 return line.decode().rstrip('\n')
     finally:
         f.close()

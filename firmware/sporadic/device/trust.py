@@ -18,7 +18,7 @@ except ImportError:  # CPython (tools that read a board's flash)
         return x
 import json
 import os
-from sporadic.core.order import ID_LEN, own_text
+from sporadic.core.order import ID_LEN, own_text, board_keyed, board_signed, host_of
 from sporadic.device import stamp
 
 batch = None   # sporadic.core.batch (and rsa): imported by the first delivery with a seal or fleet line
@@ -271,7 +271,6 @@ class Trust:
         # and kept it would settle a single-run job for everyone it reaches
         # (issue #29 case 1). Moves the known ones to out; returns the
         # number refused.
-        jl = _jl()
         hosts = self._hosts
         keys = self._hkeys
         if hosts is None:
@@ -283,17 +282,17 @@ class Trust:
                 if line[0] != '.' or line[:3] > '.h ':
                     break
                 if line[:3] == '.h ':
-                    hosts.append(jl.host_of(line))
-                    if jl.board_keyed(line):
+                    hosts.append(host_of(line))
+                    if board_keyed(line):
                         _hkey(keys, line)
             self._hosts = hosts
             self._hkeys = keys
         for c in out:
             if c[:3] == '.h ':
-                h = jl.host_of(c)
+                h = host_of(c)
                 if h not in hosts:
                     hosts.append(h)
-                if jl.board_keyed(c):
+                if board_keyed(c):
                     _hkey(keys, c)
         n = 0
         sig = []     # records of other hosts that have a board key: checked below
@@ -305,7 +304,7 @@ class Trust:
                              src, refused)
                 n += 1
             elif keys and not (f[1] == 'r' and f[2] == self.me) and (
-                    (f[5] if f[1] == 'a' else f[2]) in keys or jl.board_signed(f[6])):
+                    (f[5] if f[1] == 'a' else f[2]) in keys or board_signed(f[6])):
                 sig.append(c)
             else:
                 out.append(c)
@@ -448,7 +447,7 @@ def _hkey(keys, line):
     from sporadic.core import hostrec
     k = hostrec.pubkey(line)
     if k is not None:
-        keys[_jl().host_of(line)] = k
+        keys[host_of(line)] = k
 
 
 def _mac(c):
