@@ -76,19 +76,32 @@ def oracle_num(s, f):
 
 
 def oracle_match(sets, local_s):
-    dt = datetime.datetime.fromtimestamp(local_s, UTC)
     mins, hours, doms, mons, dows, either = sets
+    if local_s // 60 % 60 not in mins or local_s // 3600 % 24 not in hours:
+        return False      # (the minute and hour read from the integer: most minutes end here)
+    dt = datetime.datetime.fromtimestamp(local_s, UTC)
     dom_ok, dow_ok = dt.day in doms, dt.isoweekday() % 7 in dows
     day_ok = (dom_ok or dow_ok) if either else (dom_ok and dow_ok)
-    return dt.minute in mins and dt.hour in hours and dt.month in mons and day_ok
+    return dt.month in mons and day_ok
 
 
 def oracle_walk(sets, zi, start, end):
     """[(local minute L, utc due)] for every instance due in (start, end]: an instance is
     due at the first UTC minute whose local reading reaches L (readings only count once:
     after a jump back, until the clock passes its highest reading again)."""
+    def offset(u):
+        return int(datetime.datetime.fromtimestamp(u, zi).utcoffset().total_seconds())
+    blocks = {}
+
     def reading(u):
-        return u + int(datetime.datetime.fromtimestamp(u, zi).utcoffset().total_seconds())
+        # tzdb's offset, asked once a quarter hour where both ends of it agree (no zone
+        # changes twice within 15 minutes; transitions() assumes as much of a day), else
+        # at the minute itself
+        b = u - u % 900
+        o = blocks.get(b)
+        if o is None:
+            o = blocks[b] = offset(b) if offset(b) == offset(b + 900) else False
+        return u + (offset(u) if o is False else o)
     u = start - start % 60
     hi = max(reading(u - s) for s in range(0, 4 * 3600, 60))
     out = []
