@@ -664,8 +664,10 @@ SMALL_HEAP_KIB = 96
 # a saved scenario, 72 before; docs/mqtt.md#memory). At 64K this test
 # passed 3 of 5 runs with -n 2 (a records' boot out of memory leaves a
 # message spooled): 68, with the margin of docs (HELPERS: 4-8 KiB); it
-# fails before the change (72-74 KiB).
-SMALL_HEAP_KIB_32 = 68
+# fails before the change (72-74 KiB). Since a board signature's check
+# runs without the parser (docs/mqtt.md#memory: the merge fits 60 KiB;
+# the wake 63 KiB in two runs of the bench, 65 before): 64.
+SMALL_HEAP_KIB_32 = 64
 MP32 = os.environ.get('SPORADIC_MICROPYTHON32') or os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'bench', '.mp32', 'micropython')
 
