@@ -18,7 +18,7 @@ except ImportError:  # CPython (tools that read a board's flash)
         return x
 import json
 import os
-from sporadic.core.order import ID_LEN, own_text, board_keyed, board_signed, host_of
+from sporadic.core.order import ID_LEN, own_text
 from sporadic.device import stamp
 
 batch = None   # sporadic.core.batch (and rsa): imported by the first delivery with a seal or fleet line
@@ -270,7 +270,9 @@ class Trust:
         # ghost, a made-up `Z`) is quarantined: nothing could check its MAC,
         # and kept it would settle a single-run job for everyone it reaches
         # (issue #29 case 1). Moves the known ones to out; returns the
-        # number refused.
+        # number refused. (A host record's fields read without the parser,
+        # core/order.py: a board signature's check then has its room.)
+        from sporadic.core.order import board_keyed, board_signed, host_of
         hosts = self._hosts
         keys = self._hkeys
         if hosts is None:
@@ -447,6 +449,7 @@ def _hkey(keys, line):
     from sporadic.core import hostrec
     k = hostrec.pubkey(line)
     if k is not None:
+        from sporadic.core.order import host_of
         keys[host_of(line)] = k
 
 
