@@ -269,9 +269,7 @@ class Trust:
         # (verified above). A result or assignment naming any other id (a
         # ghost, a made-up `Z`) is quarantined: nothing could check its MAC,
         # and kept it would settle a single-run job for everyone it reaches
-        # (issue #29 case 1). Moves the known ones to out; returns the
-        # number refused. (A host record's fields read without the parser,
-        # core/order.py: a board signature's check then has its room.)
+        # (issue #29 case 1). Moves the known ones to out; returns the number refused.
         from sporadic.core.order import board_keyed, board_signed, host_of
         hosts = self._hosts
         keys = self._hkeys
