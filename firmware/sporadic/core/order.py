@@ -7,7 +7,7 @@
 # canonical line that a sync's trust checks read without the parser (a job
 # id's length, a host record's host and key, a record's signature mark):
 # jobline re-exports them; a board signature's check runs without the
-# parser's ~8 KB in RAM (docs/mqtt.md#memory).
+# parser's ~10 KB in RAM (docs/mqtt.md#memory).
 try:
     from micropython import const
 except ImportError:  # CPython
