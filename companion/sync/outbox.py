@@ -25,7 +25,7 @@ def outbox_bytes_for(heap):
     return 8 * 1024
 
 
-def _out_of_memory(answer):
+def out_of_memory(answer):
     return answer.startswith('!error MemoryError')
 
 
@@ -49,7 +49,7 @@ def outbox(fleet, dev_id, call, plain_call, heap, flagged, fresh=None):
         out = call('O %d' % most).replace('\r\n', '\n')
         lines = out.split('\n')
         bad = [l for l in lines if l.startswith('!error')]
-        if bad and fresh is not None and _out_of_memory(bad[0]):
+        if bad and fresh is not None and out_of_memory(bad[0]):
             fresh()
             fresh = None
             continue
