@@ -105,6 +105,15 @@ def check_geometry(board, block_size=None, block_count=None, flash_size=None):
     return g
 
 
+IMAGE_METADATA_MAX = 2048
+
+
+def _metadata_max(geom):
+    m = min(geom["block_size"], IMAGE_METADATA_MAX)
+    ok = geom["block_size"] % m == 0 and m % geom["prog_size"] == 0 and m % geom["read_size"] == 0
+    return m if ok else 0       # 0: littlefs's own (the whole block)
+
+
 def _lfs(geom, data=None):
     kw = dict(
         block_size=geom["block_size"],
@@ -117,6 +126,14 @@ def _lfs(geom, data=None):
         # files a board writes, and a smaller one reads them as corrupt (an
         # rp2 board's 306-byte wake.idx: LFS_ERR_CORRUPT with 256)
         cache_size=min(geom["block_size"], 4 * max(geom["read_size"], geom["prog_size"])),
+        # each directory's log bounded at half a block while the image is
+        # written (a board reads any log up to a block and writes its own
+        # with the whole block): a look-up on the board CRCs the whole log of
+        # each folder on the path, and an import makes four of them (the
+        # folder, .py, .mpy, the open), so an rp2 image's module imports,
+        # 256-byte commits two a file, cost ~25% fewer instructions
+        # (docs/budgets.md#27)
+        metadata_max=_metadata_max(geom),
     )
     # mount=False: littlefs-python would otherwise format what fails to mount
     if data is None:
