@@ -5,6 +5,7 @@ from micropython import const
 NAME = "rp2-pico"
 LED_PIN = const(25)  # GPIO25 (pins.csv: LED)
 WDT_MS = const(8000)  # WDT_TIMEOUT_MAX is 8388 on RP2040
+FEED_MS = const(7000)  # a sleep's chunks between feeds (half of WDT_MS elsewhere): each wake sets the clocks up again and feeds, 20,000-35,000 instructions
 CHUNK_MS = const(3600000)  # lightsleep refuses delays of 2**32 us or more
 RTC_MEM = const(0)  # no RTC user memory on RP2040
 WDT_SCRATCH = const(0x4005800C)  # WATCHDOG SCRATCH0-1: kept by a watchdog reset, which the clock is not

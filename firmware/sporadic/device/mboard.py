@@ -16,6 +16,7 @@ def _b():
 
 _wdt = None
 _scratch = 0    # board.WDT_SCRATCH once the watchdog runs (RP2040), else 0
+_chunk = 0      # ms slept between two feeds (board.FEED_MS, else half of WDT_MS)
 _pins = {}
 
 
@@ -59,10 +60,12 @@ def reset():
 
 
 def wdt_feed():
-    global _wdt, _scratch
+    global _wdt, _scratch, _chunk
     if _wdt is None:
-        _wdt = machine.WDT(timeout=_b().WDT_MS)
-        _scratch = getattr(_b(), 'WDT_SCRATCH', 0)
+        b = _b()
+        _wdt = machine.WDT(timeout=b.WDT_MS)
+        _scratch = getattr(b, 'WDT_SCRATCH', 0)
+        _chunk = getattr(b, 'FEED_MS', 0) or b.WDT_MS // 2
     _feed()
 
 
@@ -87,7 +90,7 @@ def sleep_ms(ms):
     if b.DEEP_MS and ms >= b.DEEP_MS:
         machine.deepsleep(min(ms, b.DEEP_MAX_MS) if b.DEEP_MAX_MS else ms)
     while ms > 0:
-        step = min(ms, b.CHUNK_MS if _wdt is None else b.WDT_MS // 2)
+        step = min(ms, b.CHUNK_MS if _wdt is None else _chunk)
         if b.LIGHT:
             machine.lightsleep(step)
         else:
