@@ -466,22 +466,23 @@ def test_a_status_out_of_memory_is_asked_again_on_a_fresh_heap():
     `board refused the status: MemoryError`, the sync reported as failed
     though every result had arrived) is asked again once on a fresh heap;
     any other refusal is the board's answer as it was."""
-    class Link:
-        def __init__(self, answers):
-            self.answers, self.asked, self.resets = list(answers), [], 0
-
-        def call(self, request, stream=False):
-            self.asked.append(request)
-            return self.answers.pop(0)
-
-        def soft_reset(self):
-            self.resets += 1
-
+    from companion.errors import UserError
+    from companion.sync.outbox import board_status
     oom = '!error MemoryError: memory allocation failed, allocating 521 bytes'
-    link = Link([oom, '{"id": "b-1"}'])
-    assert syncer.status_answer(link) == '{"id": "b-1"}'
-    assert link.asked == ['I', 'I'] and link.resets == 1
-    link = Link([oom, oom])
-    assert syncer.status_answer(link) == oom and link.resets == 1     # once, then the refusal stands
-    link = Link(['!error OSError: 5'])
-    assert syncer.status_answer(link) == '!error OSError: 5' and link.resets == 0
+
+    def board(*answers):
+        asked, fresh = [], []
+        left = list(answers)
+        return asked, fresh, (lambda req: asked.append(req) or left.pop(0)), (lambda: fresh.append(1))
+
+    asked, fresh, call, again = board(oom, '{"id": "b-1"}')
+    assert board_status(call, again) == {'id': 'b-1'}
+    assert asked == ['I', 'I'] and fresh == [1]
+    asked, fresh, call, again = board(oom, oom)
+    with pytest.raises(UserError, match='board refused the status: MemoryError'):
+        board_status(call, again)                   # once, then the refusal stands
+    assert fresh == [1]
+    asked, fresh, call, again = board('!error OSError: 5')
+    with pytest.raises(UserError, match='board refused the status: OSError: 5'):
+        board_status(call, again)
+    assert asked == ['I'] and fresh == []

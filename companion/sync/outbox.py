@@ -1,6 +1,9 @@
 """The board's outbox handed over piece by piece (`O MOST`, `A UPTO LOST`):
 each piece in results.txt before the board frees it, so a cut sync loses
-nothing. The sync's answer check lives here too (board_answer)."""
+nothing. The sync's answer check lives here too (board_answer), and its last
+request, the status (board_status)."""
+import json
+
 from sporadic.core import jobline, recon
 from companion.errors import UserError
 from companion.fleet.board_keys import verify_result
@@ -17,6 +20,19 @@ def board_answer(resp, what):
 
 
 
+def board_status(call, fresh):
+    """The board's status (`I`, the sync's last request), a dict. A board
+    that runs out of memory in it (its heap scattered by the outbox's
+    pieces: a 64K board after a month of results, docs/budgets.md#27) is
+    asked again once on a fresh heap (`fresh`), as the outbox is: what the
+    sync moved is already in the fleet."""
+    answer = call('I')
+    if _out_of_memory(answer):
+        fresh()
+        answer = call('I')
+    return json.loads(board_answer(answer, 'the status'))
+
+
 def outbox_bytes_for(heap):
     """Outbox bytes asked for in one `O` (the board streams its answer, so
     this is what one acknowledgement covers: what a cut sync sends again)."""
@@ -25,7 +41,7 @@ def outbox_bytes_for(heap):
     return 8 * 1024
 
 
-def out_of_memory(answer):
+def _out_of_memory(answer):
     return answer.startswith('!error MemoryError')
 
 
@@ -49,7 +65,7 @@ def outbox(fleet, dev_id, call, plain_call, heap, flagged, fresh=None):
         out = call('O %d' % most).replace('\r\n', '\n')
         lines = out.split('\n')
         bad = [l for l in lines if l.startswith('!error')]
-        if bad and fresh is not None and out_of_memory(bad[0]):
+        if bad and fresh is not None and _out_of_memory(bad[0]):
             fresh()
             fresh = None
             continue

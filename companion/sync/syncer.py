@@ -24,7 +24,7 @@ from companion.fleet.actions import USER_ACTIONS, action_names, fleet_actions
 from companion.fleet.board_keys import device_secret, read_fleet_key, secret_for, verify_result
 from companion.link.base import LinkError, NotSporadic
 from companion.sync import vouches
-from companion.sync.outbox import board_answer, out_of_memory, outbox
+from companion.sync.outbox import board_answer, board_status, outbox
 
 
 @contextmanager
@@ -337,18 +337,6 @@ def board_view(fleet, dev_id):
     return source
 
 
-def status_answer(link):
-    """The board's answer to `I`. A board that runs out of memory in it
-    (its heap scattered by the outbox's pieces: a 64K board after a month
-    of results, docs/budgets.md#27) is asked again once on a fresh heap, as
-    the outbox is: what the sync moved is already in the fleet."""
-    answer = link.call('I')
-    if out_of_memory(answer):
-        fresh_heap(link)
-        answer = link.call('I')
-    return answer
-
-
 def fresh_heap(link):
     """Give the board a fresh heap before working with it (Link.soft_reset):
     a serial board's interrupted main loop's modules are freed (a 64 KB
@@ -451,7 +439,7 @@ def _sync(fleet, port, link, now, base=0, seen=None):
         seg = got['upto']
         if stats['lines_out'] or seg:    # the board received lines or sealed its log
             board_answer(call('C'), 'compaction')
-        status = json.loads(board_answer(status_answer(link), 'the status'))
+        status = board_status(link.call, lambda: fresh_heap(link))
     info = fleet.device(dev_id) or {'id': dev_id}
     wire = link.bytes_sent + link.bytes_received - base
     info.update({'port': port, 'last_sync': now, 'drift': drift, 'status': status, 'complete': True,
