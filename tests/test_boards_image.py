@@ -155,6 +155,7 @@ board.led(True); board.led(False)
 board.pin(5, 1); board.pin_toggle(5)
 board.sleep_ms(1500)
 board.wdt_feed()
+board.pin(5, 0)                   # work since the feed, then a sleep (an action's)
 board.sleep_ms(20000)
 out["rtc"] = str(board.rtc_memory(b"abc"), "ascii")
 if hasattr(board, "keep_time"):
@@ -192,6 +193,8 @@ def test_board_module_runs_on_the_unix_port(name, tmp_path):
     # with the watchdog running, sleeps are cut into pieces it survives
     after = log[log.index(wdt[0]):]
     pieces = [x[1] for x in after if x[0] == "light"]
+    # each piece starts at a feed, whatever ran since the last one
+    assert all(after[i - 1] == ("feed",) for i, x in enumerate(after) if x[0] == "light")
     feed_ms = data["watchdog"].get("feed_ms", data["watchdog"]["timeout_ms"] // 2)
     assert sum(pieces) == 20000 and max(pieces) == min(20000, feed_ms) and feed_ms < data["watchdog"]["timeout_ms"]
     if "kept" in out:

@@ -89,6 +89,8 @@ def sleep_ms(ms):
     ms = int(ms)
     if b.DEEP_MS and ms >= b.DEEP_MS:
         machine.deepsleep(min(ms, b.DEEP_MAX_MS) if b.DEEP_MAX_MS else ms)
+    if _wdt is not None:
+        _feed()     # each chunk starts at a feed: an action's sleep follows work since the last
     while ms > 0:
         step = min(ms, b.CHUNK_MS if _wdt is None else _chunk)
         if b.LIGHT:
