@@ -443,7 +443,7 @@ def test_store_edited_through_the_repl_of_a_deployed_board(world):
     mpremote(vb.path, 'fs', 'cp', local, ':jobs.txt')
     # ... and three lines appended to log.txt: "victim.1 done" (so it would not
     # run), a job line, another board's result
-    k = max(int(i.split('.')[1]) for i in actlog_all(vb) if i.startswith(victim + '.')) + 1
+    k = max(instances(vb, victim)) + 1
     forged = [result(victim, 'pump-1', k, 'ok', '11' * 32),
               jobline.canonical('each %s log from-the-log ; every=1h within=30m' % due),
               result(keep, 'pump-9', 0, 'ok', '22' * 32)]
@@ -471,8 +471,8 @@ def test_store_edited_through_the_repl_of_a_deployed_board(world):
     # (a later instance of each: on a loaded machine the sync can outlast an
     # instance's 30-minute window at 600x, 3 s, and the loop then records it
     # missed; the forged `done` of victim.k is refused above, by its MAC)
-    k_keep = max(int(i.split('.')[1]) for i in actlog_all(vb) if i.startswith(keep + '.'))
-    wait_for(lambda: ran_from(vb, keep, k_keep + 1) and ran_from(vb, victim, k),
+    k_keep = max(instances(vb, keep))
+    wait_for(lambda: max(instances(vb, keep)) > k_keep and max(instances(vb, victim)) >= k,
              timeout=60, what='keep and victim to run after the edit')
     c.sync(vb.path)
     texts = [l.split(' ', 1)[1] for l in lines(vb.flash_dir, 'actlog.txt')]
@@ -484,17 +484,13 @@ def test_store_edited_through_the_repl_of_a_deployed_board(world):
     assert {j['job'] for j in c.json('jobs')} == {keep, victim}     # the fleet took nothing in
 
 
-def actlog_all(vb):
-    return actlog(vb.flash_dir)
-
-
 def actlog_(vb, inst):
     return actlog(vb.flash_dir).get(inst, 0)
 
 
-def ran_from(vb, job, n):
-    # an instance n or later of job in the board's action log
-    return any(i.startswith(job + '.') and int(i.split('.')[1]) >= n for i in actlog(vb.flash_dir))
+def instances(vb, job):
+    # the instances of job in the board's action log (-1: none yet)
+    return [int(i.split('.')[1]) for i in actlog(vb.flash_dir) if i.startswith(job + '.')] or [-1]
 
 
 @pytest.mark.slow
