@@ -11,6 +11,7 @@ from hypothesis import given, settings, strategies as st, HealthCheck
 
 from sporadic.core import recon, merge
 from sporadic.core import recondrv
+from sporadic.desktop import reconprior
 from sporadic.desktop import merging
 from sporadic.core.jobline import parse
 from tests.mpy import MICROPYTHON
@@ -174,6 +175,81 @@ def test_refusals_travel_back_and_nothing_is_lost():
     c = Side(['x'], refuse=lambda line: line == 'from b')
     s = sync(c, b)
     assert s['refused_local'] == [('from b', 'refused: test rule')]
+
+
+def remembered_sync(a, b, prior):
+    """sync(a, b) with a's memory of b (desktop/reconprior.py): the stats
+    and the verbs of its requests, with the nodes each N or D asked about."""
+    resp = recon.Responder(b.source, b.receive)
+    asked = []
+
+    def call(req):
+        asked.append(req.split(' ')[0] if req[:1] in 'SPGV' else req)
+        return resp.handle(req)
+    s = recondrv.reconcile(a.source, a.receive, call, known=prior and prior.known)
+    return s, asked
+
+
+def walked_nodes(asked):
+    return sum(len(r.split()) - 1 for r in asked if r[:1] in 'ND')
+
+
+def test_a_side_left_as_the_last_sync_left_it_is_not_walked():
+    """The companion remembers what a board held when their last sync ended
+    equal: a board that has not changed since is sent what it lacks at
+    once (S, P, S), where the walk asks N and D level by level."""
+    base = records(1000, 11)
+    b = Side(base)
+    prior = reconprior.Prior.of(b.source)
+    new = records(30, 12, 'new')
+    a = Side(base + new)
+    s, asked = remembered_sync(a, b, prior)
+    assert asked == ['S', 'P', 'S'] and s['equal'] is True
+    assert b.lines == a.lines == set(base + new) and s['lines_out'] == 30
+    # the walk, without the memory, on the same two sides
+    s, asked = remembered_sync(Side(base + new), Side(base), None)
+    assert s['equal'] and walked_nodes(asked) > 30
+
+
+def test_a_side_that_changed_since_is_walked_only_where_it_changed():
+    """A board that ran jobs since its last sync: its own new records are
+    found by the walk, the rest is settled from the memory; a line the
+    board still holds and this side dropped is fetched (as the walk does)."""
+    base = records(2000, 13)
+    b = Side(base)
+    prior = reconprior.Prior.of(b.source)
+    mine = records(5, 14, 'board')
+    b.lines.update(mine)
+    new = records(30, 15, 'new')
+    a = Side(base[1:] + new)
+    s, asked = remembered_sync(a, b, prior)
+    assert s['equal'] is True and a.lines == b.lines == set(base + mine + new)
+    with_memory = walked_nodes(asked)
+    b2 = Side(base + mine)
+    s, asked = remembered_sync(Side(base[1:] + new), b2, None)
+    assert s['equal'] and walked_nodes(asked) > 3 * with_memory
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sets(line_text, max_size=80), st.sets(line_text, max_size=20), st.sets(line_text, max_size=20),
+       st.sets(line_text, max_size=80), st.booleans())
+def test_any_memory_loses_nothing(common, only_a, only_b, remembered, split):
+    """Whatever the memory holds (the other side as it was, something else,
+    a node of it changed), the sync ends with the union."""
+    a = Side(common | only_a)
+    b = Side(common | only_b)
+    prior = reconprior.Prior.of(lambda: iter(sorted(remembered | (common if split else set()))))
+    s, _ = remembered_sync(a, b, prior)
+    want = common | only_a | only_b
+    assert a.lines == want and b.lines == want and s['equal'] is True
+
+
+def test_a_memory_is_read_back_only_as_written():
+    prior = reconprior.Prior.of(Side(records(100, 16)).source)
+    again = reconprior.Prior.load(prior.dump())
+    assert again.h == prior.h and len(again.h) == 100
+    for bad in (b'', b'sporadic-set 1\n1234567', b'sporadic-set 2\n' + bytes(8), prior.dump()[:-3]):
+        assert reconprior.Prior.load(bad) is None
 
 
 def test_dense_node_at_max_depth_is_swapped_whole(monkeypatch):

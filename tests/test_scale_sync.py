@@ -325,3 +325,57 @@ def test_a_first_sync_onto_a_roomy_board_writes_each_line_twice_not_three_times(
     with open(os.path.join(flash, 'jobs.rx'), 'rb') as fh:
         rx = fh.read()
     assert rx[:-64] == recs and rx[-64:].split()[:2] == [b'%x' % n, x.encode()]
+
+
+@pytest.mark.slow
+def test_a_board_left_as_its_last_sync_left_it_is_not_walked(tmp_path):
+    """The companion remembers what each board held when their last sync
+    ended equal (devices/ID.set, companion/sync/prior.py): new jobs for a
+    board that has not changed since go to it at once (S, the Ps, the
+    verifying S), where without that memory the sync walks the board's
+    tree level by level (N, D). A lost or damaged memory is a walk, not an
+    error; every way, the board ends with the fleet's lines (the next sync
+    is one S)."""
+    from companion.fleet.board_keys import secret_for
+    from companion.fleet.folder import Fleet
+    from companion.link import open as links
+    from companion.sync import syncer
+    from tests.devutil import VboardProcess
+    fleet = str(tmp_path / 'fleet')
+    cli(fleet, 'init')
+    vb = VboardProcess([sys.executable, '-m', 'companion.cli', '--fleet', fleet, 'vboard', '--id', 'mem-1',
+                        '--flash', str(tmp_path / 'mem-1'), '--heap', HEAP])
+    asked = []
+
+    def sync():
+        link = links.open_link(vb.path, secret_for(Fleet(fleet)))
+        call = link.call
+        link.call = lambda req, *a, **kw: asked.append(req[:1]) or call(req, *a, **kw)
+        del asked[:]
+        try:
+            return syncer.sync(Fleet(fleet), vb.path, progress=False, link=link)
+        finally:
+            link.close()
+    walked = []
+    try:
+        cli(fleet, 'deploy', vb.path, '--id', 'mem-1', '-q')
+        memory = os.path.join(fleet, 'devices', 'mem-1.set')
+        for k, damage in enumerate((None, None, 'lost', 'garbled')):
+            f = tmp_path / ('b%d.txt' % k)
+            f.write_text(''.join(l + '\n' for l in jobs(100, 'b%d' % k)))
+            cli(fleet, 'add', '-f', str(f))
+            if damage == 'lost':
+                os.remove(memory)
+            elif damage == 'garbled':
+                with open(memory, 'r+b') as fh:
+                    fh.seek(40)
+                    fh.write(b'\xff' * 16)
+            assert sync()['lines_sent'] >= 100 and os.path.exists(memory)
+            walked.append('N' in asked or 'D' in asked)
+        report = sync()
+    finally:
+        vb.stop()
+    # the first sync pushes all to a board that held none; the second is
+    # not walked; without the memory, or with a wrong one, the sync walks
+    assert walked == [False, False, True, True], walked
+    assert report['rounds'] == 1 and report['lines_sent'] == report['lines_received'] == 0

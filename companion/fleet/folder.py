@@ -8,7 +8,8 @@
                               assignment whose MAC does not verify, a line nobody
                               signed): `SOURCE: REASON: LINE`, never merged, never sent
     FLEET/devices/ID.json     what the companion knows of a board: port, board,
-                              last sync, clock drift, counters
+                              last sync, clock drift, counters; ID.set its lines'
+                              digests at that sync (a cache, git-ignored: prior.py)
     FLEET/keys/               the fleet key pair (keys.py), keys/peer (the fleet
                               key boards authenticate each other with),
                               keys/devices/ID (each board's own secret)
@@ -38,6 +39,7 @@ from companion.fleet.zonerule import zone_rule
 JOBS = 'jobs.txt'
 RESULTS = 'results.txt'
 QUAR = 'quar.txt'
+SET = '.set'    # devices/ID.set: what a board held at its last equal sync (companion/sync/prior.py), a cache
 
 
 
@@ -148,6 +150,7 @@ class Fleet:
                 atomic_write(self.path(f), '')
         atomic_write(self.path('.gitattributes'),
                 'jobs.txt merge=sporadic\nresults.txt merge=union\n')
+        atomic_write(self.path('.gitignore'), 'devices/*%s\n' % SET)
         return meta, pub
 
     @property

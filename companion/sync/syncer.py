@@ -23,7 +23,7 @@ from companion.link import open as links
 from companion.fleet.actions import USER_ACTIONS, action_names, fleet_actions
 from companion.fleet.board_keys import device_secret, read_fleet_key, secret_for, verify_result
 from companion.link.base import LinkError, NotSporadic
-from companion.sync import vouches
+from companion.sync import prior, vouches
 from companion.sync.outbox import board_answer, board_status, outbox
 
 
@@ -422,8 +422,12 @@ def _sync(fleet, port, link, now, base=0, seen=None):
             vouch[0] = False       # (the records sort first: the first P has them)
             vouches.send(fleet, link, req)
         return link.call(req, stream=True)
-    stats = recondrv.reconcile(board_view(fleet, dev_id), local_receive, call, get_lines=get_lines,
-                            put_bytes=put_bytes_for(heap))
+    view = board_view(fleet, dev_id)
+    held = prior.load(fleet, dev_id)     # what it held at its last equal sync (companion/sync/prior.py)
+    stats = recondrv.reconcile(view, local_receive, call, get_lines=get_lines,
+                            put_bytes=put_bytes_for(heap), known=held and held.known)
+    if stats['equal']:
+        prior.save(fleet, dev_id, view)
     moved = stats['lines_in'] or stats['lines_out']
     new_results = []
     status = prev.get('status')

@@ -53,11 +53,15 @@ def _take(r, st, local_receive):
 
 
 def reconcile(local_source, local_receive, call, maxq=MAXQ, maxd=MAXD, put_bytes=REQ_MAX,
-              get_lines=100000, verify=True):
+              get_lines=100000, verify=True, known=None):
     """Drive one sync: afterwards both sides hold the union of their lines
     (less refusals). Returns stats (see the module docstring).
     put_bytes: the most request characters in one P; get_lines: the most
-    lines expected in one G answer (lower them on a small board)."""
+    lines expected in one G answer (lower them on a small board).
+    known: None, or known(node, count, xor hex) -> the other side's digests
+    there as D gives them ({node: ',d,..,'}) when it still holds what it
+    held at the last sync, else None (desktop/reconprior.py): such a node
+    is settled without walking it."""
     st = {'rounds': 0, 'bytes_out': 0, 'bytes_in': 0, 'lines_out': 0,
           'lines_in': 0, 'refused_remote': [], 'refused_local': [], 'equal': None}
 
@@ -91,6 +95,10 @@ def reconcile(local_source, local_receive, call, maxq=MAXQ, maxd=MAXD, put_bytes
     fl = bytearray(1)           # node digits
     fr = array('I', [rroot[0]])  # remote counts
     fc = array('I', [lroot[0]])  # local counts
+    k = known and known('', rroot[0], rroot[1])
+    if k:
+        terms.update(k)
+        fk = array('I')
     while len(fk):
         nq = []     # indexes: ask for children
         dq = []     # indexes: small remote node, ask its digests
@@ -153,6 +161,10 @@ def reconcile(local_source, local_receive, call, maxq=MAXQ, maxd=MAXD, put_bytes
                             rc, rx = 0, '00000000'
                         lc, lx = loc.child(j, c)
                         if rc != lc or rx != lx:
+                            k = known and known(_pfx(fl[x] + 1, (fk[x] << 4) | c), rc, rx)
+                            if k:
+                                terms.update(k)
+                                continue
                             nk.append((fk[x] << 4) | c)
                             nl.append(fl[x] + 1)
                             nr.append(rc)
