@@ -5,7 +5,7 @@ virtual board. Boards are set up with the product's commands only
 (`companion init`, `add`, `image`, `deploy`, `sync`).
 
     python bench/scale_sync.py [--board rp2|unix] [--held 1000] [--new 30]
-                               [--first 300] [--big 5000]
+                               [--first 300] [--big 5000] [--ran 0]
 
 Keys (measure(board) returns them; run alone, the last line is JSON):
 
@@ -182,12 +182,18 @@ def _profiled_unix(fleet, port):
                   'rounds': rep['rounds']}
 
 
-def sync_onto(kind, tmp, held, new, log):
-    """A board holding `held` jobs takes `new` more; then an unchanged sync."""
+def sync_onto(kind, tmp, held, new, log, ran=0):
+    """A board holding `held` jobs takes `new` more; then an unchanged sync.
+    ran: jobs due at once besides, which the board runs after its first
+    sync: the measured sync finds their records new on the board (a board
+    that ran jobs since its last sync, as a fleet's do)."""
     fleet = os.path.join(tmp, 'held%d' % held, 'fleet')
     os.makedirs(os.path.dirname(fleet))
     _cli(fleet, 'init')
     how = add_jobs(fleet, held, 'h')
+    now = time.strftime('%Y-%m-%dT%H:%MZ', time.gmtime())
+    for i in range(ran):
+        _cli(fleet, 'add', 'each %s log ran%d ; within=1h' % (now, i))
     b = Board(kind, tmp, 'held%d' % held, fleet)
     try:
         _, first = _profiled(fleet, b)
@@ -203,14 +209,14 @@ def sync_onto(kind, tmp, held, new, log):
         s0 = b.stats()
         rows, tot = _profiled(fleet, b)
         s1 = b.stats()
-        out = {'held': held, 'new': new, 'added_with': how, 's': tot['s'], 'rounds': tot['rounds'],
+        out = {'held': held, 'new': new, 'ran': ran, 'added_with': how, 's': tot['s'], 'rounds': tot['rounds'],
                'lines_sent': tot['lines_sent'], 'wire_bytes': tot['bytes'],
                'instructions': s1.get('instructions', 0) - s0.get('instructions', 0) or None,
                'sectors_erased': s1.get('erased_sectors', 0) - s0.get('erased_sectors', 0) if s1 else None,
                'per_request': [(r['verb'], r['req'], r['ans'], round(r.get('s', 0), 2), r.get('instr'), r.get('erased'))
                                for r in rows]}
-        log('%d new onto %d: %.1f s, %d rounds, %s sectors erased, %s instructions; per request %s' % (
-            new, held, out['s'], out['rounds'], out['sectors_erased'], out['instructions'],
+        log('%d new onto %d%s: %.1f s, %d rounds, %s sectors erased, %s instructions; per request %s' % (
+            new, held, ' (%d ran since)' % ran if ran else '', out['s'], out['rounds'], out['sectors_erased'], out['instructions'],
             json.dumps(out['per_request'])))
         if b.vb is not None:
             # the loop's step after that sync (main.py after the soft reset:
@@ -277,7 +283,7 @@ def first_sync(kind, tmp, n, log):
         b.stop()
 
 
-def measure(board=None, held=1000, new=30, first=300, big=5000, log=print):
+def measure(board=None, held=1000, new=30, first=300, big=5000, log=print, ran=0):
     if board is None:
         board = 'unix' if missing(UF2, BOOTROM) else 'rp2'
     fig = {'board': {}}
@@ -286,7 +292,7 @@ def measure(board=None, held=1000, new=30, first=300, big=5000, log=print):
         try:
             if not held:
                 raise _Skip
-            r = sync_onto(board, tmp, held, new, log)
+            r = sync_onto(board, tmp, held, new, log, ran)
             fig['sync_%d_onto_%d' % (new, held)] = r
             fig['sync_30_onto_1000_s'] = r['s']
             fig['sync_30_onto_1000_target_s'] = TARGET_S
@@ -337,8 +343,9 @@ def main(argv=None):
     ap.add_argument('--new', type=int, default=30)
     ap.add_argument('--first', type=int, default=300)
     ap.add_argument('--big', type=int, default=5000, help='0: skip')
+    ap.add_argument('--ran', type=int, default=0, help='jobs the board runs between its two syncs')
     a = ap.parse_args(argv)
-    fig = measure(a.board, a.held, a.new, a.first, a.big, log=lambda m: print(m, flush=True))
+    fig = measure(a.board, a.held, a.new, a.first, a.big, log=lambda m: print(m, flush=True), ran=a.ran)
     print(json.dumps(fig))
 
 
