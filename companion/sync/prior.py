@@ -1,9 +1,9 @@
 """What each board held when its last sync ended equal: FLEET/devices/ID.set,
 the digests of its lines (desktop/reconprior.py: 8 bytes a line), so that
-the next sync pushes what the board lacks before it asks anything, and
-walks only what the board changed since (docs/sync.md#memory). A cache: a
-missing, stale or damaged file costs work and nothing else; `companion
-init` keeps it out of git (.gitignore)."""
+the next sync settles from them what the board has not changed since
+instead of walking it (docs/sync.md#memory). A cache: a missing, stale or
+damaged file costs the walk and nothing else; `companion init` keeps it out
+of git (.gitignore)."""
 import os
 
 from sporadic.desktop.reconprior import Prior

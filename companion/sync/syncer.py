@@ -425,7 +425,7 @@ def _sync(fleet, port, link, now, base=0, seen=None):
     view = board_view(fleet, dev_id)
     held = prior.load(fleet, dev_id)     # what it held at its last equal sync (companion/sync/prior.py)
     stats = recondrv.reconcile(view, local_receive, call, get_lines=get_lines,
-                            put_bytes=put_bytes_for(heap), lacks=held and held.lacks)
+                            put_bytes=put_bytes_for(heap), known=held and held.known)
     if stats['equal']:
         prior.save(fleet, dev_id, view)
     moved = stats['lines_in'] or stats['lines_out']

@@ -37,36 +37,6 @@ def _ask(rpc, verb, chunk, fl, fk):
 WHOLE = 1000000   # get_lines from a link whose answers stream (no RAM bound on the answering side)
 
 
-def _push(rpc, words, put_bytes, st):
-    # P requests of the escaped lines `words` (an iterable), put_bytes
-    # characters at most each; the refusals into st
-    buf = []
-    size = 2
-    for w in words:
-        if buf and size + len(w) + 1 > put_bytes:
-            _put(rpc, buf, st)
-            buf = []
-            size = 2
-        buf.append(w)
-        size += len(w) + 1
-    if buf:
-        _put(rpc, buf, st)
-
-
-def _put(rpc, buf, st):
-    r = rpc('P ' + '\t'.join(buf))
-    st['lines_out'] += len(buf)
-    ws = r.split('\t')
-    if len(ws) > 1:
-        byd = {}
-        for w in buf:
-            line = unesc(w)
-            byd[hexd(digest(line))[:DIGLEN]] = line
-        for w in ws[1:]:
-            d, _, why = w.partition(' ')
-            st['refused_remote'].append((byd.get(d, d), unesc(why)))
-
-
 def _take(r, st, local_receive):
     # one G answer: tab-separated escaped lines, in-band '!' errors
     if not r:
@@ -83,15 +53,15 @@ def _take(r, st, local_receive):
 
 
 def reconcile(local_source, local_receive, call, maxq=MAXQ, maxd=MAXD, put_bytes=REQ_MAX,
-              get_lines=100000, verify=True, lacks=None):
+              get_lines=100000, verify=True, known=None):
     """Drive one sync: afterwards both sides hold the union of their lines
     (less refusals). Returns stats (see the module docstring).
     put_bytes: the most request characters in one P; get_lines: the most
     lines expected in one G answer (lower them on a small board).
-    lacks: None, or lacks(line) -> True for a local line the other side
-    did not hold when their last sync ended (desktop/reconprior.py): those
-    are pushed before anything is asked, and the walk then finds only what
-    changed on the other side since."""
+    known: None, or known(node, count, xor hex) -> the other side's digests
+    there as D gives them ({node: ',d,..,'}) when it still holds what it
+    held at the last sync, else None (desktop/reconprior.py): such a node
+    is settled without walking it."""
     st = {'rounds': 0, 'bytes_out': 0, 'bytes_in': 0, 'lines_out': 0,
           'lines_in': 0, 'refused_remote': [], 'refused_local': [], 'equal': None}
 
@@ -104,9 +74,6 @@ def reconcile(local_source, local_receive, call, maxq=MAXQ, maxd=MAXD, put_bytes
             raise SyncError(unesc(resp[1:]) + ' (on ' + req[:12] + ')')
         return resp
 
-    if lacks is not None:
-        _push(rpc, (esc(l) for l in map(clean, local_source()) if l is not None and lacks(l)), put_bytes, st)
-    early = st['lines_out']
     lroot = summaries(local_source, [''])[0]
     if lroot[0] == 0 and get_lines >= WHOLE:
         # an empty side takes everything in one streamed pass (a first sync):
@@ -128,6 +95,10 @@ def reconcile(local_source, local_receive, call, maxq=MAXQ, maxd=MAXD, put_bytes
     fl = bytearray(1)           # node digits
     fr = array('I', [rroot[0]])  # remote counts
     fc = array('I', [lroot[0]])  # local counts
+    k = known and known('', rroot[0], rroot[1])
+    if k:
+        terms.update(k)
+        fk = array('I')
     while len(fk):
         nq = []     # indexes: ask for children
         dq = []     # indexes: small remote node, ask its digests
@@ -190,6 +161,10 @@ def reconcile(local_source, local_receive, call, maxq=MAXQ, maxd=MAXD, put_bytes
                             rc, rx = 0, '00000000'
                         lc, lx = loc.child(j, c)
                         if rc != lc or rx != lx:
+                            k = known and known(_pfx(fl[x] + 1, (fk[x] << 4) | c), rc, rx)
+                            if k:
+                                terms.update(k)
+                                continue
                             nk.append((fk[x] << 4) | c)
                             nl.append(fl[x] + 1)
                             nr.append(rc)
@@ -210,25 +185,46 @@ def reconcile(local_source, local_receive, call, maxq=MAXQ, maxd=MAXD, put_bytes
             d[p] = t
         terms = None
         tg = list(tg.items())
+        buf = []
+        size = [2]
         miss = 0  # marker
 
-        def pushed():
-            for line in local_source():
-                line = clean(line)
-                if line is None:
+        def flush():
+            r = rpc('P ' + '\t'.join(buf))
+            st['lines_out'] += len(buf)
+            ws = r.split('\t')
+            if len(ws) > 1:
+                byd = {}
+                for w in buf:
+                    line = unesc(w)
+                    byd[hexd(digest(line))[:DIGLEN]] = line
+                for w in ws[1:]:
+                    d, _, why = w.partition(' ')
+                    st['refused_remote'].append((byd.get(d, d), unesc(why)))
+            del buf[:]
+            size[0] = 2
+
+        for line in local_source():
+            line = clean(line)
+            if line is None:
+                continue
+            hx = hexd(digest(line))
+            for L, d in tg:
+                t = d.get(hx[:L], miss)
+                if t is miss:
                     continue
-                hx = hexd(digest(line))
-                for L, d in tg:
-                    t = d.get(hx[:L], miss)
-                    if t is miss:
-                        continue
-                    w = ',' + hx[L:DIGLEN] + ','
-                    if t is not None and w in t:
-                        d[hx[:L]] = t.replace(w, ',')  # held: strike it off
-                    else:
-                        yield esc(line)
-                    break
-        _push(rpc, pushed(), put_bytes, st)
+                w = ',' + hx[L:DIGLEN] + ','
+                if t is not None and w in t:
+                    d[hx[:L]] = t.replace(w, ',')  # held: strike it off
+                else:
+                    w = esc(line)
+                    if buf and size[0] + len(w) + 1 > put_bytes:
+                        flush()
+                    buf.append(w)
+                    size[0] += len(w) + 1
+                break
+        if buf:
+            flush()
         # leaf digests not struck off: lines we lack
         for L, d in tg:
             for p, t in d.items():
@@ -255,8 +251,8 @@ def reconcile(local_source, local_receive, call, maxq=MAXQ, maxd=MAXD, put_bytes
 
     if verify:
         lnow = summaries(local_source, [''])[0]
-        if st['lines_out'] == early and lnow == rroot:
-            # nothing pushed since the first S: the other side is as it was then, and
+        if not st['lines_out'] and lnow == rroot:
+            # nothing pushed: the other side is as it was at the first S, and
             # we now hold exactly that set (one pass over its file saved)
             st['equal'] = True
         else:

@@ -1,25 +1,28 @@
-# The driving side's memory of a responder (recondrv.reconcile's `lacks`):
-# the digests of the lines the other side held when the last sync between
-# the two ended equal. What this side holds beyond them is what the other
-# side lacks, unless it got it elsewhere since: it is pushed before
-# anything is asked. A board left as its last sync left it then costs the
-# `P`s and one `S`, and the board folds what it received in together with
-# what it wrote itself since (one compaction); the walk that follows finds
-# only what changed on the board. A stale or wrong memory costs a line
-# pushed twice or the walk: a line the other side already holds is taken
-# once, one it lacks beyond the memory is found by the walk as before.
-# Desktop-only (the companion keeps one a board, companion/sync/prior.py): a
-# board driving a sync never loads it.
-from sporadic.core.recon import digest, clean, hexd
+# The driving side's memory of a responder (recondrv.reconcile's `known`):
+# the digests the other side held when the last sync between the two ended
+# equal. Where the other side still gives a node the summary it had then,
+# the node is settled from those digests (push what they lack, fetch what
+# this side lacks) instead of being walked level by level: a board left as
+# its last sync left it costs `S`, the `P`s and the verifying `S`, however
+# many lines it holds and however many came for it; a board that ran jobs
+# since is walked only where its own records landed. A stale or wrong
+# memory costs nothing but the walk: it is used only where the summaries
+# agree, and the sync's last `S` checks the whole. Desktop-only (the
+# companion keeps one a board, companion/sync/prior.py): a board driving a
+# sync never loads it.
+from bisect import bisect_left
 
+from sporadic.core.recon import DIGLEN, clean, digest, hexd
+
+SPLIT = 64      # a known node of more digests is handed over as its 256 grandchildren
 MAGIC = b'sporadic-set 1\n'
 
 
 class Prior:
-    """The set of digests one side held (hex, 16 digits each)."""
+    """The set of digests one side held, sorted (hex, 16 digits each)."""
 
     def __init__(self, digests):
-        self.h = set(digests)
+        self.h = sorted(set(digests))
 
     @classmethod
     def of(cls, source):
@@ -27,7 +30,7 @@ class Prior:
         return cls(hexd(digest(line)) for line in map(clean, source()) if line is not None)
 
     def dump(self):
-        return MAGIC + bytes.fromhex(''.join(sorted(self.h)))
+        return MAGIC + bytes.fromhex(''.join(self.h))
 
     @classmethod
     def load(cls, data):
@@ -37,6 +40,35 @@ class Prior:
             return None
         return cls(body[i:i + 8].hex() for i in range(0, len(body), 8))
 
-    def lacks(self, line):
-        """recondrv's question: the other side did not hold this line."""
-        return hexd(digest(line)) not in self.h
+    def _range(self, prefix):
+        return bisect_left(self.h, prefix), bisect_left(self.h, prefix + 'g') if prefix else len(self.h)
+
+    def summary(self, prefix):
+        """(count, XOR as 16 hex digits) of the node `prefix`, as recon.Nodes sums it."""
+        lo, hi = self._range(prefix)
+        x = 0
+        for i in range(lo, hi):
+            x ^= int(self.h[i], 16)
+        return hi - lo, '%016x' % x
+
+    def known(self, prefix, count, xor):
+        """recondrv's question: the other side gives node `prefix` this count
+        and XOR (16 hex digits, or the low 8 of an N answer's child). Where
+        that is what it held here: {node: ',d,d,...,'} covering the node, its
+        digests after each node's prefix up to DIGLEN, as a D answer gives
+        them; else None (walk it)."""
+        c, x = self.summary(prefix)
+        if c != count or x[-len(xor):] != xor:
+            return None
+        lo, hi = self._range(prefix)
+        L = len(prefix)
+        if hi - lo <= SPLIT or L + 2 > DIGLEN:
+            return {prefix: ',' + ''.join([self.h[i][L:DIGLEN] + ',' for i in range(lo, hi)])}
+        out = {}
+        for k in range(256):
+            p = prefix + '%02x' % k
+            out[p] = ','
+        for i in range(lo, hi):
+            p = self.h[i][:L + 2]
+            out[p] += self.h[i][L + 2:DIGLEN] + ','
+        return out

@@ -104,20 +104,15 @@ def _index(st):
     return splice.index(st)
 
 
-def responder(req=''):
+def responder():
     global _responder
     if _responder is None:
         # the store opened first (its recovery checks the log line by line:
         # the parser and the MAC, let go after), what is pending folded in
         # (the digest index's compaction), then the reconciliation's code:
-        # each part's peak without the others' code (a 64K board's month).
-        # A P first (a companion that remembers what the board held pushes
-        # what it lacks before it asks) folds nothing in: the next request
-        # that reads the index folds the delivery in with the log, one
-        # compaction, not one for each
+        # each part's peak without the others' code (a 64K board's month)
         st = store()
-        if req[:1] != 'P':
-            _index(st)
+        _index(st)
         from sporadic.core import recon
         _responder = recon.Responder(lambda: _lines(st), _refusals, index=lambda: _index(st))
     return _responder
@@ -280,7 +275,7 @@ def h(req):
         if c == 'V ':
             from sporadic.device import storesync
             return storesync.vouch(store(), req[2:])
-        return responder(req).handle(req)
+        return responder().handle(req)
     except Exception as e:
         return '!error %s: %s' % (type(e).__name__, e)
 
@@ -318,7 +313,7 @@ def pieces(req):
     never joined in RAM (net/server.py)."""
     if _is_recon(req):
         _watchdog()
-        return responder(req).handle_iter(req)
+        return responder().handle_iter(req)
     if req[:1] == 'O':
         _watchdog()
         try:
@@ -346,7 +341,7 @@ def w(req):
             n = 0
             some = False
             try:
-                for piece in (_outbox(req) if req[:1] == 'O' else responder(req).handle_iter(req)):
+                for piece in (_outbox(req) if req[:1] == 'O' else responder().handle_iter(req)):
                     some = True
                     k = len(piece)
                     if buf and n + k > OUT_CHUNK:
