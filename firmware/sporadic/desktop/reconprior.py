@@ -12,7 +12,7 @@
 # sync never loads it.
 from bisect import bisect_left
 
-from sporadic.core.recon import DIGLEN, clean, digest, hexd
+from sporadic.core.recon import DIGLEN, REC, Nodes, clean, digest, hexd
 
 SPLIT = 64      # a known node of more digests is handed over as its 256 grandchildren
 MAGIC = b'sporadic-set 1\n'
@@ -23,6 +23,7 @@ class Prior:
 
     def __init__(self, digests):
         self.h = sorted(set(digests))
+        self._last = None
 
     @classmethod
     def of(cls, source):
@@ -43,13 +44,17 @@ class Prior:
     def _range(self, prefix):
         return bisect_left(self.h, prefix), bisect_left(self.h, prefix + 'g') if prefix else len(self.h)
 
-    def summary(self, prefix):
-        """(count, XOR as 16 hex digits) of the node `prefix`, as recon.Nodes sums it."""
+    def _pass(self, prefix, mode):
+        # recon.Nodes over this node's digests alone (fed as an index's
+        # records), so that its summary is the responder's rule, not a copy
+        a = self._last
+        if a is not None and a[0] == (prefix, mode):
+            return a[1]
         lo, hi = self._range(prefix)
-        x = 0
-        for i in range(lo, hi):
-            x ^= int(self.h[i], 16)
-        return hi - lo, '%016x' % x
+        recs = b''.join([bytes.fromhex(self.h[i]) + bytes(REC - 8) for i in range(lo, hi)])
+        a = Nodes([(len(prefix), int(prefix, 16) if prefix else 0)], mode, leaf=False).run_index(_Recs(recs))
+        self._last = ((prefix, mode), a)     # the children of one node are asked one after another
+        return a
 
     def known(self, prefix, count, xor):
         """recondrv's question: the other side gives node `prefix` this count
@@ -57,8 +62,11 @@ class Prior:
         that is what it held here: {node: ',d,d,...,'} covering the node, its
         digests after each node's prefix up to DIGLEN, as a D answer gives
         them; else None (walk it)."""
-        c, x = self.summary(prefix)
-        if c != count or x[-len(xor):] != xor:
+        if len(xor) == 16:      # the node's own summary (S)
+            same = self._pass(prefix, 'S').summary(0) == '%x.%s' % (count, xor)
+        else:                   # a child in its parent's N answer
+            same = self._pass(prefix[:-1], 'N').child(0, int(prefix[-1], 16)) == (count, xor)
+        if not same:
             return None
         lo, hi = self._range(prefix)
         L = len(prefix)
@@ -72,3 +80,12 @@ class Prior:
             p = self.h[i][:L + 2]
             out[p] += self.h[i][L + 2:DIGLEN] + ','
         return out
+
+
+class _Recs:
+    # digests as a digest index's records (recon.Responder's `index`: chunks)
+    def __init__(self, recs):
+        self.recs = recs
+
+    def chunks(self):
+        yield self.recs, len(self.recs)
