@@ -182,6 +182,29 @@ print(rsa.keyid(%r))
     assert res[-1] == keys.keyid(fleet)
 
 
+# numbers whose top nibble is anything from 1 to f, about every size a key
+# has (and a few it never has): the size by bisection, the hex from the bytes
+# (rsa._bits, format_pubkey: a key's id and its parse at every sync)
+SIZES = [(b << k) | 1 for k in (0, 1, 7, 63, 64, 65, 1023, 2044, 2045, 2046, 2047, 4095, 5000) for b in (1, 2, 3, 8, 15)]
+
+
+def test_key_size_and_text_cpython():
+    for n in SIZES:
+        assert rsa._bits(n) == n.bit_length()
+        assert rsa.format_pubkey(n, 3) == "rsa%d:%x:3" % (n.bit_length(), n)
+    assert rsa._bits(0) == 0
+
+
+@pytest.mark.needs("micropython")
+def test_key_size_and_text_micropython(tmp_path):
+    out = run_mp("""
+from sporadic.core import rsa
+for n in %r:
+    print(rsa._bits(n), rsa.format_pubkey(n, 3))
+""" % (SIZES,), tmp_path)
+    assert out.split() == [w for n in SIZES for w in (str(n.bit_length()), "rsa%d:%x:3" % (n.bit_length(), n))]
+
+
 # ---------------------------------------------------------------- hmac
 
 @settings(max_examples=200, deadline=None)

@@ -39,12 +39,19 @@ def _eq(a, b):
 
 
 def _bits(n):
-    b = 0
-    while n >> (b + 64):
-        b += 64
-    while n >> b:
-        b += 1
-    return b
+    # a bound by doubling, then bisection: ~18 shifts of a 2048-bit number
+    # (one bit at a time was ~100: ~15 ms of a Pico's time a call)
+    hi = 64
+    while n >> hi:
+        hi += hi
+    lo = 0
+    while lo < hi:
+        m = (lo + hi) // 2
+        if n >> m:
+            lo = m + 1
+        else:
+            hi = m
+    return lo
 
 
 def _modexp(b, e, n):
@@ -115,7 +122,10 @@ def key_problem(n, e):
 
 def format_pubkey(n, e=E_DEFAULT):
     bits = _bits(n)
-    h = "%x" % n
+    # the bytes' hex: "%x" of a 2048-bit number was ~18 ms of a Pico's time
+    h = binascii.hexlify(n.to_bytes((bits + 7) // 8, "big")).decode()
+    if h[:1] == "0":
+        h = h[1:]
     if e == E_DEFAULT:
         return "rsa%d:%s" % (bits, h)
     return "rsa%d:%s:%x" % (bits, h, e)
