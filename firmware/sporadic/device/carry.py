@@ -8,7 +8,8 @@
 #                          fields when it matches the store now, else None
 #   f = note(st, f, line)  each line the delivery accepts, before it is
 #                          stored (None: the index cannot be carried)
-#   end(st, f, comp)       after: the index written again for the store now
+#   end(st, f)             after: the index written again for the store now
+#   drop(f)                what note() holds let go of (end() does it too)
 #
 # Sound because the index lists every job whose decision changes before
 # LIMIT (wake.py), a job's decision depends only on its own group, the
@@ -38,7 +39,7 @@ def begin(st, pend=True, lines=None):
     """The wake index's fields when it matches the store now, as a list
     [fields, entries, ids of the lines pending (pend: a delivery's; a
     compaction adds no line), compactions, secret, the head of jobs.txt's
-    last line (_last)] (None: no index, a
+    last line (_last), jobs.txt as note() keeps it open] (None: no index, a
     heap under store.ROOMY, or `lines`, the delivery's canonical lines,
     such that note() would give up on them: _fits)."""
     if not store.WAKE_INDEX or not store.roomy():
@@ -61,7 +62,7 @@ def begin(st, pend=True, lines=None):
         for l in store.read_lines(p):
             if l[:1] != '.' and l[:ID_LEN] not in ids:
                 ids.append(l[:ID_LEN])
-    return [f, ents, ids, st.compactions, secret, _last(st)]
+    return [f, ents, ids, st.compactions, secret, _last(st), None]
 
 
 def note(st, c, line):
@@ -74,6 +75,7 @@ def note(st, c, line):
     jid = line[:ID_LEN]
     kind = line[ID_LEN + 1:ID_LEN + 3]
     if kind == 'ca':
+        drop(c)
         return None    # a cancel: the job leaves the count (the next step's full pass counts it)
     ents = c[1]
     for e in ents:
@@ -84,9 +86,10 @@ def note(st, c, line):
                     e[1] = '?'
             return c
     if kind == 'r ' or kind == 'a ' or jid in c[2] or len(ents) >= MAX or (
-            (c[5] is None or jid.encode() <= c[5]) and _held(st, jid)):
+            (c[5] is None or jid.encode() <= c[5]) and _held(st, c, jid)):
         # a job the store held outside the agenda (its old decision is not
         # known), or a new group's result before its job's line
+        drop(c)
         return None
     ents.insert(0, [c[0][2], '+', jid])
     return c
@@ -118,7 +121,8 @@ def end(st, c):
     """The index written again for the store as it is now (c: begin's)."""
     if c is None:
         return
-    f, ents, _, comp, secret, _ = c
+    drop(c)
+    f, ents, _, comp, secret, _, _ = c
     if st.compactions != comp:
         for e in ents:
             if e[1] != '+':
@@ -194,27 +198,40 @@ def _last(st):
     return b[i + 1:i + 1 + ID_LEN]
 
 
-def _held(st, jid):
+def drop(c):
+    """Let go of the file note() keeps open (c: begin's, or None)."""
+    if c is not None and c[6] is not None:
+        c[6][1].close()
+        c[6] = None
+
+
+def _held(st, c, jid):
     # has jobs.txt a line of jid's group? (a bisection over its bytes,
-    # small reads: no line made)
-    try:
-        f = open(st.jobs, 'rb')
-    except OSError:
-        return False
-    try:
-        key = jid.encode()
-        lo = 0
-        hi = f.seek(0, 2)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            h = _head(f, mid)
-            if h is None or h >= key:
-                hi = mid
-            else:
-                lo = mid + 1
-        return _head(f, lo) == key
-    finally:
-        f.close()
+    # small reads: no line made). The file stays open from one line of a
+    # delivery to the next (c[6], until a compaction replaces it): each
+    # open looked its path up on the flash, ~2 ms of a Pico's 4.6 a line
+    # (docs/budgets.md#27)
+    h = c[6]
+    if h is not None and h[0] != st.compactions:
+        drop(c)
+        h = None
+    if h is None:
+        try:
+            h = c[6] = (st.compactions, open(st.jobs, 'rb'))
+        except OSError:
+            return False
+    f = h[1]
+    key = jid.encode()
+    lo = 0
+    hi = f.seek(0, 2)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        k = _head(f, mid)
+        if k is None or k >= key:
+            hi = mid
+        else:
+            lo = mid + 1
+    return _head(f, lo) == key
 
 
 def _head(f, x):

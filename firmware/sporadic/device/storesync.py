@@ -124,8 +124,12 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None, keep=F
                 f = None
                 _stamp_in(st, ch)      # before the compaction, which a full flash may refuse
                 st._pend = None
+                if cw is not None:
+                    cw.drop(cc)        # (jobs.txt, open for note(): the compaction replaces it)
                 st.compact()
     finally:
+        if cw is not None:
+            cw.drop(cc)
         if f is not None:
             try:
                 if buf:
