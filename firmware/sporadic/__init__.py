@@ -8,14 +8,12 @@ if sys.implementation.name == 'micropython':
     # of it): six look-ups on a Pico's littlefs, ~9 ms of its time each
     # (a sync made dozens). Found once here and put there, the name is
     # found at once from then on (docs/budgets.md#27).
-    import os
-    import time
-    import json
-    import hashlib
-    import binascii
-    for _m in (os, time, json, hashlib, binascii):
-        sys.modules[_m.__name__] = _m
-    del os, time, json, hashlib, binascii, _m
+    for _n in ('os', 'time', 'json', 'hashlib', 'binascii'):
+        try:
+            sys.modules[_n] = __import__(_n)
+        except ImportError:
+            pass      # (a build without it: its imports fail where they are)
+    del _n
 
 
 def forget(name):
