@@ -1,19 +1,28 @@
 """sporadic: the board firmware. core/ is portable (boards and companion), device/ and net/ run on a board, desktop/ never goes to one."""
-import sys
-
-if sys.implementation.name == 'micropython':
+def _keep_builtins():
     # `import os` (time, json, ...) of a built-in module that a file may
     # extend looks for that file along sys.path first, at every import,
     # when the name is not in sys.modules (MicroPython keeps built-ins out
-    # of it): six look-ups on a Pico's littlefs, ~9 ms of its time each
-    # (a sync made dozens). Found once here and put there, the name is
-    # found at once from then on (docs/budgets.md#27).
-    for _n in ('os', 'time', 'json', 'hashlib', 'binascii'):
+    # of it): six look-ups on a Pico's littlefs, ~9 ms of its time each (a
+    # sync made dozens). On a heap of device/store.py's ROOMY they are
+    # found once here and put there, found at once from then on
+    # (docs/budgets.md#27); a smaller heap keeps its ~100 bytes (a 64K
+    # board's month of results in one sync)
+    import sys
+    if sys.implementation.name != 'micropython':
+        return
+    import gc
+    if gc.mem_alloc() + gc.mem_free() < 163840:
+        return
+    for n in ('os', 'time', 'json', 'hashlib', 'binascii'):
         try:
-            sys.modules[_n] = __import__(_n)
+            sys.modules[n] = __import__(n)
         except ImportError:
             pass      # (a build without it: its imports fail where they are)
-    del _n
+
+
+_keep_builtins()
+del _keep_builtins
 
 
 def forget(name):
