@@ -99,13 +99,11 @@ class Trust:
         self.refused += 1
 
     def admit(self, st, lines, src='sync', refused=None, stored=False, keep=False):
-        """The lines of one delivery that may be stored (canonical text),
-        and the number refused here (unparsable lines with their parse
-        error). `stored`: the delivery is one of the
-        store's own files found changed (recover.py): its batch records are
-        checked (signature, key) but may be at or below the hwm. `keep`: the
-        digests of the seals the store holds may be kept for the next
-        delivery (_held_segs: a session with no loop, which a reset ends)."""
+        """The lines of one delivery that may be stored (canonical text), and the number refused
+        here (unparsable lines with their parse error). `stored`: the delivery is one of the store's
+        own files found changed (recover.py): its batch records are checked (signature, key) but may
+        be at or below the hwm. `keep`: the digests of the seals the store holds may be kept for the
+        next delivery (_held_segs: a session with no loop, which a reset ends)."""
         global batch, bid
         from sporadic.core import batchid as bid   # each line's kind: only once lines arrive
         import sys
@@ -118,12 +116,11 @@ class Trust:
         ref = 0
         wait = []     # fleet lines no batch of this delivery covers (yet)
         dev = []      # device records (results, assignments): their hosts checked last
-        # A fleet-authored line is looked up as it came first (raw: its digest in the batches,
-        # no parse): one a verified batch covers is, byte for byte, a line the fleet's owner
-        # sealed, and the companion seals the canonical text its parser made
-        # (companion/fleet/keys.py sign_lines). Only a line no batch covers as it came is parsed
-        # (_sort): its canonical text may be the one covered, else it is refused with its parse
-        # error or as not signed. The parse was ~2 M instructions a line on a Pico (docs/budgets.md#27).
+        # A fleet-authored line is looked up as it came first (raw: its digest in the batches, no
+        # parse): one a verified batch covers is, byte for byte, a line the fleet's owner sealed, and the
+        # companion seals the canonical text its parser made (companion/fleet/keys.py sign_lines). Only a
+        # line no batch covers as it came is parsed (_sort): its canonical text may be the one covered,
+        # else it is refused with its parse error or as not signed (~2 M instructions a line on a Pico).
         # (A job line as the companion sends it, 'ID KIND ...' with KIND
         # no result's nor assignment's, goes to the look-up without a copy
         # of any part of it: batchid.needs_batch's slices were ~1 ms a line
@@ -148,10 +145,7 @@ class Trust:
         held = _Stored() if stored else None
         self._newer = None
         if v is None:
-            if self._kd is None:
-                # the trusted keys parsed once a boot (~10 M instructions a delivery on a Pico)
-                self._kd = batch.key_ids(self.keys)
-            v = batch.Verifier(self._kd, self.hwm, held or self._held(st, recs), self.retired)
+            v = batch.Verifier(self.key_ids(), self.hwm, held or self._held(st, recs), self.retired)
             v.vouch = getattr(st, 'vouch', None)   # the sync's `V` (storesync.vouch)
             self._v = v
         elif recs:
@@ -207,12 +201,18 @@ class Trust:
                     self._t = t
         return out, ref
 
+    def key_ids(self):
+        # the trusted keys parsed once a boot, for the V and the P (~10 M instructions on a Pico)
+        if self._kd is None:
+            from sporadic.core import batch
+            self._kd = batch.key_ids(self.keys)
+        return self._kd
+
     def _held_segs(self, st):
-        # The digests of the seal records the store holds (seals.held), kept across one sync's
-        # deliveries on a roomy heap (a Pico's: each P read them from jobs.txt and in.txt again,
-        # ~5 M instructions): valid until the store compacts (a compaction may drop a replaced
-        # slot); what a delivery adds is added as it commits. None: read them in pieces (a small
-        # heap holds no copy of a 1,000-job file's 16 seals).
+        # The digests of the seal records the store holds (seals.held), kept across one sync's deliveries
+        # on a roomy heap (a Pico's: each P read them from jobs.txt and in.txt again, ~5 M instructions):
+        # valid until the store compacts (a compaction may drop a replaced slot); what a delivery adds is
+        # added as it commits. None: read them in pieces (a small heap holds no copy of 16 seals).
         c = self._segs
         if c is not None and c[0] == st.compactions:
             return c[1]
