@@ -571,3 +571,16 @@ def test_no_firmware_module_assigns_into_another():
     for allowed in FIRMWARE_ASSIGNMENTS:
         assert allowed in found, '%s no longer assigns %s: delete it from FIRMWARE_ASSIGNMENTS' % allowed
     assert sorted(found - set(FIRMWARE_ASSIGNMENTS)) == []
+
+
+def test_the_package_keeps_built_ins_from_the_stores_roomy_heap():
+    # sporadic/__init__.py puts the built-ins in sys.modules on a heap of
+    # store.ROOMY or more; it holds that number as a literal (a name in the
+    # package would stay on every board's heap), and this keeps the two one
+    import re
+    fw = os.path.join(ROOT, 'firmware', 'sporadic')
+    with open(os.path.join(fw, 'device', 'store.py')) as f:
+        roomy = re.search(r'^ROOMY = const\((\d+)\)', f.read(), re.M)
+    with open(os.path.join(fw, '__init__.py')) as f:
+        pkg = re.findall(r'gc\.mem_free\(\) < (\d+)', f.read())
+    assert roomy and pkg == [roomy.group(1)], (roomy and roomy.group(1), pkg)
