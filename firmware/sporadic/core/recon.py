@@ -330,11 +330,12 @@ class Responder:
     S of the root then reads no line at all, and N, D and G read the
     records instead of reading and hashing every line."""
 
-    def __init__(self, source, receive, maxq=MAXQ, index=None):
+    def __init__(self, source, receive, maxq=MAXQ, index=None, due=None):
         self.source = source
         self.receive = receive
         self.maxq = maxq
         self.index = index
+        self.due = due     # None, or () -> True when a P's lines wait for a C to be folded in
 
     def _idx(self):
         return self.index() if self.index is not None else None
@@ -472,7 +473,8 @@ class Responder:
             return '!receive failed: ' + esc(str(e))[:80]
         if r:
             refused.extend(r)
-        out = ['%d' % (len(lines) - (len(r) if r else 0))]
+        out = ['%d%s' % (len(lines) - (len(r) if r else 0),
+                         ' C' if self.due is not None and self.due() else '')]
         for line, why in refused:
             out.append('\t%s %s' % (hexd(digest(line))[:DIGLEN], esc(str(why))))
         return ''.join(out)
