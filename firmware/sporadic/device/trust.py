@@ -73,11 +73,11 @@ class Trust:
         if st is None or st.get('cfg_key') != pub:
             # first ingest, or re-deployed with another key: cfg.json decides
             st = {'hwm': (st or {}).get('hwm', 0), 'keys': [pub] if pub else [], 'retired': []}
-        self.cfg_key = pub
         # deploy writes the fleet's SEQ at the time (cfg hwm): a re-flashed
         # board refuses everything signed before it, as a compacted one would
         self.hwm = max(st['hwm'], hwm0)
         self.keys = st['keys']
+        self.cfg_key = self.keys[0] if self.keys and self.keys[0] == pub else pub   # (its text once in RAM)
         self.retired = st['retired']
         self.refused = 0          # lines refused by this check (this boot)
         self.clock_note = ''      # the last refused time record
