@@ -156,16 +156,10 @@ def parse_pubkey(text):
 
 
 def keyid(key):
-    """8 hex digits naming a public key: sha256 of its canonical text form
-    (format_pubkey's), hashed as it is made, 64 hex digits at a time: no
-    512-character text on a small board's heap."""
-    n, e = key if isinstance(key, tuple) else parse_pubkey(key)
-    bits = _bits(n)
-    b = memoryview(n.to_bytes((bits + 7) // 8, "big"))
-    h = hashlib.sha256(("rsa%d:" % bits).encode())
-    for i in range(0, len(b), 32):
-        x = binascii.hexlify(b[i:i + 32])
-        h.update(x[1:] if i == 0 and x[:1] == b"0" else x)
-    if e != E_DEFAULT:
-        h.update((":%x" % e).encode())
-    return binascii.hexlify(h.digest()[:4]).decode()
+    """8 hex digits naming a public key: sha256 of its canonical text form."""
+    if isinstance(key, tuple):
+        text = format_pubkey(key[0], key[1])
+    else:
+        n, e = parse_pubkey(key)
+        text = format_pubkey(n, e)
+    return binascii.hexlify(hashlib.sha256(text.encode()).digest()[:4]).decode()
