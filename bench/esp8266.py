@@ -14,6 +14,8 @@ commit, in one run:
    measured on bench/.mp32/micropython-romfs, a 32-bit unix port that maps
    the image outside its heap as a board's flash; an estimate, labelled so,
    without that build);
+   (beside the signed sync, tests/test_esp8266.py's cycle: a signed batch
+   of 30 jobs in one sync, `heap_romfs.py --sync --batch 30`);
 4. bytes written to flash per completion on a provisioned board
    (bench/flash_writes.py);
 5. beside 1., the heap from which every heap up (128-byte steps) boots and
@@ -146,6 +148,10 @@ def measure(tree, tag, skip_sync, step, rom=None):
         if not skip_sync:   # needs `companion vboard --romfs` (#31): none on an older tree
             r = run(tree, ["bench/heap_romfs.py", "--sync", "--step", str(step), "--rows", label], env)
             row["sync_romfs_k"] = (r or {}).get("romfs_sync", {}).get(label, {}).get("heap_k")
+            # tests/test_esp8266.py's cycle: a signed batch of 30 jobs in one sync
+            r = run(tree, ["bench/heap_romfs.py", "--sync", "--batch", "30", "--step", str(step),
+                           "--rows", label], env)
+            row["sync_batch30_romfs_k"] = (r or {}).get("romfs_sync", {}).get(label, {}).get("heap_k")
     w = run(tree, ["bench/flash_writes.py"], {})
     row["bytes_per_completion"] = (w or {}).get("bytes_per_completion")
     return row
@@ -156,6 +162,7 @@ ROWS = [("run_mpy_k", "smallest heap that boots the image and runs a job, .mpy (
         ("sync_mpy_k", "smallest heap that makes a signed sync, .mpy (KiB)", 32),
         ("run_romfs_k", "runs a job, .mpy in a ROMFS partition (KiB, %s: heap_romfs.py)", 28),
         ("sync_romfs_k", "signed sync, .mpy in a ROMFS partition (KiB, %s)", 32),
+        ("sync_batch30_romfs_k", "  a signed batch of 30 jobs in one sync, ROMFS (KiB, %s)", 32),
         ("run_frozen_k", "the same, frozen: run (KiB)", None),
         ("sync_frozen_k", "the same, frozen: sync (KiB)", None),
         ("bytes_per_completion", "bytes written to flash per completion, provisioned", 128)]

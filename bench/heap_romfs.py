@@ -5,12 +5,14 @@ filesystem: a .mpy in ROMFS runs in place, its bytecode is not copied into
 the heap.
 
     python bench/heap_romfs.py [BOARD] [--rows "32-bit ROM,32-bit,64-bit"]
-    python bench/heap_romfs.py --sync [--step 2] [--rows ...]
+    python bench/heap_romfs.py --sync [--step 2] [--rows ...] [--batch 30]
 
 --sync: the smallest heap in which a virtual board whose ROMFS holds the
 package (`companion vboard --romfs`, the image of `companion image
 --romfs`) syncs twice with a signed fleet, as bench/heap_sync.py measures
 it (deploy finds the package in /rom and writes no /lib/sporadic).
+--batch N: instead, tests/test_esp8266.py's cycle: a signed batch of N jobs
+(`add -f`) in one sync, the due one run, its result synced back.
 
 As bench/heap_boards.py (the same image, the same job, three passes, 1 KiB
 bisection of -X heapsize), except that the image is built without
@@ -243,12 +245,13 @@ def smallest(board, exe, measured=False):
         return hi, len(rom), cost
 
 
-def smallest_sync(exe, step, measured=False):
+def smallest_sync(exe, step, measured=False, batch=0):
     """(KiB found, ROMFS bytes, their heap cost or None when measured) of
     bench/heap_sync.py's signed sync on a unix virtual board with the
     package in its ROMFS (the vboard's relay names the image in
     $MICROPY_ROMFS: the ROM build maps it, another port's boot shim reads
-    it into the heap)."""
+    it into the heap); batch: tests/test_esp8266.py's signed batch of that
+    many jobs in one sync instead (batch_syncs)."""
     import heap_sync
     from companion.make.romfs import romfs_image
     rom = romfs_image("unix", {})
@@ -260,7 +263,9 @@ def smallest_sync(exe, step, measured=False):
     os.environ["SPORADIC_VBOARD_ROMFS"] = path
     os.environ["MICROPY_ROMFS"] = path
     try:
-        return heap_sync.smallest(exe, False, step), len(rom), None if measured else rom_heap_bytes(exe, path)
+        works = batch_syncs(batch) if batch else None
+        return (heap_sync.smallest(exe, False, step, works=works), len(rom),
+                None if measured else rom_heap_bytes(exe, path))
     finally:
         for k, v in before.items():
             if v is None:
@@ -268,6 +273,56 @@ def smallest_sync(exe, step, measured=False):
             else:
                 os.environ[k] = v
         os.remove(path)
+
+
+def batch_syncs(n):
+    """works(exe, heap_k) for heap_sync.smallest: tests/test_esp8266.py's
+    cycle with a signed batch of n jobs (`companion init`, `deploy`, `add
+    -f`, `sync`; 10 board minutes; `sync` again): True when the first sync
+    took every job (nothing broke off) and the second brought back the
+    result of the one that was due."""
+    def works(exe, heap_k):
+        import contextlib
+        import io
+        import time
+        from companion import cli
+        from companion.fleet.folder import Fleet
+        from companion.vboard.board import VBoard
+
+        def companion(fleet, *argv):
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                return cli.main(["--fleet", fleet] + [str(a) for a in argv])
+        base = tempfile.mkdtemp(prefix="heap-batch-")
+        before = os.environ.get("SPORADIC_MICROPYTHON")
+        os.environ["SPORADIC_MICROPYTHON"] = exe
+        vb = None
+        try:
+            fleet = os.path.join(base, "fleet")
+            companion(fleet, "init")
+            with open(os.path.join(base, "batch.txt"), "w") as f:
+                f.write("each +2m log due now ; within=1d\n"
+                        + "".join("each +%dd log later %d ; every=1d\n" % (10 + i, i) for i in range(n - 1)))
+            vb = VBoard(os.path.join(base, "b"), board_id="e-1", heap="%dK" % heap_k, clock_scale=600)
+            path = vb.start()
+            if companion(fleet, "deploy", path, "--id", "e-1", "--board", "unix"):
+                return False
+            companion(fleet, "add", "-f", os.path.join(base, "batch.txt"))
+            due = [l.split(" ", 1)[0] for l in Fleet(fleet).lines() if " log due now" in l]
+            if companion(fleet, "sync", path):
+                return False
+            time.sleep(1.0)     # 10 board minutes: the job due 2 minutes after the sync runs
+            if companion(fleet, "sync", path):
+                return False
+            return any(l.startswith(due[0] + " r e-1 ") for l in Fleet(fleet).lines())
+        finally:
+            if vb is not None:
+                vb.stop()
+            if before is None:
+                os.environ.pop("SPORADIC_MICROPYTHON", None)
+            else:
+                os.environ["SPORADIC_MICROPYTHON"] = before
+            shutil.rmtree(base, ignore_errors=True)
+    return works
 
 
 def _rows(argv):
@@ -300,9 +355,14 @@ def _report(label, exe, measured, k, n, cost, over):
 
 def main_sync(argv):
     step = int(argv[argv.index("--step") + 1]) if "--step" in argv else 2
-    print("smallest heap (KiB) in which a unix virtual board with the package in ROMFS syncs twice (signed)")
-    out = _table(argv, lambda exe, measured: smallest_sync(exe, step, measured), ">256")
-    print(json.dumps({"romfs_sync": out, "step_k": step}))
+    batch = int(argv[argv.index("--batch") + 1]) if "--batch" in argv else 0
+    if batch:
+        print("smallest heap (KiB) in which a unix virtual board with the package in ROMFS takes a signed batch "
+              "of %d jobs in one sync, runs one and syncs its result back" % batch)
+    else:
+        print("smallest heap (KiB) in which a unix virtual board with the package in ROMFS syncs twice (signed)")
+    out = _table(argv, lambda exe, measured: smallest_sync(exe, step, measured, batch), ">256")
+    print(json.dumps({"romfs_sync": out, "step_k": step, "batch": batch}))
 
 
 def _table(argv, smallest_of, over):
