@@ -285,6 +285,7 @@ def batch_syncs(n):
         import contextlib
         import io
         import time
+        import heap_sync
         from companion import cli
         from companion.fleet.folder import Fleet
         from companion.vboard.board import VBoard
@@ -293,8 +294,6 @@ def batch_syncs(n):
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
                 return cli.main(["--fleet", fleet] + [str(a) for a in argv])
         base = tempfile.mkdtemp(prefix="heap-batch-")
-        before = os.environ.get("SPORADIC_MICROPYTHON")
-        os.environ["SPORADIC_MICROPYTHON"] = exe
         vb = None
         try:
             fleet = os.path.join(base, "fleet")
@@ -303,7 +302,8 @@ def batch_syncs(n):
                 f.write("each +2m log due now ; within=1d\n"
                         + "".join("each +%dd log later %d ; every=1d\n" % (10 + i, i) for i in range(n - 1)))
             vb = VBoard(os.path.join(base, "b"), board_id="e-1", heap="%dK" % heap_k, clock_scale=600)
-            path = vb.start()
+            with heap_sync.interpreter(exe):
+                path = vb.start()
             if companion(fleet, "deploy", path, "--id", "e-1", "--board", "unix"):
                 return False
             companion(fleet, "add", "-f", os.path.join(base, "batch.txt"))
@@ -317,10 +317,6 @@ def batch_syncs(n):
         finally:
             if vb is not None:
                 vb.stop()
-            if before is None:
-                os.environ.pop("SPORADIC_MICROPYTHON", None)
-            else:
-                os.environ["SPORADIC_MICROPYTHON"] = before
             shutil.rmtree(base, ignore_errors=True)
     return works
 

@@ -78,11 +78,28 @@ def tcp_sync(fleet, vb, where, now):
         time.sleep(0.2)
 
 
+@contextlib.contextmanager
+def interpreter(exe):
+    """The virtual boards started inside run on exe ($SPORADIC_MICROPYTHON)."""
+    before = os.environ.get("SPORADIC_MICROPYTHON")
+    os.environ["SPORADIC_MICROPYTHON"] = exe
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("SPORADIC_MICROPYTHON", None)
+        else:
+            os.environ["SPORADIC_MICROPYTHON"] = before
+
+
 def syncs(exe, heap_k, insecure, tcp=False):
     """True when deploy, sync, run and sync again all work at heap_k."""
+    with interpreter(exe):
+        return _syncs(heap_k, insecure, tcp)
+
+
+def _syncs(heap_k, insecure, tcp):
     base = tempfile.mkdtemp(prefix="heap-sync-")
-    env_before = os.environ.get("SPORADIC_MICROPYTHON")
-    os.environ["SPORADIC_MICROPYTHON"] = exe
     ports = PortReservation()   # a TCP board's port, held bound until the board is gone
     try:
         fleet = Fleet(os.path.join(base, "fleet"))
@@ -113,10 +130,6 @@ def syncs(exe, heap_k, insecure, tcp=False):
         finally:
             vb.stop()
     finally:
-        if env_before is None:
-            os.environ.pop("SPORADIC_MICROPYTHON", None)
-        else:
-            os.environ["SPORADIC_MICROPYTHON"] = env_before
         ports.release()
         shutil.rmtree(base, ignore_errors=True)
 
@@ -143,14 +156,16 @@ class HeldFleet:
 
     def syncs(self, exe, heap_k):
         """True when the first sync and the sync of the new jobs both work at heap_k."""
+        with interpreter(exe):
+            return self._syncs(heap_k)
+
+    def _syncs(self, heap_k):
         from rp2_requests import add_jobs
         trial = tempfile.mkdtemp(prefix="trial-", dir=self.base)
         fleet = os.path.join(trial, "fleet")
         shutil.copytree(self.fleet, fleet)
         img = os.path.join(trial, "fs.bin")
         shutil.copy(self.image, img)
-        env_before = os.environ.get("SPORADIC_MICROPYTHON")
-        os.environ["SPORADIC_MICROPYTHON"] = exe
         vb = VBoard(image=img, heap="%dK" % heap_k, flash_size="%dM" % self.flash_mb)
         try:
             path = vb.start()
@@ -162,10 +177,6 @@ class HeldFleet:
             return False
         finally:
             vb.stop()
-            if env_before is None:
-                os.environ.pop("SPORADIC_MICROPYTHON", None)
-            else:
-                os.environ["SPORADIC_MICROPYTHON"] = env_before
             shutil.rmtree(trial, ignore_errors=True)
 
 

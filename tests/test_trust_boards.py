@@ -455,6 +455,29 @@ def test_a_delivery_its_seals_cover_loads_no_parser(fleet, boards):
     assert JOB_C in b.held()
 
 
+def add_file(tmp_path, fleet, n):
+    # n daily jobs added as a user adds a file of them: one `companion add -f`, one signature
+    from companion import cli
+    src = tmp_path / 'jobs.txt'
+    src.write_text(''.join('%08x each 2026-12-01T%02d:%02dZ log j%d ; every=1d within=2h\n'
+                           % (0xd0000000 + i, 6 + i // 60, i % 60, i) for i in range(n)))
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert cli.main(['--fleet', fleet.dir, 'add', '-f', str(src)]) in (None, 0)
+
+
+def recorded(b, note):
+    # the board's requests as a sync makes them: [(verb,) + note(request, answer)]
+    seen = []
+    inner = b.call
+
+    def call(req, stream=False):
+        ans = inner(req, stream)
+        seen.append((req[:1],) + note(req, ans))
+        return ans
+    b.call = call
+    return seen
+
+
 def _vouch(fleet_dir, recs):
     from sporadic.desktop import batching
     return 'V ' + batching.make_vouch(keys.keyid(fleet_dir), recs, lambda d: keys.sign_digest(fleet_dir, d))
@@ -495,21 +518,9 @@ def test_a_sync_vouches_for_the_seal_records_it_brings_a_roomy_board(tmp_path, f
     # the ones after it bring two seal records or more, to a board with a
     # roomy heap (syncer.ROOMY_HEAP); the board takes it and every line
     monkeypatch.setitem(globals(), 'HEAP', '256K')
-    from companion import cli
-    src = tmp_path / 'jobs.txt'
-    src.write_text(''.join('%08x each 2026-12-01T06:%02dZ log j%d ; every=1d within=2h\n' % (0xd0000000 + i, i % 60, i)
-                           for i in range(140)))
-    with contextlib.redirect_stdout(io.StringIO()):
-        assert cli.main(['--fleet', fleet.dir, 'add', '-f', str(src)]) in (None, 0)
+    add_file(tmp_path, fleet, 140)
     b = boards()
-    seen = []
-    inner = b.call
-
-    def call(req, stream=False):
-        ans = inner(req, stream)
-        seen.append((req[:1], ans if req[:1] == 'V' else ''))
-        return ans
-    b.call = call
+    seen = recorded(b, lambda req, ans: (ans if req[:1] == 'V' else '',))
     rep = syncer.sync(fleet, 'x', progress=False, link=b, now=T0)
     assert rep['refused'] == [] and rep['lines_sent'] >= 140
     assert [s for s in seen if s[0] == 'V'] == [('V', '1')]
@@ -552,22 +563,10 @@ def test_a_sync_sends_the_c_a_small_boards_p_asks_for(tmp_path, fleet, boards):
     # the driver of a sync (core/recondrv.py: the companion's, a board's
     # over TCP) sends `C` after each P whose answer asks for it; every line
     # arrives and in.txt never holds more than one P's lines past its limit
-    from companion import cli
-    src = tmp_path / 'jobs.txt'
-    src.write_text(''.join('%08x each 2026-12-01T06:%02dZ log j%d ; every=1d within=2h\n' % (0xd0000000 + i, i, i)
-                           for i in range(60)))
-    with contextlib.redirect_stdout(io.StringIO()):
-        assert cli.main(['--fleet', fleet.dir, 'add', '-f', str(src)]) in (None, 0)
+    add_file(tmp_path, fleet, 60)
     b = boards()
-    seen = []
-    inner = b.call
-
-    def call(req, stream=False):
-        ans = inner(req, stream)
-        seen.append((req[:1], ans.split('\t')[0] if req[:1] in 'PC' else '',
-                     len(devutil.lines(b.dir, 'in.txt'))))
-        return ans
-    b.call = call
+    seen = recorded(b, lambda req, ans: (ans.split('\t')[0] if req[:1] in 'PC' else '',
+                                         len(devutil.lines(b.dir, 'in.txt'))))
     rep = syncer.sync(fleet, 'x', progress=False, link=b, now=T0)
     assert rep['refused'] == [] and rep['lines_sent'] >= 60
     asked = [i for i, s in enumerate(seen) if s[0] == 'P' and s[1].endswith(' C')]
