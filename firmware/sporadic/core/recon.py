@@ -453,20 +453,20 @@ class Responder:
             yield ('\t' if not first else '') + '!' + esc(str(e))[:80]
 
     def _put(self, request):
-        # lines cut from the request itself, no copy of its body nor a list of
-        # pieces (a seal record of 0.4-2.4 KB is held through its RSA check)
+        # the request split as it is, no copy of its body first (a seal record
+        # of 0.4-2.4 KB is held through its RSA check); not cut line by line
+        # (a str index is a walk from its start: ~25 M instructions a Pico's P)
         lines = []
         refused = []
-        i = 2
-        while i < len(request):
-            j = request.find('\t', i)
-            j = len(request) if j < 0 else j
-            w = request[i:j]
-            i = j + 1
+        ws = request.split('\t') if len(request) > 2 else []
+        if ws:
+            ws[0] = ws[0][2:]
+        for w in ws:
             try:
                 lines.append(unesc(w))
             except Exception:
                 refused.append((w, 'bad escape'))
+        ws = None
         try:
             r = self.receive(lines) if lines else None
         except MemoryError:
