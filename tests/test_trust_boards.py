@@ -455,29 +455,6 @@ def test_a_delivery_its_seals_cover_loads_no_parser(fleet, boards):
     assert JOB_C in b.held()
 
 
-def add_file(tmp_path, fleet, n):
-    # n daily jobs added as a user adds a file of them: one `companion add -f`, one signature
-    from companion import cli
-    src = tmp_path / 'jobs.txt'
-    src.write_text(''.join('%08x each 2026-12-01T%02d:%02dZ log j%d ; every=1d within=2h\n'
-                           % (0xd0000000 + i, 6 + i // 60, i % 60, i) for i in range(n)))
-    with contextlib.redirect_stdout(io.StringIO()):
-        assert cli.main(['--fleet', fleet.dir, 'add', '-f', str(src)]) in (None, 0)
-
-
-def recorded(b, note):
-    # the board's requests as a sync makes them: [(verb,) + note(request, answer)]
-    seen = []
-    inner = b.call
-
-    def call(req, stream=False):
-        ans = inner(req, stream)
-        seen.append((req[:1],) + note(req, ans))
-        return ans
-    b.call = call
-    return seen
-
-
 def _vouch(fleet_dir, recs):
     from sporadic.desktop import batching
     return 'V ' + batching.make_vouch(keys.keyid(fleet_dir), recs, lambda d: keys.sign_digest(fleet_dir, d))
@@ -518,59 +495,23 @@ def test_a_sync_vouches_for_the_seal_records_it_brings_a_roomy_board(tmp_path, f
     # the ones after it bring two seal records or more, to a board with a
     # roomy heap (syncer.ROOMY_HEAP); the board takes it and every line
     monkeypatch.setitem(globals(), 'HEAP', '256K')
-    add_file(tmp_path, fleet, 140)
+    from companion import cli
+    src = tmp_path / 'jobs.txt'
+    src.write_text(''.join('%08x each 2026-12-01T06:%02dZ log j%d ; every=1d within=2h\n' % (0xd0000000 + i, i % 60, i)
+                           for i in range(140)))
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert cli.main(['--fleet', fleet.dir, 'add', '-f', str(src)]) in (None, 0)
     b = boards()
-    seen = recorded(b, lambda req, ans: (ans if req[:1] == 'V' else '',))
+    seen = []
+    inner = b.call
+
+    def call(req, stream=False):
+        ans = inner(req, stream)
+        seen.append((req[:1], ans if req[:1] == 'V' else ''))
+        return ans
+    b.call = call
     rep = syncer.sync(fleet, 'x', progress=False, link=b, now=T0)
     assert rep['refused'] == [] and rep['lines_sent'] >= 140
     assert [s for s in seen if s[0] == 'V'] == [('V', '1')]
     assert seen.index(('V', '1')) < seen.index(('P', ''))
-    assert {l for l in fleet.lines() if l[:1] != '.' or l[:3] == '.b '} <= b.held()
-
-
-def test_a_small_boards_p_leaves_its_compaction_to_a_c_and_its_covered_lines_load_no_rsa(fleet, boards):
-    # #31: on a tight heap (store.tight) a P folds nothing in: in.txt past
-    # its limit is left for the peer's `C`, which the P's answer asks for
-    # (' C' after the count), where the request's text and lines and the
-    # signature check are gone; a P of lines its held seal covers loads no
-    # batch nor RSA code (an ESP8266's signed batch of 30 ran out of memory
-    # compacting in its P, docs/budgets.md#31)
-    b = boards()
-    jobs = ['%08x each 2026-12-01T%02d:%02dZ log j%d ; every=1d within=2h' % (0xd0000000 + i, i // 60, i % 60, i)
-            for i in range(240)]
-    good = sign(fleet, jobs)
-    seals = [l for l in good if l.startswith('.b ')]
-    lines = [l for l in good if not l.startswith('.b ')]
-    assert b.call('P ' + '\t'.join(recon.esc(l) for l in seals)) in ('%d' % len(seals), '%d C' % len(seals))
-    assert b.call('C') == '1'
-    sent = []
-    for i in range(0, len(lines), 30):
-        ans = b.call('P ' + '\t'.join(recon.esc(l) for l in lines[i:i + 30]))
-        sent += lines[i:i + 30]
-        mods = b.modules()
-        assert 'sporadic.core.rsa' not in mods and 'sporadic.core.batch' not in mods, mods
-        if ans != '30':
-            break
-    assert ans == '30 C', ans
-    assert set(sent) <= set(devutil.lines(b.dir, 'in.txt'))     # not folded in by the Ps
-    assert b.call('C') == '1'
-    assert devutil.lines(b.dir, 'in.txt') == []
-    assert set(seals + sent) <= set(devutil.lines(b.dir, 'jobs.txt'))
-    assert b.status()['trust']['refusals'] == []
-
-
-def test_a_sync_sends_the_c_a_small_boards_p_asks_for(tmp_path, fleet, boards):
-    # the driver of a sync (core/recondrv.py: the companion's, a board's
-    # over TCP) sends `C` after each P whose answer asks for it; every line
-    # arrives and in.txt never holds more than one P's lines past its limit
-    add_file(tmp_path, fleet, 60)
-    b = boards()
-    seen = recorded(b, lambda req, ans: (ans.split('\t')[0] if req[:1] in 'PC' else '',
-                                         len(devutil.lines(b.dir, 'in.txt'))))
-    rep = syncer.sync(fleet, 'x', progress=False, link=b, now=T0)
-    assert rep['refused'] == [] and rep['lines_sent'] >= 60
-    asked = [i for i, s in enumerate(seen) if s[0] == 'P' and s[1].endswith(' C')]
-    assert asked, seen
-    for i in asked:
-        assert seen[i + 1] == ('C', '1', 0), seen
     assert {l for l in fleet.lines() if l[:1] != '.' or l[:3] == '.b '} <= b.held()

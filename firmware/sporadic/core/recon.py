@@ -31,8 +31,9 @@ API
 - reconcile returns a dict: rounds, bytes_out, bytes_in, lines_out,
   lines_in, refused_remote [(line, reason)], refused_local [(line, reason)],
   equal (both roots equal after sync; None when verify=False).
-- serve_stream(responder, inp, out): one answer per input line until EOF
-  (tests over a pipe). file_source(*paths): the lines of some files in turn.
+- serve_stream(responder, inp, out): answer one request per input line until
+  EOF (used by tests over a pipe; a TCP or REPL server can do the same).
+- file_source(*paths): a source streaming the lines of some files in turn.
 
 The request language (S, N, D, G, P; one line each way, printable ASCII)
 and the rounds: docs/sync.md#the-request-language and #rounds.
@@ -329,12 +330,11 @@ class Responder:
     S of the root then reads no line at all, and N, D and G read the
     records instead of reading and hashing every line."""
 
-    def __init__(self, source, receive, maxq=MAXQ, index=None, due=None):
+    def __init__(self, source, receive, maxq=MAXQ, index=None):
         self.source = source
         self.receive = receive
         self.maxq = maxq
         self.index = index
-        self.due = due     # None, or () -> True: a P's lines wait for a C (docs/sync.md)
 
     def _idx(self):
         return self.index() if self.index is not None else None
@@ -355,8 +355,6 @@ class Responder:
             verb = request[:1]
             if request[1:2] not in ('', ' '):
                 return iter(('!bad request',))
-            if verb == 'P':
-                return iter((self._put(request),))
             body = request[2:]
             if verb == 'S':
                 nodes = _scan_nodes(body, self.maxq) if body else [(0, 0)]
@@ -378,6 +376,8 @@ class Responder:
                 return self._answers(self._run(Nodes(nodes, 'D')))
             if verb == 'G':
                 return self._get(body)
+            if verb == 'P':
+                return iter((self._put(body),))
             return iter(('!unknown request',))
         except MemoryError:
             return iter(('!out of memory',))
@@ -447,26 +447,23 @@ class Responder:
                             hit = True
                             break
                 if hit:
-                    yield esc(line) if first else '\t' + esc(line)
-                    first = False
+                    if first:
+                        first = False
+                        yield esc(line)
+                    else:
+                        yield '\t' + esc(line)
         except Exception as e:  # a source failing mid-stream: say so, in band
             yield ('\t' if not first else '') + '!' + esc(str(e))[:80]
 
-    def _put(self, request):
-        # the request split as it is, no copy of its body first (a seal record
-        # of 0.4-2.4 KB is held through its RSA check); not cut line by line
-        # (a str index is a walk from its start: ~25 M instructions a Pico's P)
+    def _put(self, body):
         lines = []
         refused = []
-        ws = request.split('\t') if len(request) > 2 else []
-        if ws:
-            ws[0] = ws[0][2:]
-        for w in ws:
-            try:
-                lines.append(unesc(w))
-            except Exception:
-                refused.append((w, 'bad escape'))
-        ws = None
+        if body:
+            for w in body.split('\t'):
+                try:
+                    lines.append(unesc(w))
+                except Exception:
+                    refused.append((w, 'bad escape'))
         try:
             r = self.receive(lines) if lines else None
         except MemoryError:
@@ -475,8 +472,7 @@ class Responder:
             return '!receive failed: ' + esc(str(e))[:80]
         if r:
             refused.extend(r)
-        out = ['%d%s' % (len(lines) - (len(r) if r else 0),
-                         ' C' if self.due is not None and self.due() else '')]
+        out = ['%d' % (len(lines) - (len(r) if r else 0))]
         for line, why in refused:
             out.append('\t%s %s' % (hexd(digest(line))[:DIGLEN], esc(str(why))))
         return ''.join(out)

@@ -193,9 +193,6 @@ def reconcile(local_source, local_receive, call, maxq=MAXQ, maxd=MAXD, put_bytes
             r = rpc('P ' + '\t'.join(buf))
             st['lines_out'] += len(buf)
             ws = r.split('\t')
-            if ws[0][-2:] == ' C':
-                # a small board folds what it took in in a request of its own
-                rpc('C')
             if len(ws) > 1:
                 byd = {}
                 for w in buf:

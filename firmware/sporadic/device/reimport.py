@@ -57,9 +57,10 @@ def reimport(st, path, name, signed):
             if chunk:
                 _take(st, chunk, src, sink)
             out.close()         # the verified batch records, for the look-ups
+            from sporadic.device import trust as tm
             bits = covered(st, path, side)
             out = open(side, 'a')
-            from sporadic.core.batchid import needs_batch
+            batch = tm.batch
         chunk = []
         i = -1
         for line in read_lines(path, True):
@@ -68,7 +69,7 @@ def reimport(st, path, name, signed):
                 k = line.lstrip()[:3]
                 if k == '.b ' or k == '.k ':
                     continue
-                if needs_batch(line):
+                if batch.needs_batch(line):
                     if chunk:
                         chunk = _take(st, chunk, src, sink)
                     if bits[i >> 3] & (1 << (i & 7)):

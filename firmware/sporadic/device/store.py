@@ -181,8 +181,6 @@ def read_lines(path, torn=False):
 
 
 class Store:
-    due = False    # in.txt past its limit in a small heap's P: the peer's C compacts it (storesync.receive)
-
     def __init__(self, root=''):
         r = root
         self.root = r
@@ -329,8 +327,6 @@ class Store:
         for a compaction only and let go after it on a tight heap (a sync's
         `O` seals the log with one, then wants a 640-byte run for the outbox).
         Nothing to fold loads nothing (a sync's `C` after its `G` compacted)."""
-        if self.due:
-            self.due = False
         if extra is None and not self.pending():
             return False
         from sporadic.device import fold

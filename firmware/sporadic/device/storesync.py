@@ -27,7 +27,7 @@ def lines(st):
     return merge.compact(st.stream())
 
 
-def receive(st, lines, src='sync', refused=None, stored=False, sink=None, keep=False, defer=False):
+def receive(st, lines, src='sync', refused=None, stored=False, sink=None, keep=False):
     """Lines from a peer: each is parsed; a bad one is quarantined with its
     reason (and added to `refused` as (line, reason) when given), a good one
     appended to in.txt in canonical form. Compacts as in.txt fills, so any
@@ -36,11 +36,7 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None, keep=F
     from one of the store's own files that did not match its stamp (its
     batch records may be ones the store already held); `sink`: called with
     each accepted line instead of appending it to in.txt (reimport); `keep`:
-    trust.admit's; `defer`: on a tight heap, in.txt past its limit is left
-    for a request of its own (st.due: the peer's `C`), where this request's
-    text and lines and the signature check's code are gone (an ESP8266's
-    signed batch of 30 ran out of memory compacting in its `P`s,
-    docs/budgets.md#31). in.txt is stamped after the lines are written (in.ok)."""
+    trust.admit's. in.txt is stamped after the lines are written (in.ok)."""
     acc = 0
     ref = 0
     tr = trust(st)
@@ -69,7 +65,6 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None, keep=F
         gc.collect()
         free = gc.mem_free()
         limit = max(limit, free >> (2 if free >= IN_ROOMY or store.roomy() else 4))
-    defer = defer and store.tight()
     buf = []      # accepted lines not yet written: one write a WRITE_MAX bytes
     n = 0
     most = WRITE_ROOMY if store.roomy() else WRITE_MAX
@@ -120,11 +115,11 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None, keep=F
                 buf.append(c)
                 buf.append('\n')
                 n += len(c) + 1
-                if n >= most or (st.in_size > limit and not defer):
+                if n >= most or st.in_size > limit:
                     write(f, ''.join(buf), h)
                     buf = []
                     n = 0
-            if st.in_size > limit and not defer:
+            if st.in_size > limit:
                 f.close()
                 f = None
                 _stamp_in(st, ch)      # before the compaction, which a full flash may refuse
@@ -144,8 +139,6 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None, keep=F
                 _stamp_in(st, ch)
 
     st._pend = None
-    if defer and st.in_size > limit:
-        st.due = True
     if tr is not None:
         tr.commit(st)   # after the lines are durable
     if cc is not None and acc:

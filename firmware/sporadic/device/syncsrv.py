@@ -65,21 +65,12 @@ def _refusals(lines):
     if s.tight():
         import sporadic
         sporadic.forget('sporadic.device.splice')
-        sporadic.forget('sporadic.core.merge')    # (splice's; a P merges nothing)
         gc.collect()
     from sporadic.device import storesync
     refused = []
     # a session with no loop (serial, after the soft reset; a reset ends
     # it) keeps the held seals' digests for its next P; a loop's heap does not
-    storesync.receive(store(), lines, 'sync', refused, keep='sporadic.device.runtime' not in sys.modules,
-                      defer=True)
-    if s.tight():
-        # the seal records this P brought are checked and held: the next
-        # P's lines are looked up in them, with no batch nor RSA code
-        # (trust.admit loads it again for a P with a seal)
-        import sporadic
-        sporadic.forget('sporadic.core.batch')
-        sporadic.forget('sporadic.core.rsa')
+    storesync.receive(store(), lines, 'sync', refused, keep='sporadic.device.runtime' not in sys.modules)
     return refused
 
 
@@ -96,15 +87,6 @@ def _index(st):
     # far are committed (trust.json), the next P loads it again, and the
     # index's compaction of what they brought takes its room
     # (docs/budgets.md#31)
-    _drop_trust(st)
-    from sporadic.device import splice
-    return splice.index(st)
-
-
-def _drop_trust(st):
-    # on a tight heap, the signature check's code and state leave RAM
-    # (trust.json holds what the deliveries so far committed; the next P
-    # loads it again)
     from sporadic.device import store as s
     tr = st._tr
     if tr and s.tight() and not tr.refused and not tr.clock_note:
@@ -118,6 +100,8 @@ def _drop_trust(st):
                      'sporadic.device.seals'):
             sporadic.forget(name)
         gc.collect()
+    from sporadic.device import splice
+    return splice.index(st)
 
 
 def responder():
@@ -130,8 +114,7 @@ def responder():
         st = store()
         _index(st)
         from sporadic.core import recon
-        _responder = recon.Responder(lambda: _lines(st), _refusals, index=lambda: _index(st),
-                                     due=lambda: st.due)
+        _responder = recon.Responder(lambda: _lines(st), _refusals, index=lambda: _index(st))
     return _responder
 
 
@@ -287,12 +270,7 @@ def h(req):
             a = req[2:].split()
             return str(storesync.ack(store(), int(a[0]), int(a[1]) if len(a) > 1 else 0))
         if req == 'C':
-            st = store()
-            if st.due:
-                # a P's compaction, asked for by its answer (recon's ' C'):
-                # the signature check's room is the compaction's
-                _drop_trust(st)
-            st.compact()
+            store().compact()
             return '1'
         if c == 'V ':
             from sporadic.device import storesync

@@ -21,6 +21,7 @@ import os
 from sporadic.core.order import ID_LEN, own_text
 from sporadic.device import stamp
 
+batch = None   # sporadic.core.batch (and rsa): imported by the first delivery with a seal or fleet line
 bid = None     # sporadic.core.batchid (which lines need a batch): by the first delivery
 
 BACK_MAX = const(3600)   # a signed .t more than this behind a trusted clock is refused
@@ -73,11 +74,11 @@ class Trust:
         if st is None or st.get('cfg_key') != pub:
             # first ingest, or re-deployed with another key: cfg.json decides
             st = {'hwm': (st or {}).get('hwm', 0), 'keys': [pub] if pub else [], 'retired': []}
+        self.cfg_key = pub
         # deploy writes the fleet's SEQ at the time (cfg hwm): a re-flashed
         # board refuses everything signed before it, as a compacted one would
         self.hwm = max(st['hwm'], hwm0)
         self.keys = st['keys']
-        self.cfg_key = self.keys[0] if self.keys and self.keys[0] == pub else pub   # (its text once in RAM)
         self.retired = st['retired']
         self.refused = 0          # lines refused by this check (this boot)
         self.clock_note = ''      # the last refused time record
@@ -103,7 +104,7 @@ class Trust:
         own files found changed (recover.py): its batch records are checked (signature, key) but may
         be at or below the hwm. `keep`: the digests of the seals the store holds may be kept for the
         next delivery (_held_segs: a session with no loop, which a reset ends)."""
-        global bid
+        global batch, bid
         from sporadic.core import batchid as bid   # each line's kind: only once lines arrive
         import sys
         had = list(sys.modules)
@@ -139,12 +140,11 @@ class Trust:
             if dev:
                 ref += self._hosts_known(st, dev, out, src, refused)
             return out, ref      # results, assignments: no batch to look at
+        from sporadic.core import batch   # and rsa: a seal or a fleet line to check
         v = self._v
         held = _Stored() if stored else None
         self._newer = None
-        if v is None and recs:
-            # (fleet lines alone are looked up in the seals held: no RSA code)
-            from sporadic.core import batch   # and rsa: a seal or key record to check
+        if v is None:
             v = batch.Verifier(self.key_ids(), self.hwm, held or self._held(st, recs), self.retired)
             v.vouch = getattr(st, 'vouch', None)   # the sync's `V` (storesync.vouch)
             self._v = v
@@ -169,7 +169,7 @@ class Trust:
         while wait:
             rest = []
             for c in wait:
-                if v is not None and v.segs and v.check(c) is None:   # (no seal of its own: no digest)
+                if v.segs and v.check(c) is None:   # (no seal of its own: no digest)
                     out.append(c)
                 else:
                     rest.append(c)
