@@ -289,6 +289,7 @@ def batch_syncs(n):
         from companion import cli
         from companion.fleet.folder import Fleet
         from companion.vboard.board import VBoard
+        from tests.devutil import small_board_batch
 
         def companion(fleet, *argv):
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
@@ -299,8 +300,7 @@ def batch_syncs(n):
             fleet = os.path.join(base, "fleet")
             companion(fleet, "init")
             with open(os.path.join(base, "batch.txt"), "w") as f:
-                f.write("each +2m log due now ; within=1d\n"
-                        + "".join("each +%dd log later %d ; every=1d\n" % (10 + i, i) for i in range(n - 1)))
+                f.write(small_board_batch(n))
             vb = VBoard(os.path.join(base, "b"), board_id="e-1", heap="%dK" % heap_k, clock_scale=600)
             with heap_sync.interpreter(exe):
                 path = vb.start()

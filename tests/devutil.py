@@ -104,6 +104,14 @@ def boot(folder, code=None, start=None, env=None, heap='64K', timeout=120, check
     return p
 
 
+def small_board_batch(n):
+    """The file of jobs a small board takes in one signed sync (`companion
+    add -f`): one due 2 minutes after it is added, n - 1 daily ones days
+    later (tests/test_esp8266.py, bench/heap_romfs.py --batch)."""
+    return ('each +2m log due now ; within=1d\n'
+            + ''.join('each +%dd log later %d ; every=1d\n' % (10 + i, i) for i in range(n - 1)))
+
+
 def lines(folder, name):
     try:
         with open(os.path.join(folder, name)) as f:

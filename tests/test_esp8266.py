@@ -55,6 +55,7 @@ import pytest
 from companion import cli
 from companion.fleet.folder import Fleet
 from companion.vboard.board import VBoard
+from tests.devutil import small_board_batch
 from tests.mpy import ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs('micropython', 'mpy-cross')]
@@ -107,8 +108,7 @@ def test_a_small_board_syncs_a_signed_batch_of_30_runs_one_and_reports_it(exe, h
         on_flash = os.path.isdir(str(tmp_path / 'b' / 'lib' / 'sporadic'))
         assert on_flash != (bool(romfs) or exe == MP32_FROZEN), out
         batch = tmp_path / 'batch.txt'
-        batch.write_text('each +2m log due now ; within=1d\n'
-                         + ''.join('each +%dd log later %d ; every=1d\n' % (10 + i, i) for i in range(29)))
+        batch.write_text(small_board_batch(30))
         companion(fleet, 'add', '-f', str(batch))
         f = Fleet(fleet)
         due = [l.split(' ', 1)[0] for l in f.lines() if ' log due now' in l]
