@@ -10,7 +10,6 @@
 #                          stored (None: the index cannot be carried)
 #   end(st, f)             after: the index written again for the store now
 #   drop(f)                what note() holds let go of (end() does it too)
-#   pending(held, got)     and the store's pending lines, carried in RAM
 #
 # Sound because the index lists every job whose decision changes before
 # LIMIT (wake.py), a job's decision depends only on its own group, the
@@ -30,7 +29,7 @@
 # A sync on a heap under store.ROOMY (160 KB in all: a 128K unix board, an
 # ESP8266) never loads this
 # module: its index stays stale, as before.
-from sporadic.core.order import ID_LEN, merge_sorted
+from sporadic.core.order import ID_LEN
 from sporadic.device import store, wake
 
 MAX = 64        # agenda entries a carried index may hold (runtime.AGENDA and the delivery's jobs)
@@ -45,8 +44,6 @@ def begin(st, pend=True, lines=None):
     such that note() would give up on them: _fits)."""
     if not store.WAKE_INDEX or not store.roomy():
         return None
-    if lines is not None and len(lines) > MAX and not _fits((), lines):
-        return None    # more new jobs than any agenda has room for: the index is not read (~25 ms of a Pico)
     # (cfg.json's secret read only for an index that matches the store:
     # a sync's deliveries after the first find it stale)
     f = wake.read(st, lambda: _secret(st))
@@ -73,8 +70,8 @@ def note(st, c, line):
     None when the index cannot be carried past it."""
     if c is None:
         return None
-    if line.startswith('.'):
-        return None if line.startswith('.h ') else c
+    if line[:1] == '.':
+        return None if line[:3] == '.h ' else c
     jid = line[:ID_LEN]
     kind = line[ID_LEN + 1:ID_LEN + 3]
     if kind == 'ca':
@@ -98,22 +95,6 @@ def note(st, c, line):
     return c
 
 
-def pending(held, got):
-    """The store's pending lines after a delivery (Store.pending: log.txt
-    and in.txt, sorted) from those before it (`held`) and those it took
-    (`got`, as written): kept in RAM on a roomy heap, so that the
-    compaction after a sync's deliveries does not read in.txt again (a
-    Pico's first sync of 300 jobs: 305 lines, 0.18 s, docs/budgets.md#27)."""
-    for i in range(1, len(got)):
-        if got[i] < got[i - 1]:
-            got.sort()
-            break
-    if not got or not held or held[-1] < got[0]:
-        held.extend(got)    # (a sync's P requests come in order: no merge in Python)
-        return held
-    return list(merge_sorted(held, got))
-
-
 def _fits(ents, lines):
     # False when note() is sure to give up on these lines: a '.h' record,
     # or more jobs outside the agenda than it has entries left (each one
@@ -124,8 +105,8 @@ def _fits(ents, lines):
     have = [e[2] for e in ents]
     new = []
     for line in lines:
-        if line.startswith('.'):     # (no slice: a new string is ~0.2 ms of a Pico's sync)
-            if line.startswith('.h '):
+        if line[:1] == '.':
+            if line[:3] == '.h ':
                 return False
             continue
         jid = line[:ID_LEN]
