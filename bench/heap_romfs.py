@@ -284,12 +284,12 @@ def batch_syncs(n):
     def works(exe, heap_k):
         import contextlib
         import io
-        import time
         import heap_sync
         from companion import cli
         from companion.fleet.folder import Fleet
         from companion.vboard.board import VBoard
-        from tests.devutil import small_board_batch
+        from tests.devutil import small_board_batch, wait_for
+        from tests.test_e2e import outcomes
 
         def companion(fleet, *argv):
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
@@ -310,7 +310,11 @@ def batch_syncs(n):
             due = [l.split(" ", 1)[0] for l in Fleet(fleet).lines() if " log due now" in l]
             if companion(fleet, "sync", path):
                 return False
-            time.sleep(1.0)     # 10 board minutes: the job due 2 minutes after the sync runs
+            # the job due 2 board minutes after the sync runs and is recorded (or the board died)
+            try:
+                wait_for(lambda: due[0] in outcomes(vb, "e-1") or not vb.alive(), 60, "the due job's outcome")
+            except AssertionError:
+                return False
             if companion(fleet, "sync", path):
                 return False
             return any(l.startswith(due[0] + " r e-1 ") for l in Fleet(fleet).lines())

@@ -48,14 +48,14 @@ import contextlib
 import io
 import os
 import shutil
-import time
 
 import pytest
 
 from companion import cli
 from companion.fleet.folder import Fleet
 from companion.vboard.board import VBoard
-from tests.devutil import small_board_batch
+from tests.devutil import small_board_batch, wait_for
+from tests.test_e2e import outcomes
 from tests.mpy import ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs('micropython', 'mpy-cross')]
@@ -114,7 +114,8 @@ def test_a_small_board_syncs_a_signed_batch_of_30_runs_one_and_reports_it(exe, h
         due = [l.split(' ', 1)[0] for l in f.lines() if ' log due now' in l]
         assert len(due) == 1
         companion(fleet, 'sync', path)
-        time.sleep(1.0)   # 10 board minutes: the due job runs (it is due 2 board minutes after the sync)
+        # the due job runs 2 board minutes after the sync (12 s of board time a real second)
+        wait_for(lambda: due[0] in outcomes(vb, 'e-1'), 60, 'the board to record %s.0' % due[0])
         companion(fleet, 'sync', path)
         lines = Fleet(fleet).lines()
         assert sum(1 for l in lines if ' log later ' in l) == 29
