@@ -277,47 +277,36 @@ def smallest_sync(exe, step, measured=False, batch=0):
 
 def batch_syncs(n):
     """works(exe, heap_k) for heap_sync.smallest: tests/test_esp8266.py's
-    cycle with a signed batch of n jobs (`companion init`, `deploy`, `add
-    -f`, `sync`; 10 board minutes; `sync` again): True when the first sync
-    took every job (nothing broke off) and the second brought back the
-    result of the one that was due."""
+    cycle with a signed batch of n jobs (`companion init`, `deploy`, then
+    tests/devutil.small_board_cycle: `add -f`, `sync`, the due job's outcome
+    recorded on the board, `sync` again): True when the first sync took
+    every job (nothing broke off) and the second brought back the result of
+    the one that was due."""
     def works(exe, heap_k):
         import contextlib
         import io
         import heap_sync
         from companion import cli
-        from companion.fleet.folder import Fleet
         from companion.vboard.board import VBoard
-        from tests.devutil import small_board_batch, wait_for
-        from tests.test_e2e import outcomes
+        from tests.devutil import small_board_cycle
 
         def companion(fleet, *argv):
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                return cli.main(["--fleet", fleet] + [str(a) for a in argv])
+                if cli.main(["--fleet", fleet] + [str(a) for a in argv]):
+                    raise RuntimeError(argv[0] + " failed")
         base = tempfile.mkdtemp(prefix="heap-batch-")
         vb = None
         try:
             fleet = os.path.join(base, "fleet")
             companion(fleet, "init")
-            with open(os.path.join(base, "batch.txt"), "w") as f:
-                f.write(small_board_batch(n))
             vb = VBoard(os.path.join(base, "b"), board_id="e-1", heap="%dK" % heap_k, clock_scale=600)
             with heap_sync.interpreter(exe):
                 path = vb.start()
-            if companion(fleet, "deploy", path, "--id", "e-1", "--board", "unix"):
-                return False
-            companion(fleet, "add", "-f", os.path.join(base, "batch.txt"))
-            due = [l.split(" ", 1)[0] for l in Fleet(fleet).lines() if " log due now" in l]
-            if companion(fleet, "sync", path):
-                return False
-            # the job due 2 board minutes after the sync runs and is recorded (or the board died)
-            try:
-                wait_for(lambda: due[0] in outcomes(vb, "e-1") or not vb.alive(), 60, "the due job's outcome")
-            except AssertionError:
-                return False
-            if companion(fleet, "sync", path):
-                return False
-            return any(l.startswith(due[0] + " r e-1 ") for l in Fleet(fleet).lines())
+            companion(fleet, "deploy", path, "--id", "e-1", "--board", "unix")
+            due, lines = small_board_cycle(companion, fleet, vb, "e-1", n, base)
+            return any(l.startswith(due + " r e-1 ") for l in lines)
+        except (RuntimeError, AssertionError, ValueError):
+            return False      # a sync that broke off, a board that never recorded the run
         finally:
             if vb is not None:
                 vb.stop()

@@ -107,9 +107,29 @@ def boot(folder, code=None, start=None, env=None, heap='64K', timeout=120, check
 def small_board_batch(n):
     """The file of jobs a small board takes in one signed sync (`companion
     add -f`): one due 2 minutes after it is added, n - 1 daily ones days
-    later (tests/test_esp8266.py, bench/heap_romfs.py --batch)."""
+    later."""
     return ('each +2m log due now ; within=1d\n'
             + ''.join('each +%dd log later %d ; every=1d\n' % (10 + i, i) for i in range(n - 1)))
+
+
+def small_board_cycle(companion, fleet, vb, board_id, n, folder):
+    """tests/test_esp8266.py's cycle on a deployed virtual board `vb`
+    (bench/heap_romfs.py --batch measures the heap it needs): a signed batch
+    of n jobs (small_board_batch, written in `folder`) added with `add -f`,
+    one sync, the due job's outcome recorded on the board (or the board
+    gone), a second sync. companion(fleet, *argv) runs the CLI and raises
+    when it fails. Returns (the due job's id, the fleet's lines after)."""
+    from companion.fleet.folder import Fleet
+    from tests.test_e2e import outcomes
+    batch = os.path.join(folder, 'batch.txt')
+    with open(batch, 'w') as f:
+        f.write(small_board_batch(n))
+    companion(fleet, 'add', '-f', batch)
+    (due,) = [l.split(' ', 1)[0] for l in Fleet(fleet).lines() if ' log due now' in l]
+    companion(fleet, 'sync', vb.path)
+    wait_for(lambda: due in outcomes(vb, board_id) or not vb.alive(), 60, 'the board to record %s.0' % due)
+    companion(fleet, 'sync', vb.path)
+    return due, Fleet(fleet).lines()
 
 
 def lines(folder, name):

@@ -52,10 +52,8 @@ import shutil
 import pytest
 
 from companion import cli
-from companion.fleet.folder import Fleet
 from companion.vboard.board import VBoard
-from tests.devutil import small_board_batch, wait_for
-from tests.test_e2e import outcomes
+from tests.devutil import small_board_cycle
 from tests.mpy import ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs('micropython', 'mpy-cross')]
@@ -107,19 +105,9 @@ def test_a_small_board_syncs_a_signed_batch_of_30_runs_one_and_reports_it(exe, h
         out = companion(fleet, 'deploy', path, '--id', 'e-1', '--board', 'unix')
         on_flash = os.path.isdir(str(tmp_path / 'b' / 'lib' / 'sporadic'))
         assert on_flash != (bool(romfs) or exe == MP32_FROZEN), out
-        batch = tmp_path / 'batch.txt'
-        batch.write_text(small_board_batch(30))
-        companion(fleet, 'add', '-f', str(batch))
-        f = Fleet(fleet)
-        due = [l.split(' ', 1)[0] for l in f.lines() if ' log due now' in l]
-        assert len(due) == 1
-        companion(fleet, 'sync', path)
-        # the due job runs 2 board minutes after the sync (12 s of board time a real second)
-        wait_for(lambda: due[0] in outcomes(vb, 'e-1'), 60, 'the board to record %s.0' % due[0])
-        companion(fleet, 'sync', path)
-        lines = Fleet(fleet).lines()
+        due, lines = small_board_cycle(companion, fleet, vb, 'e-1', 30, str(tmp_path))
         assert sum(1 for l in lines if ' log later ' in l) == 29
-        ran = [l for l in lines if l.startswith(due[0] + ' r e-1 ') and ' ok ' in l]
+        ran = [l for l in lines if l.startswith(due + ' r e-1 ') and ' ok ' in l]
         assert ran and ran[0].endswith(' due now'), lines
         assert vb.alive()
     finally:
