@@ -487,3 +487,46 @@ def test_a_status_out_of_memory_is_asked_again_on_a_fresh_heap():
     with pytest.raises(UserError, match='board refused the status: OSError: 5'):
         board_status(call, again)
     assert asked == ['I'] and fresh == []
+
+
+def test_a_status_or_outbox_raising_out_of_memory_is_asked_again_on_a_fresh_heap(tmp_path):
+    """The same where the board runs out of memory around its answer, not
+    in it: the request's snippet compiled, or the answer's repr printed
+    (the link raises; a 64K board after a month's hand-over, with one
+    flash: the status's repr, 304 bytes, the sync reported as broken off
+    though every result had arrived). Any other raise stays a raise."""
+    from companion import cli
+    from companion.link.base import LinkExecError
+    from companion.sync.outbox import board_status
+    raised = LinkExecError('Traceback (most recent call last):\n  File "<stdin>", line 3, in <module>\n'
+                           'MemoryError: memory allocation failed, allocating 304 bytes\n')
+
+    def board(*answers):
+        asked, fresh = [], []
+        left = list(answers)
+
+        def call(req):
+            asked.append(req)
+            a = left.pop(0)
+            if isinstance(a, Exception):
+                raise a
+            return a
+        return asked, fresh, call, (lambda: fresh.append(1))
+
+    asked, fresh, call, again = board(raised, '{"id": "b-1"}')
+    assert board_status(call, again) == {'id': 'b-1'}
+    assert asked == ['I', 'I'] and fresh == [1]
+    asked, fresh, call, again = board(LinkExecError('Traceback:\nOSError: 5\n'))
+    with pytest.raises(LinkExecError, match='OSError: 5'):
+        board_status(call, again)
+    assert fresh == []
+    # the outbox: the raised answer taken as nothing, asked again on a fresh heap
+    d = _flash_of_two_outbox_files(tmp_path)
+    whole = _o_answer(d, 'from sporadic.device import syncsrv\nsyncsrv.w("O 8192")\n')
+    fleet = Fleet(str(tmp_path / 'fleet'))
+    assert cli.main(['--fleet', fleet.dir, 'init', '--insecure']) == 0
+    asked, fresh, call, again = board(raised, whole)
+    acks = []
+    got = outbox.outbox(fleet, HOST, call, lambda req: acks.append(req) or '1', None, [], fresh=again)
+    assert fresh == [1] and asked == ['O 32768', 'O 32768'] and acks == ['A 2 0']
+    assert got['records'] == 40 and len(fleet.results()) == 40

@@ -7,6 +7,7 @@ import json
 from sporadic.core import jobline, recon
 from companion.errors import UserError
 from companion.fleet.board_keys import verify_result
+from companion.link.base import LinkExecError
 
 
 def board_answer(resp, what):
@@ -26,7 +27,7 @@ def board_status(call, fresh):
     pieces: a 64K board after a month of results, docs/budgets.md#27) is
     asked again once on a fresh heap (`fresh`), as the outbox is: what the
     sync moved is already in the fleet."""
-    answer = call('I')
+    answer = _asked(call, 'I')
     if _out_of_memory(answer):
         fresh()
         answer = call('I')
@@ -43,6 +44,23 @@ def outbox_bytes_for(heap):
 
 def _out_of_memory(answer):
     return answer.startswith('!error MemoryError')
+
+
+def _asked(call, req):
+    """call(req), where the board running out of memory around its answer
+    (the request's own snippet compiled, or the answer's repr printed: a
+    raise, not syncsrv.h's `!error` answer) comes back as that answer, so
+    that the fresh-heap retry takes both. Which one a 64K board meets after
+    a month's hand-over shifts with a few bytes of its heap (the paths it
+    was started with): with one flash, the status's repr (304 bytes) from
+    one checkout and nothing from another."""
+    try:
+        return call(req)
+    except LinkExecError as e:
+        last = (e.traceback.strip().splitlines() or [''])[-1]
+        if not last.startswith('MemoryError'):
+            raise
+        return '!error ' + last
 
 
 def outbox(fleet, dev_id, call, plain_call, heap, flagged, fresh=None):
@@ -62,7 +80,7 @@ def outbox(fleet, dev_id, call, plain_call, heap, flagged, fresh=None):
     new = []
     upto = pieces = records = lost = 0
     while True:
-        out = call('O %d' % most).replace('\r\n', '\n')
+        out = _asked(call, 'O %d' % most).replace('\r\n', '\n')
         lines = out.split('\n')
         bad = [l for l in lines if l.startswith('!error')]
         if bad and fresh is not None and _out_of_memory(bad[0]):
