@@ -165,25 +165,29 @@ def _started(st, cfg):
                     and int(r[5].lstrip('abcdefghijklmnopqrstuvwxyz') or 1) == att:
                 done = True
         if not done:
-            from sporadic.core import jobline
-            r = jobline.Result(jid, host, k, int(f[2]), 'run', att, '-', '')
+            # the record's text without the parser (order.result_body): the
+            # open of a sync session is a small heap's peak (a 64K board's
+            # month: the parser's import failed its `S`)
+            from sporadic.core import order
+            body = order.result_body(jid, host, k, int(f[2]), 'run', att)
+            mac = '-'
             if cfg.get('secret'):
                 from sporadic.core import hmac
-                body = r.line()
-                r.mac = hmac.mac_result(cfg['secret'], body)
+                line = body + ' -'
+                mac = hmac.mac_result(cfg['secret'], line)
                 if cfg.get('sign') and kind != 'e':
                     # a single-run job's record is signed (core/recsig.py);
                     # an `each`/`who` one keeps its HMAC alone, as the
                     # runtime writes it: no signing code in this boot's heap
                     try:
                         from sporadic.core import recsig
-                        r.mac = recsig.sign(cfg['sign'], cfg['sign_pub'], body, r.mac)
+                        mac = recsig.sign(cfg['sign'], cfg['sign_pub'], line, mac)
                     except MemoryError:
                         pass    # its HMAC alone, never no record (runtime._record)
-                    body = recsig = None
+                    line = recsig = None
             g = open(st.log, 'a')
             try:
-                write(g, r.line() + '\n')
+                write(g, body + ' ' + mac + '\n')
             finally:
                 g.close()
             st.notes.append('an action was cut: its run record written')
