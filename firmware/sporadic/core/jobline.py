@@ -9,7 +9,6 @@ except ImportError:  # CPython
 
 from sporadic.core.timeutil import parse_time, parse_duration
 from sporadic.core.order import ID_LEN, own_text, board_keyed, board_signed, host_of  # noqa: F401 (re-exported)
-from sporadic.core.order import result_body
 
 _OUTPUT_MAX = const(60)
 # the longest job text (type to options) any board takes: one sync request
@@ -236,7 +235,7 @@ class Result:
 
     def body(self):
         """The line without MAC and output: what the HMAC covers (with output)."""
-        return result_body(self.id, self.host, self.k, self.at, self.outcome, self.attempt)
+        return '%s r %s %d %d %s' % (self.id, self.host, self.k, self.at, self.outcome_token())
 
     def line(self):
         s = self.body() + ' ' + self.mac

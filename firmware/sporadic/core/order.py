@@ -49,18 +49,8 @@ def host_of(line):
     return line[3:] if i < 0 else line[3:i]
 
 
-# A result's canonical text:
+# A result's rank, read straight from its canonical text:
 #   ID r HOST K AT OUTCOME MAC [OUTPUT]
-
-
-def result_body(jid, host, k, at, outcome, attempt=1):
-    """A result's text up to its MAC (jobline.Result.body). A board's open
-    writes a cut action's `run` record with it and no parser: on a 64K heap
-    after a month, the parser's import there was a sync's peak (its `S`)."""
-    return '%s r %s %d %d %s' % (jid, host, k, at, outcome + (str(attempt) if attempt > 1 else ''))
-
-
-# A result's rank, read straight from its canonical text
 _OUT_RANK = {'run': 0, 'err': 1, 'miss': 2, 'ok': 3}
 
 

@@ -85,7 +85,7 @@ def recover(st):
     had = list(sys.modules)
     _check_log(st, st.log, 'log', cfg if signed and cfg.get('id') else None)
     _check_log(st, st.inp, 'in')
-    _started(st, cfg)
+    _started(st, cfg, had)
     if not store.roomy():
         # the parser and the MAC the logs' lines were checked with go before
         # the stamps' hashing and the wake index: on a small heap a sync
@@ -137,7 +137,7 @@ def recover(st):
     return todo, signed
 
 
-def _started(st, cfg):
+def _started(st, cfg, had):
     # run.txt (Store.started): an action the board was cut in, or the
     # outcome written and run.txt not yet removed. The first: its `run`
     # record into the log, under the board's MAC, as the runtime wrote it
@@ -165,29 +165,31 @@ def _started(st, cfg):
                     and int(r[5].lstrip('abcdefghijklmnopqrstuvwxyz') or 1) == att:
                 done = True
         if not done:
-            # the record's text without the parser (order.result_body): the
-            # open of a sync session is a small heap's peak (a 64K board's
-            # month: the parser's import failed its `S`)
-            from sporadic.core import order
-            body = order.result_body(jid, host, k, int(f[2]), 'run', att)
-            mac = '-'
+            if not store.roomy():
+                # the log check's code goes before the parser comes: a sync's
+                # first `S` opens the store, a small heap's peak (a 64-bit
+                # board cut in an action needed 64K for its sync)
+                sporadic.forget_since(had)
+                gc.collect()
+            from sporadic.core import jobline
+            r = jobline.Result(jid, host, k, int(f[2]), 'run', att, '-', '')
             if cfg.get('secret'):
                 from sporadic.core import hmac
-                line = body + ' -'
-                mac = hmac.mac_result(cfg['secret'], line)
+                body = r.line()
+                r.mac = hmac.mac_result(cfg['secret'], body)
                 if cfg.get('sign') and kind != 'e':
                     # a single-run job's record is signed (core/recsig.py);
                     # an `each`/`who` one keeps its HMAC alone, as the
                     # runtime writes it: no signing code in this boot's heap
                     try:
                         from sporadic.core import recsig
-                        mac = recsig.sign(cfg['sign'], cfg['sign_pub'], line, mac)
+                        r.mac = recsig.sign(cfg['sign'], cfg['sign_pub'], body, r.mac)
                     except MemoryError:
                         pass    # its HMAC alone, never no record (runtime._record)
-                    line = recsig = None
+                    body = recsig = None
             g = open(st.log, 'a')
             try:
-                write(g, body + ' ' + mac + '\n')
+                write(g, r.line() + '\n')
             finally:
                 g.close()
             st.notes.append('an action was cut: its run record written')
