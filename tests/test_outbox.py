@@ -30,10 +30,11 @@ HOURS = 30 * 24          # a month of hourly instances: 7,200 results
 # (outbox.outbox_bytes_for). At 64K a sync of this port's .mpy firmware
 # breaks off in the outbox's hand-over (devutil.E2E_HEAP).
 SYNC_HEAP = '96K'
-# the smallest heap at which this (64-bit) port hands every month over in
-# one sync (bench/scale_heap.py --parts month: 64K in 4 of 4 fresh months
-# once the status after the hand-over is asked again on a fresh heap; 72K
-# before; docs/budgets.md#27)
+# the heap at which this (64-bit) port hands every month over in one sync
+# (bench/scale_heap.py --parts month --step 2: 58-62K in 4 fresh months on
+# 2026-12-07; 72K before the status after the hand-over was asked again on
+# a fresh heap; the state the month's loop stops in and the board's host
+# paths move it, docs/budgets.md#27)
 MONTH_HEAP_64 = '64K'
 
 
