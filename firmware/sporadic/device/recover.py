@@ -166,30 +166,37 @@ def _started(st, cfg, had):
                 done = True
         if not done:
             if not store.roomy():
-                # the log check's code goes before the parser comes: a sync's
-                # first `S` opens the store, a small heap's peak (a 64-bit
-                # board cut in an action needed 64K for its sync)
+                # the log check's code goes first: a sync's first `S` opens
+                # the store, a small heap's peak (a 64-bit board cut in an
+                # action needed 64K for its sync)
                 sporadic.forget_since(had)
                 gc.collect()
-            from sporadic.core import jobline
-            r = jobline.Result(jid, host, k, int(f[2]), 'run', att, '-', '')
+            # the record's canonical text from its fields by the outbox's
+            # unpacker (core/outpack.py, ~100 lines), not the parser: its
+            # ~150 names would stay in the qstr pools of the session (the
+            # cut board's `G` then ran out of memory at 62K)
+            from sporadic.core import outpack
+            u = outpack.Unpacker()
+            u.line('@' + host)
+            line = u.line('%s %d %s run%s -' % (jid, k, f[2], att if att > 1 else ''))
+            u = outpack = None
+            mac = '-'
             if cfg.get('secret'):
                 from sporadic.core import hmac
-                body = r.line()
-                r.mac = hmac.mac_result(cfg['secret'], body)
+                mac = hmac.mac_result(cfg['secret'], line)
                 if cfg.get('sign') and kind != 'e':
                     # a single-run job's record is signed (core/recsig.py);
                     # an `each`/`who` one keeps its HMAC alone, as the
                     # runtime writes it: no signing code in this boot's heap
                     try:
                         from sporadic.core import recsig
-                        r.mac = recsig.sign(cfg['sign'], cfg['sign_pub'], body, r.mac)
+                        mac = recsig.sign(cfg['sign'], cfg['sign_pub'], line, mac)
                     except MemoryError:
                         pass    # its HMAC alone, never no record (runtime._record)
-                    body = recsig = None
+                    recsig = None
             g = open(st.log, 'a')
             try:
-                write(g, r.line() + '\n')
+                write(g, line[:-1] + mac + '\n')
             finally:
                 g.close()
             st.notes.append('an action was cut: its run record written')
