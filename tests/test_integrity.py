@@ -211,6 +211,32 @@ def test_an_action_cut_before_its_outcome_is_on_record_under_its_mac_and_not_run
     assert 'an action was cut: its run record written' in st['store']['recovered']
 
 
+def test_a_cut_actions_record_is_written_without_the_parser(tmp_path):
+    """The open that finds run.txt writes the `run` record, under the
+    board's MAC, without loading the parser: its names (its functions',
+    `default_within` one of them) would stay in the qstr pools of the
+    session that opened the store, a small board's sync (a month's `G` ran
+    out of memory at 62K for them, docs/budgets.md#27)."""
+    flash, _, ids = provisioned(tmp_path)
+    a = ids[JOB_A]
+    with open(os.path.join(flash, 'run.txt'), 'w') as f:
+        f.write('%s 0 %d 1 e\n' % (a, T0 + 6 * 3600))   # what Store.started wrote before the cut
+    code = '''
+import micropython
+from sporadic.device import store
+st = store.open_store()
+print('NOTES', st.notes)
+micropython.qstr_info(1)
+'''
+    p = boot(flash, code, start=T0 + D, heap=HEAP)
+    assert 'an action was cut: its run record written' in p.stdout, p.stdout[-2000:]
+    assert 'Q(default_within)' not in p.stdout
+    rec = [l for l in lines(flash, 'log.txt') if l.startswith(a + ' r ')]
+    assert [l.split()[:6] for l in rec] == [[a, 'r', 'pump-1', '0', str(T0 + 6 * 3600), 'run']], rec
+    assert shmac.check_line(cfg(flash)['secret'], rec[0]) and len(rec[0].split()) == 7
+    assert not os.path.exists(os.path.join(flash, 'run.txt'))
+
+
 @pytest.mark.slow
 def test_lines_appended_to_in_txt_and_a_planted_jobs_new_are_refused(tmp_path):
     flash, _, ids = provisioned(tmp_path)
