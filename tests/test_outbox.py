@@ -136,8 +136,8 @@ MP32 = os.environ.get('SPORADIC_MICROPYTHON32') or os.path.join(
 # action's `run` record as its store opens, which a sync's first `S` does:
 # at this heap the parser's import for that record, beside the log check's
 # code, ran out of memory (64K passed or not with the flash folder's path:
-# the board's host path is in its heap); with that code let go first and
-# the record's text made by the outbox's unpacker the sync passes at 58K
+# the board's host path is in its heap); with the record's text made by
+# the outbox's unpacker instead the sync passes at 58K
 CUT_HEAP = '63K'
 
 

@@ -85,7 +85,7 @@ def recover(st):
     had = list(sys.modules)
     _check_log(st, st.log, 'log', cfg if signed and cfg.get('id') else None)
     _check_log(st, st.inp, 'in')
-    _started(st, cfg, had)
+    _started(st, cfg)
     if not store.roomy():
         # the parser and the MAC the logs' lines were checked with go before
         # the stamps' hashing and the wake index: on a small heap a sync
@@ -137,7 +137,7 @@ def recover(st):
     return todo, signed
 
 
-def _started(st, cfg, had):
+def _started(st, cfg):
     # run.txt (Store.started): an action the board was cut in, or the
     # outcome written and run.txt not yet removed. The first: its `run`
     # record into the log, under the board's MAC, as the runtime wrote it
@@ -165,16 +165,11 @@ def _started(st, cfg, had):
                     and int(r[5].lstrip('abcdefghijklmnopqrstuvwxyz') or 1) == att:
                 done = True
         if not done:
-            if not store.roomy():
-                # the log check's code goes first: a sync's first `S` opens
-                # the store, a small heap's peak (a 64-bit board cut in an
-                # action needed 64K for its sync)
-                sporadic.forget_since(had)
-                gc.collect()
             # the record's canonical text from its fields by the outbox's
             # unpacker (core/outpack.py, ~100 lines), not the parser: its
-            # ~150 names would stay in the qstr pools of the session (the
-            # cut board's `G` then ran out of memory at 62K)
+            # ~150 names would stay in the qstr pools of the session that
+            # opened the store, a small board's sync (a 64-bit board cut in
+            # an action needed 64K for it, 58K without them)
             from sporadic.core import outpack
             u = outpack.Unpacker()
             u.line('@' + host)
