@@ -90,13 +90,14 @@ class LinkReset(LinkError):
 
 
 class LinkExecError(LinkError):
-    """Code run on the board raised; ``traceback`` is the board's text."""
+    """Code run on the board raised; ``traceback`` is the board's text,
+    ``raised`` its last line (``MemoryError: ...``)."""
 
     def __init__(self, traceback, output=""):
         self.traceback = traceback
         self.output = output
-        last = traceback.strip().splitlines()[-1:] or [""]
-        super().__init__("board raised: " + last[0])
+        self.raised = (traceback.strip().splitlines()[-1:] or [""])[0]
+        super().__init__("board raised: " + self.raised)
 
 
 class Link:

@@ -133,10 +133,9 @@ class SerialLink(RawRepl):
         try:
             return self._call(request, stream)
         except LinkExecError as e:
-            last = e.traceback.strip().splitlines()[-1:] or [""]
-            if last[0].startswith("ImportError") and "sporadic" in last[0]:
+            if e.raised.startswith("ImportError") and "sporadic" in e.raised:
                 raise NotSporadic("%s runs MicroPython, but not sporadic (%s): put it on with "
-                                  "`companion deploy %s`" % (self.port_url, last[0], self.port_url)) from None
+                                  "`companion deploy %s`" % (self.port_url, e.raised, self.port_url)) from None
             raise
 
     def _call(self, request, stream):

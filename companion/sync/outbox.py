@@ -57,10 +57,9 @@ def _asked(call, req):
     try:
         return call(req)
     except LinkExecError as e:
-        last = (e.traceback.strip().splitlines() or [''])[-1]
-        if not last.startswith('MemoryError'):
+        if not e.raised.startswith('MemoryError'):
             raise
-        return '!error ' + last
+        return '!error ' + e.raised
 
 
 def outbox(fleet, dev_id, call, plain_call, heap, flagged, fresh=None):
