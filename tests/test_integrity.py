@@ -420,6 +420,37 @@ print('OPENED', st.in_size, st.notes)
 
 
 @pytest.mark.slow
+def test_a_sync_session_keeps_its_verified_seals_for_its_next_delivery(tmp_path):
+    """A sync session with no loop on a roomy heap (a Pico's) keeps the
+    Verifier of its first delivery for the next: the lines of a second P
+    that the first P's seal covers are taken without reading the store's
+    seals again (seals.py is never loaded: ~0.27 s of a Pico's first sync
+    of 300 jobs, docs/budgets.md#27); once the store compacts, the next
+    delivery starts a fresh Verifier and looks its lines up in the seals
+    the store holds, which cover them too."""
+    flash, fleet, ids = provisioned(tmp_path)
+    for n in range(6):
+        companion(fleet, 'add', 'each 2026-12-01T0%d:30Z log later%d ; every=1h' % (n + 1, n))
+    with open(os.path.join(fleet, 'jobs.txt')) as f:
+        got = f.read().splitlines()
+    seals = [l for l in got if l.startswith('.b ')]
+    later = [l for l in got if 'later' in l]
+    parts = [seals + later[:2], later[2:4], later[4:]]
+    code = """
+import sys
+from sporadic.device import store, storesync
+st = store.open_store()
+for i, part in enumerate(%r):
+    if i == 2:
+        st.compact()
+    print('TOOK', storesync.receive(st, part, 'sync', keep=True), 'sporadic.device.seals' in sys.modules)
+""" % (parts,)
+    p = boot(flash, code, start=T0, heap='192K')
+    took = [l.split(' ', 1)[1] for l in p.stdout.splitlines() if l.startswith('TOOK ')]
+    assert took == ['(%d, 0) False' % (len(seals) + 2), '(2, 0) False', '(2, 0) True'], p.stdout
+
+
+@pytest.mark.slow
 def test_insecure_fleet_takes_an_edited_file_as_before(tmp_path):
     flash, _, ids = provisioned(tmp_path, insecure=True)
     edit(flash, 'jobs.txt', 'log other', 'log edited')

@@ -44,6 +44,8 @@ def begin(st, pend=True, lines=None):
     such that note() would give up on them: _fits)."""
     if not store.WAKE_INDEX or not store.roomy():
         return None
+    if lines is not None and len(lines) > MAX and not _fits((), lines):
+        return None    # more new jobs than any agenda has room for: the index is not read (~25 ms of a Pico)
     # (cfg.json's secret read only for an index that matches the store:
     # a sync's deliveries after the first find it stale)
     f = wake.read(st, lambda: _secret(st))

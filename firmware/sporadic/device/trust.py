@@ -19,7 +19,7 @@ except ImportError:  # CPython (tools that read a board's flash)
 import json
 import os
 from sporadic.core.order import ID_LEN, own_text
-from sporadic.device import stamp
+from sporadic.device import stamp, store
 
 batch = None   # sporadic.core.batch (and rsa): imported by the first delivery with a seal or fleet line
 bid = None     # sporadic.core.batchid (which lines need a batch): by the first delivery
@@ -83,6 +83,7 @@ class Trust:
         self.refused = 0          # lines refused by this check (this boot)
         self.clock_note = ''      # the last refused time record
         self._v = None
+        self._vc = None           # compactions of the store when _v was kept past its delivery's commit
         self._t = None
         self._hosts = None        # the signed host list (_hosts_known), read once
         self._hkeys = None        # {host: board key (32 bytes)} of its records that carry one
@@ -102,8 +103,10 @@ class Trust:
         """The lines of one delivery that may be stored (canonical text), and the number refused
         here (unparsable lines with their parse error). `stored`: the delivery is one of the store's
         own files found changed (recover.py): its batch records are checked (signature, key) but may
-        be at or below the hwm. `keep`: the digests of the seals the store holds may be kept for the
-        next delivery (_held_segs: a session with no loop, which a reset ends)."""
+        be at or below the hwm. `keep`: the digests of the seals the store holds (_held_segs) and, on
+        a roomy heap, the Verifier (a first sync's seals come in its first P; each later P read them
+        again: ~0.27 s of a Pico's time, docs/budgets.md#27) may be kept for the next delivery till
+        the store compacts (a replaced slot's seal may go): a session with no loop, which a reset ends."""
         global batch, bid
         from sporadic.core import batchid as bid   # each line's kind: only once lines arrive
         import sys
@@ -111,6 +114,9 @@ class Trust:
         self._took = []
         if not keep:
             self._segs = None   # a loop's heap keeps no copy of them
+        if self._vc != st.compactions:
+            self._v = None
+        self._vc = st.compactions if keep and store.roomy() else None
         out = []
         recs = []
         ref = 0
@@ -121,12 +127,10 @@ class Trust:
         # companion seals the canonical text its parser made (companion/fleet/keys.py sign_lines). Only a
         # line no batch covers as it came is parsed (_sort): its canonical text may be the one covered,
         # else it is refused with its parse error or as not signed (~2 M instructions a line on a Pico).
-        # (A job line as the companion sends it, 'ID KIND ...' with KIND
-        # no result's nor assignment's, goes to the look-up without a copy
-        # of any part of it: batchid.needs_batch's slices were ~1 ms a line
-        # on a Pico. Whatever waits is taken only when a verified batch
-        # covers it byte for byte, and parsed otherwise: a line put there
-        # wrongly is sorted as before.)
+        # (A job line as the companion sends it, 'ID KIND ...' with KIND no result's nor assignment's,
+        # goes to the look-up without a copy of any part of it: batchid.needs_batch's slices were ~1 ms
+        # a line on a Pico. What waits is taken only when a verified batch covers it byte for byte,
+        # and parsed otherwise: a line put there wrongly is sorted as before.)
         for raw in lines:
             if (raw.startswith(' ', ID_LEN) and not raw.startswith('r ', ID_LEN + 1)
                     and not raw.startswith('a ', ID_LEN + 1) and raw[0] > '.') or (
@@ -209,10 +213,9 @@ class Trust:
         return self._kd
 
     def _held_segs(self, st):
-        # The digests of the seal records the store holds (seals.held), kept across one sync's deliveries
-        # on a roomy heap (a Pico's: each P read them from jobs.txt and in.txt again, ~5 M instructions):
-        # valid until the store compacts (a compaction may drop a replaced slot); what a delivery adds is
-        # added as it commits. None: read them in pieces (a small heap holds no copy of 16 seals).
+        # The digests of the seal records the store holds (seals.held), kept across one sync's deliveries on a
+        # roomy heap (a Pico's: each P read them from jobs.txt and in.txt again, ~5 M instructions) until the
+        # store compacts (a replaced slot may go); a delivery's are added as it commits. None: read in pieces.
         c = self._segs
         if c is not None and c[0] == st.compactions:
             return c[1]
@@ -227,9 +230,8 @@ class Trust:
         return c[1]
 
     def _sort(self, st, raw, recs, wait, dev, out, src, refused, same):
-        # one line parsed (its canonical text) into the list its kind goes
-        # to; the number refused (0 or 1). `same`: a fleet line that no batch
-        # covered as it came: refused as not signed when its canonical text
+        # one line parsed (its canonical text) into the list its kind goes to; the number refused (0 or 1).
+        # `same`: a fleet line no batch covered as it came: refused as not signed when its canonical text
         # is that same text (it was looked up already)
         try:
             # (a seal record is its own text: no parser loaded for it, docs/budgets.md#31)
@@ -359,7 +361,8 @@ class Trust:
         """After the accepted lines are durable: persist the new state (hwm,
         keys) atomically, then apply the newest signed time."""
         v = self._v
-        self._v = None
+        if self._vc is None:
+            self._v = None   # (else kept for the session's next delivery: admit)
         if self._took:
             # this delivery's seals are in in.txt now: held for the next one
             if self._segs is not None and st is not None and self._segs[0] == st.compactions:
@@ -373,6 +376,7 @@ class Trust:
                 if v.rotated:
                     self.keys = v.keytexts()
                     self._kd = None
+                    v.rotated = False
                 self.retired = v.retired
                 self.save()
         t = self._t
@@ -384,8 +388,7 @@ class Trust:
         with open(self.tmp, 'w') as f:
             json.dump({'hwm': self.hwm, 'keys': self.keys, 'retired': self.retired,
                        'cfg_key': self.cfg_key}, f)
-        # relative paths: os.rename with two absolute paths fails on a
-        # VfsPosix mounted at / (MicroPython unix port)
+        # relative paths: os.rename with two absolute paths fails on a VfsPosix mounted at / (unix port)
         a = self.tmp
         b = self.path
         if a[0] == '/':
@@ -394,9 +397,8 @@ class Trust:
         os.rename(a, b)
 
     def _time(self, st, t):
-        # a signed time record: sets an unknown clock, moves a trusted one
-        # forward; one behind a trusted clock by more than BACK_MAX is
-        # refused and reported (a stale or replayed time, or a push back)
+        # a signed time record: sets an unknown clock, moves a trusted one forward; one behind a
+        # trusted clock by more than BACK_MAX is refused and reported (stale, replayed, pushed back)
         from sporadic.device import clock
         if clock.state == 'unknown' and clock.source == '':
             clock.init()
@@ -424,11 +426,9 @@ class Trust:
 
 
 def _parsed(had):
-    # The parser's rarely used code this delivery loaded (job text, a calendar job's cron, zone
-    # and sun modules, a host record's) goes before the signature check on a tight heap
-    # (store.tight): a 128K unix board holds the sync's code and one of the two, not both
-    # (docs/budgets.md#27)
-    from sporadic.device import store
+    # The parser's rarely used code this delivery loaded (job text, a calendar job's cron, zone and sun
+    # modules, a host record's) goes before the signature check on a tight heap (store.tight): a 128K
+    # unix board holds the sync's code and one of the two, not both (docs/budgets.md#27)
     if not store.tight():
         return       # a roomy heap keeps them: no import again at the next delivery
     if 'sporadic.core.jobline' in had and 'sporadic.core.jobtext' not in had:
@@ -463,7 +463,7 @@ def _held_cover(st, lines, segs=None):
     # Read from the file (no kept digests) on a tight heap, seals.py goes
     # after it: the compaction after the delivery wants its room (a 96K
     # board found no 640-byte run for fold's names, tests/test_scale_sync.py)
-    from sporadic.device import seals, store
+    from sporadic.device import seals
     try:
         return seals.cover(st, lines, segs)
     finally:
