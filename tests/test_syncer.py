@@ -31,3 +31,12 @@ def test_push_requests_follow_the_board_heap():
     assert syncer.put_bytes_for(128 * 1024) == recon.REQ_MAX
     assert syncer.put_bytes_for(2 * 1024 * 1024) == syncer.PUT_ROOMY > recon.REQ_MAX   # a Pico's ~190K too
     assert syncer.put_bytes_for(None) == recon.REQ_MAX    # firmware that does not say
+    # a serial sync has the board's heap to itself after its soft reset (no
+    # loop beside it): a roomy one takes twice as much a P; a TCP board's
+    # loop shares its heap, and a small heap gets what it got
+    from companion.link.serial import SerialLink
+    from companion.link.tcp import TcpLink
+    assert SerialLink.own_heap and not TcpLink.own_heap
+    assert syncer.put_bytes_for(2 * 1024 * 1024, SerialLink.own_heap) == syncer.PUT_OWN_HEAP == 2 * syncer.PUT_ROOMY
+    assert syncer.put_bytes_for(2 * 1024 * 1024, TcpLink.own_heap) == syncer.PUT_ROOMY
+    assert syncer.put_bytes_for(38 * 1024, True) == 512 and syncer.put_bytes_for(None, True) == recon.REQ_MAX

@@ -17,6 +17,8 @@ Link: what a sync uses (sync/syncer.py), every link (serial, TCP):
                               heap fresh for the sync (serial: Ctrl-D in the raw
                               REPL); a link whose board answers from its running
                               loop (TCP) has nothing to do
+    link.own_heap             True: after soft_reset the sync has the board's heap
+                              to itself, no loop beside it (serial)
     link.bytes_sent, link.bytes_received, link.progress, link.reset_counters()
     link.close()              let the board go back to what it was doing
 
@@ -114,6 +116,7 @@ class Link:
     bytes_received = 0
     progress = None
     stream_answers = False
+    own_heap = False
 
     def call(self, request: str, stream: bool = False) -> str:
         raise NotImplementedError

@@ -86,6 +86,7 @@ class SerialLink(RawRepl):
 
     stream_threshold = 2048  # requests and files above this many bytes are streamed
     stream_answers = True    # answers come framed as they are made (syncsrv.w)
+    own_heap = True          # soft_reset: the board's loop is stopped, its heap the sync's
 
     def __init__(self, port_url, baud=115200, timeout=20.0, interrupt_timeout=15.0,
                  chunk_size=4096):

@@ -72,9 +72,8 @@ FROZEN_PROBE = ("try:\n"
                 " print('-')\n")
 
 
-# A board's watchdog keeps running across Ctrl-C and soft resets once its
-# loop has started it (ESP8266: 5 s): deploy feeds it between files, as the
-# sync server does at each request (docs/hardware.md#the-watchdog).
+# A board's watchdog keeps running across soft resets once its loop started it (ESP8266: 5 s):
+# deploy feeds it between files, as the sync server does at each request (docs/hardware.md#the-watchdog).
 FEED = ("try:\n"
         " import board\n"
         " board.wdt_feed()\n"
@@ -347,24 +346,24 @@ def fresh_heap(link):
 
 SYNCS_KEPT = 1000  # sync times a devices/ID.json keeps (about 11 KB)
 GET_LINES = 128   # lines in one G answer at most (about 9 KB on the board)
-
-
 PUT_ROOMY = 8192          # characters in one P for a board with ROOMY_HEAP or more
+PUT_OWN_HEAP = 16384      # the same when the sync has that heap to itself (link.own_heap)
 ROOMY_HEAP = 160 * 1024
 
 
-def put_bytes_for(heap):
+def put_bytes_for(heap, own_heap=False):
     """Characters in one P request for a board with this heap (bytes, as its
     T answer says; None from older firmware). A request arrives as source
     text the board compiles, so it is held about three times over: an
     ESP8266's 38K heap takes 512 (bench/heap_sync.py). A roomy heap (a
-    Pico's ~190 KB) takes PUT_ROOMY (a streamed request: held twice, not
-    compiled): each P costs the board ~6 M instructions besides its lines
-    (the request's execution, the store's in.txt stamp and its wake index
-    read, the trust state); a first sync of 300 jobs takes 3 of 8 KB, not 7
-    of 4 KB (docs/budgets.md#27)."""
+    Pico's ~190 KB) takes PUT_ROOMY (streamed: held twice, not compiled):
+    each P costs the board ~6 M instructions besides its lines; with that
+    heap to itself (own_heap: a serial session, no loop beside it)
+    PUT_OWN_HEAP: a first sync of 300 jobs in 2 P, not 3 of 8 KB or 7 of
+    4 KB (docs/budgets.md#27; one of 32 KB left too little free for
+    in.txt's limit: it compacted inside the P)."""
     if heap is not None and heap >= ROOMY_HEAP:
-        return PUT_ROOMY
+        return PUT_OWN_HEAP if own_heap else PUT_ROOMY
     if heap is None or heap >= 128 * 1024:
         return recon.REQ_MAX
     return 512 if heap < files.SMALL_HEAP else 1024
@@ -425,7 +424,7 @@ def _sync(fleet, port, link, now, base=0, seen=None):
     view = board_view(fleet, dev_id)
     held = prior.load(fleet, dev_id)     # what it held at its last equal sync (companion/sync/prior.py)
     stats = recondrv.reconcile(view, local_receive, call, get_lines=get_lines,
-                            put_bytes=put_bytes_for(heap), known=held and held.known)
+                            put_bytes=put_bytes_for(heap, link.own_heap), known=held and held.known)
     if stats['equal']:
         prior.save(fleet, dev_id, view)
     moved = stats['lines_in'] or stats['lines_out']
