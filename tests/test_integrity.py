@@ -451,6 +451,43 @@ for i, part in enumerate(%r):
 
 
 @pytest.mark.slow
+def test_a_sync_session_keeps_its_pending_lines_for_the_compaction_after_it(tmp_path):
+    """On a roomy heap the lines a sync session's deliveries took stay in
+    RAM as the store's pending lines (carry.pending): the compaction after
+    them (the sync's next S, N or G) does not read in.txt again (a Pico's
+    first sync of 300 jobs: 0.18 s), and folds in every line, in order."""
+    flash, fleet, ids = provisioned(tmp_path)
+    for n in range(6):
+        companion(fleet, 'add', 'each 2026-12-01T0%d:30Z log later%d ; every=1h' % (n + 1, n))
+    with open(os.path.join(fleet, 'jobs.txt')) as f:
+        got = f.read().splitlines()
+    seals = [l for l in got if l.startswith('.b ')]
+    later = [l for l in got if 'later' in l]
+    code = """
+from sporadic.device import store, storesync
+reads = []
+plain = store.read_lines
+def counted(path, torn=False):
+    reads.append(path)
+    return plain(path, torn)
+store.read_lines = counted
+st = store.open_store()
+for part in %r:
+    storesync.receive(st, part, 'sync', keep=True)
+inp = sorted(plain('in.txt'))
+del reads[:]
+print('PENDING', st.pending() == inp, len(inp))
+st.compact()
+print('READ', reads.count('in.txt'), st.in_size)
+""" % ([seals + later[:3], later[3:]],)
+    p = boot(flash, code, start=T0, heap='192K')
+    assert 'PENDING True %d' % (len(seals) + len(later)) in p.stdout, p.stdout
+    assert 'READ 0 0' in p.stdout, p.stdout
+    held = lines(flash, 'jobs.txt')
+    assert all(l in held for l in later) and held == sorted(held)
+
+
+@pytest.mark.slow
 def test_insecure_fleet_takes_an_edited_file_as_before(tmp_path):
     flash, _, ids = provisioned(tmp_path, insecure=True)
     edit(flash, 'jobs.txt', 'log other', 'log edited')

@@ -76,6 +76,12 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None, keep=F
     if sink is None and not stored and store.roomy():   # (never loaded on a smaller heap)
         from sporadic.device import carry as cw
     cc = cw.begin(st, lines=lines if isinstance(lines, list) else None) if cw is not None else None
+    # and the pending lines kept in RAM across it (carry.pending), else read again after it
+    held = None
+    if cw is not None:
+        held = st._pend if st._pend is not None else None if st.in_size or st.log_size else []
+    st._pend = None
+    got = []
     try:
         for raw in lines:
             try:
@@ -98,6 +104,8 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None, keep=F
                 continue
             if cw is not None:
                 cc = cw.note(st, cc, c)
+                if held is not None:
+                    got.append(c)
             if f is None:
                 ch = _chain(st)
                 f = open(st.inp, 'a')
@@ -127,6 +135,9 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None, keep=F
                 if cw is not None:
                     cw.drop(cc)        # (jobs.txt, open for note(): the compaction replaces it)
                 st.compact()
+                if held is not None:
+                    held = []          # (all of it in jobs.txt now)
+                    got = []
     finally:
         if cw is not None:
             cw.drop(cc)
@@ -138,7 +149,7 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None, keep=F
                 f.close()
                 _stamp_in(st, ch)
 
-    st._pend = None
+    st._pend = None if held is None else cw.pending(held, got)
     if tr is not None:
         tr.commit(st)   # after the lines are durable
     if cc is not None and acc:
