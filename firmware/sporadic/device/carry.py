@@ -73,8 +73,8 @@ def note(st, c, line):
     None when the index cannot be carried past it."""
     if c is None:
         return None
-    if line[:1] == '.':
-        return None if line[:3] == '.h ' else c
+    if line.startswith('.'):
+        return None if line.startswith('.h ') else c
     jid = line[:ID_LEN]
     kind = line[ID_LEN + 1:ID_LEN + 3]
     if kind == 'ca':
@@ -124,8 +124,8 @@ def _fits(ents, lines):
     have = [e[2] for e in ents]
     new = []
     for line in lines:
-        if line[:1] == '.':
-            if line[:3] == '.h ':
+        if line.startswith('.'):     # (no slice: a new string is ~0.2 ms of a Pico's sync)
+            if line.startswith('.h '):
                 return False
             continue
         jid = line[:ID_LEN]

@@ -196,7 +196,7 @@ class Trust:
         if dev:
             ref += self._hosts_known(st, dev, out, src, refused)
         for c in out:
-            if c[:3] == '.t ':
+            if c.startswith('.t '):    # (a slice is a new string: ~0.2 ms a line in a Pico's sync)
                 try:
                     t = int(c[3:])
                 except ValueError:
