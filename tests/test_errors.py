@@ -135,6 +135,24 @@ def test_board_without_sporadic(fleet, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_board_whose_start_runs_out_of_memory_says_so(fleet, tmp_path):
+    """A deployed board started with a heap too small for its loop: its
+    main.py runs out of memory and resets it (device/boot.py), again and
+    again, so that no Ctrl-C finds a prompt. The companion says what it saw
+    (it was taken for something that does not run MicroPython)."""
+    flash_dir = str(tmp_path / 'b')
+    with VBoard(flash_dir, heap='128K') as vb:
+        p = companion('--fleet', fleet, 'deploy', vb.path, '--id', 'b1', '-q')
+        assert p.returncode == 0, p.stderr
+    with VBoard(flash_dir, heap='24K') as vb:
+        line = one_line(companion('--fleet', fleet, 'sync', vb.path),
+                        '%s runs MicroPython, but what it runs as it starts failed' % vb.path,
+                        'MemoryError: memory allocation failed', 'restarts before it takes Ctrl-C',
+                        'heap is too small')
+        assert 'not as MicroPython does' not in line
+
+
+@pytest.mark.slow
 def test_board_gone_mid_deploy(fleet, tmp_path):
     """The board's process dies (its cable pulled) while deploy writes files."""
     from tests.devutil import wait_for

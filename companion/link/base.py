@@ -43,11 +43,12 @@ subclass tells them what happened when they need to know:
     LinkRefused      nothing listens at the TCP address
     LinkTimeout      nothing answers (no MicroPython REPL, no sporadic peer)
     NotSporadic      something answers, but not sporadic (plain MicroPython, another program)
+    FailsAtStart     MicroPython answers, but what it runs at start fails again and again
     AuthRefused      the board refused our proof, or could not prove itself
 """
 
 __all__ = ["Link", "ReplLink", "LinkError", "LinkClosed", "LinkTimeout", "LinkReset", "LinkExecError",
-           "PortUnavailable", "LinkRefused", "NotSporadic", "AuthRefused"]
+           "PortUnavailable", "LinkRefused", "NotSporadic", "FailsAtStart", "AuthRefused"]
 
 
 class LinkError(Exception):
@@ -76,6 +77,17 @@ class LinkRefused(LinkClosed):
 
 class NotSporadic(LinkError):
     """Something answers on the line, but it does not run sporadic."""
+
+
+class FailsAtStart(LinkError):
+    """The board runs MicroPython, but what it runs at start fails over and
+    over (it restarts before it takes Ctrl-C): ``raised`` is its last error
+    line (``MemoryError: ...``), ``times`` how often it was seen."""
+
+    def __init__(self, message, raised='', times=0):
+        super().__init__(message)
+        self.raised = raised
+        self.times = times
 
 
 class AuthRefused(LinkError):

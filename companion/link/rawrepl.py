@@ -44,13 +44,29 @@ import time
 
 import serial
 
-from .base import LinkClosed, ReplLink, LinkError, LinkExecError, LinkReset, LinkTimeout, NotSporadic
+from .base import LinkClosed, ReplLink, LinkError, LinkExecError, LinkReset, LinkTimeout, NotSporadic, FailsAtStart
 from .ports import at_open, close_port, open_failure, open_port
 
 __all__ = ["RawRepl", "onboard_source", "onboard_code", "onboard_request", "RAW_BANNER", "STREAM_IDLE_MS",
            "RETRY_CTRL_C", "text"]
 
 ONBOARD_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "onboard")
+
+
+# the last line of a MicroPython traceback: "MemoryError: memory allocation failed, ..."
+ERROR_LINE = re.compile(rb"(?:^|[\r\n])([A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception)(?:: [^\r\n]*)?)\r?\n")
+
+
+def failing_start(printed):
+    """(times, last error line) when what a board printed while it was
+    interrupted holds an exception's last line twice or more: its start
+    fails, and it restarts (a main.py out of memory resets the board,
+    sporadic/device/boot.py), so that no Ctrl-C finds it at a prompt. None
+    otherwise."""
+    found = ERROR_LINE.findall(printed)
+    if len(found) < 2:
+        return None
+    return len(found), found[-1].decode("utf-8", "replace")[:120]
 
 
 def onboard_source(name):
@@ -280,6 +296,14 @@ class RawRepl(ReplLink):
                             "nothing answers on %s (no MicroPython prompt after Ctrl-C for %.0f s): "
                             "is the board plugged in and running MicroPython? (a board in its "
                             "bootloader is silent too)" % (self.port_url, self.interrupt_timeout)))
+                    failed = failing_start(bytes(self._rx))
+                    if failed:
+                        self._fail(FailsAtStart(
+                            "%s runs MicroPython, but what it runs as it starts failed %d times in %.0f s "
+                            "(%s), and it restarts before it takes Ctrl-C%s"
+                            % (self.port_url, failed[0], self.interrupt_timeout, failed[1],
+                               ": its heap is too small for what is on it" if failed[1].startswith("MemoryError")
+                               else ""), failed[1], failed[0]))
                     self._fail(NotSporadic(
                         "%s answers, but not as MicroPython does (no raw REPL after Ctrl-C for %.0f s; "
                         "it sent %r): is this the board's port, and does it run MicroPython?"
