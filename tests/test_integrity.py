@@ -286,12 +286,8 @@ print('PARSED', len(parsed), len(st.notes))
     assert any(l.startswith('edited log.txt: bad MAC') for l in quarantined(flash))
 
 
-@pytest.mark.slow
-def test_unchanged_store_opens_without_a_pass(tmp_path):
-    """The stamp short-cut: opening a store whose files match their stamps
-    reads no line of jobs.txt (one sha256 over it) and writes nothing."""
-    flash, _, _ = provisioned(tmp_path)
-    code = '''
+# board code: the store's reads counted (`reads`: the paths read_lines opened)
+COUNTED_READS = '''
 from sporadic.device import store
 reads = []
 plain = store.read_lines
@@ -299,6 +295,26 @@ def counted(path, torn=False):
     reads.append(path)
     return plain(path, torn)
 store.read_lines = counted
+'''
+
+
+def provisioned_with_later_jobs(tmp_path):
+    """A provisioned board's flash, and six jobs added after it: the fleet's
+    seal records and the six lines, as a sync would deliver them."""
+    flash, fleet, _ = provisioned(tmp_path)
+    for n in range(6):
+        companion(fleet, 'add', 'each 2026-12-01T0%d:30Z log later%d ; every=1h' % (n + 1, n))
+    with open(os.path.join(fleet, 'jobs.txt')) as f:
+        got = f.read().splitlines()
+    return flash, [l for l in got if l.startswith('.b ')], [l for l in got if 'later' in l]
+
+
+@pytest.mark.slow
+def test_unchanged_store_opens_without_a_pass(tmp_path):
+    """The stamp short-cut: opening a store whose files match their stamps
+    reads no line of jobs.txt (one sha256 over it) and writes nothing."""
+    flash, _, _ = provisioned(tmp_path)
+    code = COUNTED_READS + '''
 st = store.open_store()
 print('OPEN', reads.count('jobs.txt') + reads.count('jobs.bad'), store.ops, len(st.notes))
 '''
@@ -428,13 +444,7 @@ def test_a_sync_session_keeps_its_verified_seals_for_its_next_delivery(tmp_path)
     of 300 jobs, docs/budgets.md#27); once the store compacts, the next
     delivery starts a fresh Verifier and looks its lines up in the seals
     the store holds, which cover them too."""
-    flash, fleet, ids = provisioned(tmp_path)
-    for n in range(6):
-        companion(fleet, 'add', 'each 2026-12-01T0%d:30Z log later%d ; every=1h' % (n + 1, n))
-    with open(os.path.join(fleet, 'jobs.txt')) as f:
-        got = f.read().splitlines()
-    seals = [l for l in got if l.startswith('.b ')]
-    later = [l for l in got if 'later' in l]
+    flash, seals, later = provisioned_with_later_jobs(tmp_path)
     parts = [seals + later[:2], later[2:4], later[4:]]
     code = """
 import sys
@@ -456,21 +466,9 @@ def test_a_sync_session_keeps_its_pending_lines_for_the_compaction_after_it(tmp_
     RAM as the store's pending lines (carry.pending): the compaction after
     them (the sync's next S, N or G) does not read in.txt again (a Pico's
     first sync of 300 jobs: 0.18 s), and folds in every line, in order."""
-    flash, fleet, ids = provisioned(tmp_path)
-    for n in range(6):
-        companion(fleet, 'add', 'each 2026-12-01T0%d:30Z log later%d ; every=1h' % (n + 1, n))
-    with open(os.path.join(fleet, 'jobs.txt')) as f:
-        got = f.read().splitlines()
-    seals = [l for l in got if l.startswith('.b ')]
-    later = [l for l in got if 'later' in l]
-    code = """
-from sporadic.device import store, storesync
-reads = []
-plain = store.read_lines
-def counted(path, torn=False):
-    reads.append(path)
-    return plain(path, torn)
-store.read_lines = counted
+    flash, seals, later = provisioned_with_later_jobs(tmp_path)
+    code = COUNTED_READS + """
+from sporadic.device import storesync
 st = store.open_store()
 for part in %r:
     storesync.receive(st, part, 'sync', keep=True)
