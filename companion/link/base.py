@@ -46,6 +46,7 @@ subclass tells them what happened when they need to know:
     FailsAtStart     MicroPython answers, but what it runs at start fails again and again
     AuthRefused      the board refused our proof, or could not prove itself
 """
+import re
 
 __all__ = ["Link", "ReplLink", "LinkError", "LinkClosed", "LinkTimeout", "LinkReset", "LinkExecError",
            "PortUnavailable", "LinkRefused", "NotSporadic", "FailsAtStart", "AuthRefused"]
@@ -88,6 +89,24 @@ class FailsAtStart(LinkError):
         super().__init__(message)
         self.raised = raised
         self.times = times
+
+    @classmethod
+    def seen(cls, port, printed, seconds):
+        """The error when what a board printed while it was interrupted
+        holds an exception's last line twice or more (a main.py out of
+        memory resets the board: sporadic/device/boot.py), else None."""
+        found = ERROR_LINE.findall(printed)
+        if len(found) < 2:
+            return None
+        last = found[-1].decode('utf-8', 'replace')[:120]
+        return cls('%s runs MicroPython, but what it runs as it starts failed %d times in %.0f s (%s), and it '
+                   'restarts before it takes Ctrl-C%s' % (port, len(found), seconds, last,
+                   ': its heap is too small for what is on it' if last.startswith('MemoryError') else ''),
+                   last, len(found))
+
+
+# the last line of a MicroPython traceback: "MemoryError: memory allocation failed, ..."
+ERROR_LINE = re.compile(rb'(?:^|[\r\n])([A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception)(?:: [^\r\n]*)?)\r?\n')
 
 
 class AuthRefused(LinkError):

@@ -53,22 +53,6 @@ __all__ = ["RawRepl", "onboard_source", "onboard_code", "onboard_request", "RAW_
 ONBOARD_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "onboard")
 
 
-# the last line of a MicroPython traceback: "MemoryError: memory allocation failed, ..."
-ERROR_LINE = re.compile(rb"(?:^|[\r\n])([A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception)(?:: [^\r\n]*)?)\r?\n")
-
-
-def failing_start(printed):
-    """(times, last error line) when what a board printed while it was
-    interrupted holds an exception's last line twice or more: its start
-    fails, and it restarts (a main.py out of memory resets the board,
-    sporadic/device/boot.py), so that no Ctrl-C finds it at a prompt. None
-    otherwise."""
-    found = ERROR_LINE.findall(printed)
-    if len(found) < 2:
-        return None
-    return len(found), found[-1].decode("utf-8", "replace")[:120]
-
-
 def onboard_source(name):
     """The text of companion/link/onboard/NAME.py: code exec'd on a board."""
     with open(os.path.join(ONBOARD_DIR, name + ".py"), encoding="utf-8") as f:
@@ -296,14 +280,9 @@ class RawRepl(ReplLink):
                             "nothing answers on %s (no MicroPython prompt after Ctrl-C for %.0f s): "
                             "is the board plugged in and running MicroPython? (a board in its "
                             "bootloader is silent too)" % (self.port_url, self.interrupt_timeout)))
-                    failed = failing_start(bytes(self._rx))
+                    failed = FailsAtStart.seen(self.port_url, bytes(self._rx), self.interrupt_timeout)
                     if failed:
-                        self._fail(FailsAtStart(
-                            "%s runs MicroPython, but what it runs as it starts failed %d times in %.0f s "
-                            "(%s), and it restarts before it takes Ctrl-C%s"
-                            % (self.port_url, failed[0], self.interrupt_timeout, failed[1],
-                               ": its heap is too small for what is on it" if failed[1].startswith("MemoryError")
-                               else ""), failed[1], failed[0]))
+                        self._fail(failed)
                     self._fail(NotSporadic(
                         "%s answers, but not as MicroPython does (no raw REPL after Ctrl-C for %.0f s; "
                         "it sent %r): is this the board's port, and does it run MicroPython?"
