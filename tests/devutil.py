@@ -211,6 +211,23 @@ def wait_for(cond, timeout=30.0, what='condition', every=0.05):
     raise AssertionError('timed out after %.0f s waiting for %s (last: %r)' % (timeout, what, last))
 
 
+def synced_once_listening(cli, port, what, timeout=20, every=0.5):
+    """`companion sync 127.0.0.1:PORT -q` (a CLI's run) tried until it
+    succeeds: a networked board binds its port as it boots, and refuses a
+    sync until then. Times out saying the last try's own words, so that a
+    board that answered with an error is told from one that never listened."""
+    last = []
+
+    def once():
+        p = cli.run('sync', '127.0.0.1:%d' % port, '-q', ok=False)
+        last[:] = [(p.stdout + p.stderr).strip()[-300:]]
+        return p if p.returncode == 0 else None
+    try:
+        return wait_for(once, timeout, what, every=every)
+    except AssertionError as e:
+        raise AssertionError('%s; the last try said: %s' % (e, last[0] if last else '-')) from None
+
+
 def has_outcome(folder, jid, host, k, outcomes=('ok', 'err')):
     """The board's flash folder holds an outcome of jid.k by host (its
     jobs.txt or its logs), as one looks at a board's LED."""

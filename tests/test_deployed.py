@@ -20,7 +20,7 @@ import os
 import pytest
 
 from companion.make import image
-from tests.devutil import CLI, actlog, wait_for
+from tests.devutil import CLI, actlog, synced_once_listening, wait_for
 
 pytestmark = pytest.mark.slow   # every test starts virtual boards
 
@@ -42,10 +42,7 @@ def net(cli, port):
 def tcp_sync(cli, bid, port, timeout=20):
     """`companion sync 127.0.0.1:PORT` once the board listens (it binds its
     port as it boots; until then the sync is refused)."""
-    def once():
-        p = cli.run('sync', '127.0.0.1:%d' % port, '-q', ok=False)
-        return p if p.returncode == 0 else None
-    p = wait_for(once, timeout, '%s listening on %d' % (bid, port), every=0.5)
+    p = synced_once_listening(cli, port, '%s listening on %d' % (bid, port), timeout)
     assert p.stdout.startswith('synced ' + bid), p.stdout
     return p.stdout
 

@@ -23,7 +23,7 @@ from sporadic.core import jobline, leader, merge, plan, recon
 from sporadic.core import recondrv
 from sporadic.core import jobtext
 from sporadic.desktop import merging
-from tests.devutil import wait_for
+from tests.devutil import synced_once_listening, wait_for
 
 HEAP = '224K'    # runtime + store + recon + net + a signed sync on the 64-bit port (docs/wifi.md);
                  # 192K until board signatures: checking them in a sync took ~24 KiB more (bench/mqtt.py's TCP figure)
@@ -52,10 +52,7 @@ class Board:
 
     def sync(self):
         """`companion sync 127.0.0.1:PORT` (sets the board's clock), once it listens."""
-        def once():
-            p = self.cli.run('sync', '127.0.0.1:%d' % self.port, '-q', ok=False)
-            return p if p.returncode == 0 else None
-        return wait_for(once, 20, self.id + ' listening', every=0.3).stdout
+        return synced_once_listening(self.cli, self.port, self.id + ' listening', every=0.3).stdout
 
     def alive(self):
         return self.vb is not None and self.vb.alive()
