@@ -80,15 +80,13 @@ class NotSporadic(LinkError):
     """Something answers on the line, but it does not run sporadic."""
 
 
+# the last line of a MicroPython traceback: "MemoryError: memory allocation failed, ..."
+ERROR_LINE = re.compile(rb'(?:^|[\r\n])([A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception)(?:: [^\r\n]*)?)\r?\n')
+
+
 class FailsAtStart(LinkError):
     """The board runs MicroPython, but what it runs at start fails over and
-    over (it restarts before it takes Ctrl-C): ``raised`` is its last error
-    line (``MemoryError: ...``), ``times`` how often it was seen."""
-
-    def __init__(self, message, raised='', times=0):
-        super().__init__(message)
-        self.raised = raised
-        self.times = times
+    over (it restarts before it takes Ctrl-C)."""
 
     @classmethod
     def seen(cls, port, printed, seconds):
@@ -101,12 +99,7 @@ class FailsAtStart(LinkError):
         last = found[-1].decode('utf-8', 'replace')[:120]
         return cls('%s runs MicroPython, but what it runs as it starts failed %d times in %.0f s (%s), and it '
                    'restarts before it takes Ctrl-C%s' % (port, len(found), seconds, last,
-                   ': its heap is too small for what is on it' if last.startswith('MemoryError') else ''),
-                   last, len(found))
-
-
-# the last line of a MicroPython traceback: "MemoryError: memory allocation failed, ..."
-ERROR_LINE = re.compile(rb'(?:^|[\r\n])([A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception)(?:: [^\r\n]*)?)\r?\n')
+                   ': its heap is too small for what is on it' if last.startswith('MemoryError') else ''))
 
 
 class AuthRefused(LinkError):
