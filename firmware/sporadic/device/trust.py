@@ -127,10 +127,8 @@ class Trust:
         # companion seals the canonical text its parser made (companion/fleet/keys.py sign_lines). Only a
         # line no batch covers as it came is parsed (_sort): its canonical text may be the one covered,
         # else it is refused with its parse error or as not signed (~2 M instructions a line on a Pico).
-        # (A job line as the companion sends it, 'ID KIND ...' with KIND no result's nor assignment's,
-        # goes to the look-up without a copy of any part of it: batchid.needs_batch's slices were ~1 ms
-        # a line on a Pico. What waits is taken only when a verified batch covers it byte for byte,
-        # and parsed otherwise: a line put there wrongly is sorted as before.)
+        # (A job line as the companion sends it, 'ID KIND ...', waits with no copy of any part of it:
+        # needs_batch's slices were ~1 ms a line on a Pico; one put there wrongly is parsed as before.)
         for raw in lines:
             if (raw.startswith(' ', ID_LEN) and not raw.startswith('r ', ID_LEN + 1)
                     and not raw.startswith('a ', ID_LEN + 1) and raw[0] > '.') or (
@@ -138,8 +136,7 @@ class Trust:
                 wait.append(raw)
                 continue
             ref += self._sort(st, raw, recs, wait, dev, out, src, refused, None)
-        _parsed(had)
-        had = None
+        had = _parsed(had)   # (None)
         if not (recs or wait):
             if dev:
                 ref += self._hosts_known(st, dev, out, src, refused)
@@ -186,6 +183,8 @@ class Trust:
                     out.append(rest[i])
                 elif not late:
                     # as it came it is no line the owner sealed: its parse decides
+                    if had is None:
+                        had = list(sys.modules)
                     ref += self._sort(st, rest[i], recs, wait, dev, out, src, refused, rest[i])
                 else:
                     self._refuse(st, rest[i], 'not signed: no verified batch covers this line',
@@ -193,6 +192,7 @@ class Trust:
                     ref += 1
             rest = ok = None
             late = True
+        had = _parsed(had)   # (set where a line no held seal covers was parsed: a forged one, say)
         if dev:
             ref += self._hosts_known(st, dev, out, src, refused)
         for c in out:
@@ -426,11 +426,11 @@ class Trust:
 
 
 def _parsed(had):
-    # The parser's rarely used code this delivery loaded (job text, a calendar job's cron, zone and sun
-    # modules, a host record's) goes before the signature check on a tight heap (store.tight): a 128K
-    # unix board holds the sync's code and one of the two, not both (docs/budgets.md#27)
-    if not store.tight():
-        return       # a roomy heap keeps them: no import again at the next delivery
+    # The parser's rarely used code this delivery loaded (job text, cron, zone, sun, host record modules)
+    # goes on a tight heap (store.tight): a 128K unix board holds the sync's code and one of the two,
+    # not both (docs/budgets.md#27); after a late parse, before the compaction (#31)
+    if had is None or not store.tight():
+        return       # (nothing parsed;) a roomy heap keeps them: no import again at the next delivery
     if 'sporadic.core.jobline' in had and 'sporadic.core.jobtext' not in had:
         _jl().unload()
     import sporadic
