@@ -502,6 +502,31 @@ def test_an_outbox_answer_out_of_memory_is_asked_again_on_a_fresh_heap(tmp_path)
     assert got['records'] == 40 and len(fleet.results()) == 40
 
 
+def test_an_outbox_answer_with_no_room_for_the_packer_sends_the_lines_as_they_are(tmp_path):
+    """A board that cannot load the outbox packer's code (a loop's heap over
+    TCP, scattered, where no fresh heap can be asked for: three deployed
+    boards' `O` failed `allocating 1280 bytes`, a qstr block, with 56 KB
+    free) answers with its raw outbox files unpacked: every record arrives
+    and is acknowledged once, none is lost or refused. (The failure is
+    the board's own import raising MemoryError, as it did there.)"""
+    from companion import cli
+    d = _flash_of_two_outbox_files(tmp_path)
+    core = os.path.join(d, 'lib', 'sporadic', 'core')
+    for name in os.listdir(core):
+        if name.startswith('outpack.'):
+            os.remove(os.path.join(core, name))
+    with open(os.path.join(core, 'outpack.py'), 'w') as f:
+        f.write("raise MemoryError('memory allocation failed, allocating 1280 bytes')\n")
+    answer = _o_answer(d, 'from sporadic.device import syncsrv\nsyncsrv.w("O 8192")\n')
+    assert '!error' not in answer, answer[-300:]
+    assert answer.count('\n@\n') == 2, answer[:300]      # both files as they are, not packed
+    fleet = Fleet(str(tmp_path / 'fleet'))
+    assert cli.main(['--fleet', fleet.dir, 'init', '--insecure']) == 0
+    acks = []
+    got = outbox.outbox(fleet, HOST, lambda req: answer, lambda req: acks.append(req) or '1', None, [])
+    assert acks == ['A 2 0'] and got['records'] == 40 and len(fleet.results()) == 40
+
+
 def test_a_status_out_of_memory_is_asked_again_on_a_fresh_heap():
     """The status (`I`, the sync's last request) of a board whose heap the
     outbox's pieces scattered (a 64K unix board after a month of results:

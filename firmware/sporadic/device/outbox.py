@@ -199,9 +199,14 @@ def answer(st, most):
         if name[0] != 'p':
             host = _host((p,))
             if host:
-                from sporadic.core import outpack
-                src = outpack.pack(src, host)
-            else:
+                try:
+                    from sporadic.core import outpack
+                    src = outpack.pack(src, host)
+                except MemoryError:
+                    # no run for the packer's code in a heap a loop has
+                    # scattered (a TCP board's): the lines as they are
+                    host = ''
+            if not host:
                 yield '\n@'
         for line in src:
             yield '\n' + line

@@ -27,7 +27,7 @@ def lines(st):
     return merge.compact(st.stream())
 
 
-def receive(st, lines, src='sync', refused=None, stored=False, sink=None, keep=False):
+def receive(st, lines, src='sync', refused=None, stored=False, sink=None, keep=False, defer=False):
     """Lines from a peer: each is parsed; a bad one is quarantined with its
     reason (and added to `refused` as (line, reason) when given), a good one
     appended to in.txt in canonical form. Compacts as in.txt fills, so any
@@ -36,7 +36,9 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None, keep=F
     from one of the store's own files that did not match its stamp (its
     batch records may be ones the store already held); `sink`: called with
     each accepted line instead of appending it to in.txt (reimport); `keep`:
-    trust.admit's. in.txt is stamped after the lines are written (in.ok)."""
+    trust.admit's; `defer`: no compaction here, the caller compacts after,
+    with this delivery's lines and code let go (syncsrv: a serial session on
+    a tight heap). in.txt is stamped after the lines are written (in.ok)."""
     acc = 0
     ref = 0
     tr = trust(st)
@@ -68,6 +70,8 @@ def receive(st, lines, src='sync', refused=None, stored=False, sink=None, keep=F
     buf = []      # accepted lines not yet written: one write a WRITE_MAX bytes
     n = 0
     most = WRITE_ROOMY if store.roomy() else WRITE_MAX
+    if defer:
+        limit = 0x3fffffff    # (a small int on a 32-bit port)
     ch = None     # in.txt's stamp as a chain (stamp.chain_start), fed what is written
     h = None
     # the wake index carried across the delivery (carry.py): the loop's

@@ -62,15 +62,25 @@ def _refusals(lines):
     # and the signature check take its room on a 128K unix board
     # (docs/budgets.md#27)
     from sporadic.device import store as s
-    if s.tight():
+    tight = s.tight()
+    if tight:
         import sporadic
         sporadic.forget('sporadic.device.splice')
         gc.collect()
     from sporadic.device import storesync
     refused = []
     # a session with no loop (serial, after the soft reset; a reset ends
-    # it) keeps the held seals' digests for its next P; a loop's heap does not
-    storesync.receive(store(), lines, 'sync', refused, keep='sporadic.device.runtime' not in sys.modules)
+    # it) keeps the held seals' digests for its next P, and on a tight heap
+    # compacts after the P's lines are in, the signature check let go first
+    # (an ESP8266's signed batch of 30 ran out of memory compacting in the
+    # middle of a P, docs/budgets.md#31); a loop's heap does neither
+    alone = 'sporadic.device.runtime' not in sys.modules
+    defer = alone and tight
+    st = store()
+    storesync.receive(st, lines, 'sync', refused, keep=alone, defer=defer)
+    if defer and st.needs_compaction():
+        _drop_trust(st)
+        st.compact()
     return refused
 
 
@@ -87,6 +97,12 @@ def _index(st):
     # far are committed (trust.json), the next P loads it again, and the
     # index's compaction of what they brought takes its room
     # (docs/budgets.md#31)
+    _drop_trust(st)
+    from sporadic.device import splice
+    return splice.index(st)
+
+
+def _drop_trust(st):
     from sporadic.device import store as s
     tr = st._tr
     if tr and s.tight() and not tr.refused and not tr.clock_note:
@@ -100,8 +116,6 @@ def _index(st):
                      'sporadic.device.seals'):
             sporadic.forget(name)
         gc.collect()
-    from sporadic.device import splice
-    return splice.index(st)
 
 
 def responder():
