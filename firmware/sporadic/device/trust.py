@@ -136,7 +136,7 @@ class Trust:
                 wait.append(raw)
                 continue
             ref += self._sort(st, raw, recs, wait, dev, out, src, refused, None)
-        had = _parsed(had)   # (None)
+        had = _parsed(had)   # (_parsed returns None: the list is done with)
         if not (recs or wait):
             if dev:
                 ref += self._hosts_known(st, dev, out, src, refused)
@@ -192,7 +192,7 @@ class Trust:
                     ref += 1
             rest = ok = None
             late = True
-        had = _parsed(had)   # (set where a line no held seal covers was parsed: a forged one, say)
+        had = _parsed(had)   # (a list only where a line no held seal covers was parsed: a forged one)
         if dev:
             ref += self._hosts_known(st, dev, out, src, refused)
         for c in out:
