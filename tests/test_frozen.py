@@ -85,14 +85,19 @@ def test_image_cli_takes_frozen(tmp_path, monkeypatch, capsys):
     assert "/lib/board.mpy" in found and not any(p.startswith("/lib/sporadic") for p in found)
 
 
-def test_a_small_heap_board_is_told_it_needs_the_frozen_firmware_to_sync():
+def test_a_small_heap_board_is_told_to_run_sporadic_from_its_firmware_rom_or_frozen():
     from companion.sync import syncer
     note = files.small_heap_note("esp8266", frozen=False)
-    assert "38 KiB heap" in note and "frozen" in note and "hardware.md#frozen-firmware" in note
+    assert "38 KiB heap" in note and "companion image --romfs" in note, note
+    assert "hardware.md#a-stock-esp8266-the-romfs-download" in note and "hardware.md#frozen-firmware" in note
     assert files.small_heap_note("esp8266", frozen=True) == ""
     assert files.small_heap_note("esp32", frozen=False) == ""
     # a sync that runs out of memory on such a board says what to do
     hint = syncer.memory_hint("board raised: MemoryError: memory allocation failed", 38 * 1024)
-    assert "38 KiB heap" in hint and "frozen" in hint
+    assert "38 KiB heap" in hint and "--romfs" in hint and "frozen" in hint, hint
+    # and on one whose deploy found sporadic in its firmware, not to put it there
+    hint = syncer.memory_hint("out of memory (on P .h b-1)", 33 * 1024, in_firmware=True)
+    assert "33 KiB heap with sporadic in its firmware already" in hint and "romfs-download" in hint, hint
+    assert "--romfs" not in hint and "frozen" not in hint, hint
     assert syncer.memory_hint("out of memory (on P .h b-1)", 128 * 1024) == ""
     assert syncer.memory_hint("no answer for 20 s", 38 * 1024) == ""

@@ -107,22 +107,22 @@ def _read(path):
         return f.read()
 
 
-SMALL_HEAP = 64 * 1024   # bytes: below this a board syncs only with sporadic frozen in
-FROZEN_ADVICE = ("a sync needs sporadic frozen into its MicroPython firmware "
-                 "(docs/hardware.md#frozen-firmware)")
+SMALL_HEAP = 64 * 1024   # bytes: below this a board runs and syncs only with sporadic in its firmware
+IN_FIRMWARE_ADVICE = ("sporadic has to run from its firmware: the stock ROMFS download with "
+                      "`companion image --romfs` (docs/hardware.md#a-stock-esp8266-the-romfs-download), "
+                      "or a build with it frozen in (docs/hardware.md#frozen-firmware)")
 
 
 def small_heap_note(board, frozen):
     """A note for a board whose heap is too small for sporadic as .mpy files
-    (an ESP8266: its loop needs 46 KiB and a signed sync 83 KiB on a 32-bit
-    port, bench/esp8266.py, docs/budgets.md), or '' ."""
+    (an ESP8266: its loop needs 47 KiB and a signed sync 68-70 KiB on a
+    32-bit port, bench/esp8266.py, docs/budgets.md#31), or '' ."""
     data = board_data(board)
     heap = data.get("heap_bytes") or 0
     if frozen or not heap or heap >= SMALL_HEAP or data.get("heap_grows"):
         return ""
     return ("note: the %s has a %d KiB heap, less than sporadic's loop needs as .mpy files "
-            "(docs/budgets.md): the loop and a sync need sporadic frozen into its MicroPython firmware "
-            "(docs/hardware.md#frozen-firmware)" % (data["name"], heap // 1024))
+            "(docs/budgets.md#31): %s" % (data["name"], heap // 1024, IN_FIRMWARE_ADVICE))
 
 
 # sporadic/desktop/ is portable but desktop-only: it never goes to a board.

@@ -278,6 +278,7 @@ def deploy(fleet, port, dev_id=None, board=None, network=None, compile=True, pro
         prov.commit(port)
         info = fleet.device(dev_id) or {'id': dev_id}
         info['user_actions'] = sorted(user)
+        info['in_firmware'] = frozen
         fleet.save_device(info)
         return {'id': dev_id, 'files': len(todo), 'bytes': total, 'frozen': frozen, 'moved_from': moved,
                 'note': files.small_heap_note(board, frozen), 'network': prov.extra.get('sync_port')}
@@ -307,7 +308,7 @@ def sync(fleet, port, progress=True, link=None, now=None):
             raise UserError('%s is full: its flash takes no more jobs (folding them in needs room for a second '
                             'copy of its job file); it keeps the %s it holds' % (port, '%s bytes of jobs' % m.group(1) if m else 'jobs'))
         raise UserError('sync with %s broke off: %s (nothing is lost: the next sync completes it)%s'
-                        % (port, e, memory_hint(str(e), seen.get('heap'))))
+                        % (port, e, memory_hint(str(e), seen.get('heap'), seen.get('in_firmware'))))
     finally:
         if own:
             try:
@@ -369,11 +370,18 @@ def put_bytes_for(heap, own_heap=False):
     return 512 if heap < files.SMALL_HEAP else 1024
 
 
-def memory_hint(error, heap):
-    """What to do when a board with a small heap ran out of memory."""
+def memory_hint(error, heap, in_firmware=None):
+    """What to do when a board with a small heap ran out of memory;
+    in_firmware: deploy found sporadic in its firmware (frozen or ROMFS:
+    devices/ID.json "in_firmware"; None when no deploy said)."""
     if heap is None or heap >= files.SMALL_HEAP or 'memory' not in error.lower():
         return ''
-    return '. This board has a %d KiB heap: %s' % (heap // 1024, files.FROZEN_ADVICE)
+    if in_firmware:
+        # no code of sporadic's to move out of its heap: advice to put it
+        # in the firmware would send the user round in a circle
+        return ('. This board has a %d KiB heap with sporadic in its firmware already: what a sync '
+                'needs there is in docs/hardware.md#a-stock-esp8266-the-romfs-download' % (heap // 1024))
+    return '. This board has a %d KiB heap: %s' % (heap // 1024, files.IN_FIRMWARE_ADVICE)
 
 
 def _sync(fleet, port, link, now, base=0, seen=None):
@@ -385,10 +393,11 @@ def _sync(fleet, port, link, now, base=0, seen=None):
     answer = board_answer(link.call('T %d' % now), 'the time').split()
     dev_id, before = answer[0], answer[1]
     heap = int(answer[2]) if len(answer) > 2 and answer[2].isdigit() else None
+    prev = fleet.device(dev_id) or {'id': dev_id}
     if seen is not None:
         seen['heap'] = heap
+        seen['in_firmware'] = prev.get('in_firmware')
     drift = None if before == '-' else int(before) - now
-    prev = fleet.device(dev_id) or {'id': dev_id}
     was_complete = prev.get('complete', False)
     prev['complete'] = False          # until this sync has acknowledged the outbox
     fleet.save_device(prev)
