@@ -123,7 +123,7 @@ def test_a_small_board_syncs_a_signed_batch_of_30_runs_one_and_reports_it(exe, h
 
 def test_a_rom_board_out_of_heap_is_not_told_to_put_sporadic_in_its_firmware(tmp_path, monkeypatch):
     """A board below what a signed sync needs with the package in ROMFS
-    (32K on the ROM build: 34-35 KiB needed, docs/budgets.md#31): the sync
+    (30K on the ROM build: 34-35 KiB needed, docs/budgets.md#31): the sync
     breaks off with the heap it saw, and its advice says sporadic is in the
     firmware already, instead of telling the user to put it there."""
     if not os.path.isfile(MP32_ROMFS):
@@ -142,13 +142,13 @@ def test_a_rom_board_out_of_heap_is_not_told_to_put_sporadic_in_its_firmware(tmp
     with open(str(tmp_path / 'batch.txt'), 'w') as f:
         f.write(small_board_batch(30))
     companion(fleet, 'add', '-f', str(tmp_path / 'batch.txt'))
-    vb = VBoard(str(tmp_path / 'b'), board_id='e-1', heap='32K', clock_scale=SCALE, env=env)
+    vb = VBoard(str(tmp_path / 'b'), board_id='e-1', heap='30K', clock_scale=SCALE, env=env)
     path = vb.start()
     try:
         with pytest.raises(UserError) as e:
             syncer.sync(Fleet(fleet), path, progress=False)
         msg = str(e.value)
-        assert 'out of memory' in msg and 'heap with sporadic in its firmware already' in msg, msg
+        assert 'out of memory' in msg and 'sporadic is in its firmware already' in msg, msg
         assert 'frozen' not in msg, msg
     finally:
         vb.stop()

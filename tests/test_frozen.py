@@ -97,7 +97,7 @@ def test_a_small_heap_board_is_told_to_run_sporadic_from_its_firmware_rom_or_fro
     assert "38 KiB heap" in hint and "--romfs" in hint and "frozen" in hint, hint
     # and on one whose deploy found sporadic in its firmware, not to put it there
     hint = syncer.memory_hint("out of memory (on P .h b-1)", 33 * 1024, in_firmware=True)
-    assert "33 KiB heap with sporadic in its firmware already" in hint and "romfs-download" in hint, hint
+    assert "33 KiB heap: sporadic is in its firmware already" in hint and "romfs-download" in hint, hint
     assert "--romfs" not in hint and "frozen" not in hint, hint
     assert syncer.memory_hint("out of memory (on P .h b-1)", 128 * 1024) == ""
     assert syncer.memory_hint("no answer for 20 s", 38 * 1024) == ""

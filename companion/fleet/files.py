@@ -111,6 +111,9 @@ SMALL_HEAP = 64 * 1024   # bytes: below this a board runs and syncs only with sp
 IN_FIRMWARE_ADVICE = ("sporadic has to run from its firmware: the stock ROMFS download with "
                       "`companion image --romfs` (docs/hardware.md#a-stock-esp8266-the-romfs-download), "
                       "or a build with it frozen in (docs/hardware.md#frozen-firmware)")
+# (not the advice above to a board that has it: it would send the user round in a circle)
+ALREADY_IN_FIRMWARE = ("sporadic is in its firmware already: what a sync needs there is in "
+                       "docs/hardware.md#a-stock-esp8266-the-romfs-download")
 
 
 def small_heap_note(board, frozen):

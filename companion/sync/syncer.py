@@ -277,8 +277,7 @@ def deploy(fleet, port, dev_id=None, board=None, network=None, compile=True, pro
             link.exec('import os\nfor p in %r:\n try: os.remove(p)\n except OSError: pass\n' % stale)
         prov.commit(port)
         info = fleet.device(dev_id) or {'id': dev_id}
-        info['user_actions'] = sorted(user)
-        info['in_firmware'] = frozen
+        info.update(user_actions=sorted(user), in_firmware=frozen)   # (memory_hint's in_firmware)
         fleet.save_device(info)
         return {'id': dev_id, 'files': len(todo), 'bytes': total, 'frozen': frozen, 'moved_from': moved,
                 'note': files.small_heap_note(board, frozen), 'network': prov.extra.get('sync_port')}
@@ -371,17 +370,11 @@ def put_bytes_for(heap, own_heap=False):
 
 
 def memory_hint(error, heap, in_firmware=None):
-    """What to do when a board with a small heap ran out of memory;
-    in_firmware: deploy found sporadic in its firmware (frozen or ROMFS:
-    devices/ID.json "in_firmware"; None when no deploy said)."""
+    """What a board with a small heap that ran out of memory can do (in_firmware: deploy's word)."""
     if heap is None or heap >= files.SMALL_HEAP or 'memory' not in error.lower():
         return ''
-    if in_firmware:
-        # no code of sporadic's to move out of its heap: advice to put it
-        # in the firmware would send the user round in a circle
-        return ('. This board has a %d KiB heap with sporadic in its firmware already: what a sync '
-                'needs there is in docs/hardware.md#a-stock-esp8266-the-romfs-download' % (heap // 1024))
-    return '. This board has a %d KiB heap: %s' % (heap // 1024, files.IN_FIRMWARE_ADVICE)
+    advice = files.ALREADY_IN_FIRMWARE if in_firmware else files.IN_FIRMWARE_ADVICE
+    return '. This board has a %d KiB heap: %s' % (heap // 1024, advice)
 
 
 def _sync(fleet, port, link, now, base=0, seen=None):
@@ -395,8 +388,7 @@ def _sync(fleet, port, link, now, base=0, seen=None):
     heap = int(answer[2]) if len(answer) > 2 and answer[2].isdigit() else None
     prev = fleet.device(dev_id) or {'id': dev_id}
     if seen is not None:
-        seen['heap'] = heap
-        seen['in_firmware'] = prev.get('in_firmware')
+        seen.update(heap=heap, in_firmware=prev.get('in_firmware'))
     drift = None if before == '-' else int(before) - now
     was_complete = prev.get('complete', False)
     prev['complete'] = False          # until this sync has acknowledged the outbox
