@@ -505,8 +505,8 @@ def test_an_outbox_answer_out_of_memory_is_asked_again_on_a_fresh_heap(tmp_path)
 def test_an_outbox_answer_with_no_room_for_the_packer_sends_the_lines_as_they_are(tmp_path):
     """A board that cannot load the outbox packer's code (a loop's heap over
     TCP, scattered, where no fresh heap can be asked for: three deployed
-    boards' `O` failed `allocating 1280 bytes`, a qstr block, with 56 KB
-    free) answers with its raw outbox files unpacked: every record arrives
+    boards' `O` failed `allocating 1280 bytes` with 56 KB free: the name
+    pool's next block of 1,280 entries, 14 KB on the 64-bit port) answers with its raw outbox files unpacked: every record arrives
     and is acknowledged once, none is lost or refused. (The failure is
     the board's own import raising MemoryError, as it did there.)"""
     from companion import cli

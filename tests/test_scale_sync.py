@@ -269,8 +269,9 @@ def test_a_splice_rewrites_one_seal_slot_not_every_slot(tmp_path):
         q = fh.read()
     assert 'not signed' in q and 'log forged0 ' in q and 'log h' not in q
     # the forged line's parse loaded the parser (~16 KB of a 64-bit heap):
-    # let go before the compaction, which found no 640-byte run beside it
-    # once a sync module grew a little (docs/budgets.md#31, session 53)
+    # let go before the compaction, which could not grow the name pool (640
+    # entries, a 7 KB block) beside it once a sync module grew a little
+    # (docs/budgets.md#31, session 53)
     assert 'PARSER False' in p.stdout, p.stdout[-2000:]
 
 

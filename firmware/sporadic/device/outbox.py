@@ -203,8 +203,9 @@ def answer(st, most):
                     from sporadic.core import outpack
                     src = outpack.pack(src, host)
                 except MemoryError:
-                    # no run for the packer's code in a heap a loop has
-                    # scattered (a TCP board's): the lines as they are
+                    # no room for the names its import interns (the name
+                    # pool's next block: 14 KB on a 64-bit port) in a heap a
+                    # loop has scattered (a TCP board's): the lines as they are
                     host = ''
             if not host:
                 yield '\n@'

@@ -299,7 +299,8 @@ def _outbox(req):
     # MOST bytes, in pieces (device/outbox.py answer)
     # the reconciliation is over when the outbox is asked for: its answerer
     # (and what it holds) goes first, the heaviest part of a sync session
-    # (a 128K unix board's `O` then found no 640-byte run), and on a heap
+    # (a 128K unix board's `O` then could not grow the name pool: `allocating
+    # 640 bytes`, 640 entries, a 7 KB block), and on a heap
     # under ROOMY its code (recon, the digest index's splice: 14 KB of a
     # 64-bit heap; a compaction loads splice for itself)
     global _responder
